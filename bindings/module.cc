@@ -1,0 +1,243 @@
+// The nanobind module shardfeed._core: thin handles over the C++ core.  Every
+// method that blocks or reads files releases the GIL; errors cross as
+// StatusError and become shardfeed._errors classes (see convert.cc).
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/shared_ptr.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
+
+#include <memory>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include <arrow/type.h>
+
+#include "convert.h"
+#include "shardfeed/batch.h"
+#include "shardfeed/catalog.h"
+#include "shardfeed/engine.h"
+#include "shardfeed/plan.h"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace shardfeed::py {
+namespace {
+
+struct DatasetHandle {
+  std::shared_ptr<const Catalog> catalog;
+};
+
+class EngineHandle {
+ public:
+  EngineHandle(std::unique_ptr<Engine> engine, int64_t num_batches)
+      : engine_(std::move(engine)), num_batches_(num_batches) {}
+  ~EngineHandle() {
+    nb::gil_scoped_release release;
+    engine_.reset();  // stops and joins the workers
+  }
+
+  nb::object Next() {
+    std::shared_ptr<Batch> batch;
+    {
+      nb::gil_scoped_release release;
+      batch = Unwrap(engine_->Next());
+    }
+    if (!batch) return nb::none();
+    return BatchToDict(*batch);
+  }
+
+  void Close() {
+    nb::gil_scoped_release release;
+    engine_->Stop();
+  }
+
+  int64_t num_units() const { return engine_->num_units(); }
+  int64_t num_batches() const { return num_batches_; }
+
+  nb::dict Stats() const {
+    const EngineStats s = engine_->stats();
+    nb::dict d;
+    d["row_groups_decoded"] = s.row_groups_decoded;
+    d["rows_decoded"] = s.rows_decoded;
+    d["bytes_decoded"] = s.bytes_decoded;
+    d["batches"] = s.batches;
+    d["rows_delivered"] = s.rows_delivered;
+    d["decode_seconds"] = s.decode_seconds;
+    d["assemble_seconds"] = s.assemble_seconds;
+    d["worker_wait_seconds"] = s.worker_wait_seconds;
+    d["consumer_wait_seconds"] = s.consumer_wait_seconds;
+    d["decoded_row_groups"] = s.decoded_row_groups;
+    return d;
+  }
+
+ private:
+  std::unique_ptr<Engine> engine_;
+  int64_t num_batches_;
+};
+
+std::shared_ptr<const EpochPlan> MakePlan(const Catalog& catalog, const PlanOptions& options) {
+  return Unwrap(EpochPlan::Make(catalog.RowGroupRows(), options));
+}
+
+}  // namespace
+}  // namespace shardfeed::py
+
+NB_MODULE(_core, m) {
+  using namespace shardfeed;
+  using namespace shardfeed::py;
+  RegisterErrorTranslator();
+
+  nb::class_<PlanOptions>(m, "PlanOptions")
+      .def(nb::init<>())
+      .def_rw("seed", &PlanOptions::seed)
+      .def_rw("epoch", &PlanOptions::epoch)
+      .def_rw("shuffle", &PlanOptions::shuffle)
+      .def_rw("window_row_groups", &PlanOptions::window_row_groups)
+      .def_rw("batch_size", &PlanOptions::batch_size)
+      .def_rw("world_size", &PlanOptions::world_size)
+      .def_rw("rank", &PlanOptions::rank)
+      .def_rw("drop_last", &PlanOptions::drop_last);
+
+  nb::class_<StackSpec>(m, "StackSpec")
+      .def(nb::init<>())
+      .def_rw("name", &StackSpec::name)
+      .def_rw("columns", &StackSpec::columns);
+
+  nb::class_<OutputOptions>(m, "OutputOptions")
+      .def(nb::init<>())
+      .def_rw("columns", &OutputOptions::columns)
+      .def_rw("all_columns", &OutputOptions::all_columns)
+      .def_rw("stacks", &OutputOptions::stacks)
+      .def_rw("with_sample_id", &OutputOptions::with_sample_id)
+      .def_rw("fill_null", &OutputOptions::fill_null);
+
+  nb::class_<EngineOptions>(m, "EngineOptions")
+      .def(nb::init<>())
+      .def_rw("output", &EngineOptions::output)
+      .def_rw("num_threads", &EngineOptions::num_threads)
+      .def_rw("queue_depth", &EngineOptions::queue_depth)
+      .def_rw("start_batch", &EngineOptions::start_batch)
+      .def_rw("batch_offset", &EngineOptions::batch_offset)
+      .def_rw("batch_stride", &EngineOptions::batch_stride)
+      .def_rw("debug_max_delay_us", &EngineOptions::debug_max_delay_us);
+
+  nb::class_<DatasetHandle>(m, "Dataset")
+      .def(
+          "__init__",
+          [](DatasetHandle* self, const std::vector<std::string>& sources, int num_threads) {
+            std::shared_ptr<Catalog> catalog;
+            {
+              nb::gil_scoped_release release;
+              CatalogOptions options;
+              options.num_threads = num_threads;
+              catalog = Unwrap(Catalog::Open(sources, options));
+            }
+            new (self) DatasetHandle{std::move(catalog)};
+          },
+          "sources"_a, "num_threads"_a = 8)
+      .def_prop_ro("num_rows", [](const DatasetHandle& d) { return d.catalog->num_rows(); })
+      .def_prop_ro("num_files", [](const DatasetHandle& d) { return d.catalog->files().size(); })
+      .def_prop_ro("num_row_groups",
+                   [](const DatasetHandle& d) { return d.catalog->row_groups().size(); })
+      .def_prop_ro("fingerprint", [](const DatasetHandle& d) { return d.catalog->fingerprint(); })
+      .def_prop_ro("root", [](const DatasetHandle& d) { return d.catalog->root(); })
+      .def("files",
+           [](const DatasetHandle& d) {
+             std::vector<std::string> out;
+             for (const auto& f : d.catalog->files()) out.push_back(f.rel_path);
+             return out;
+           })
+      .def("row_groups",
+           [](const DatasetHandle& d) {
+             std::vector<std::tuple<int32_t, int32_t, int64_t, int64_t, int64_t>> out;
+             for (const auto& rg : d.catalog->row_groups()) {
+               out.emplace_back(rg.file, rg.row_group, rg.num_rows, rg.first_row, rg.total_bytes);
+             }
+             return out;
+           })
+      .def("schema",
+           [](const DatasetHandle& d) {
+             std::vector<std::pair<std::string, std::string>> out;
+             if (d.catalog->schema()) {
+               for (const auto& f : d.catalog->schema()->fields()) {
+                 out.emplace_back(f->name(), f->type()->ToString());
+               }
+             }
+             return out;
+           })
+      .def("describe_outputs",
+           [](const DatasetHandle& d, const OutputOptions& options) {
+             std::vector<std::tuple<std::string, std::string, std::vector<int64_t>>> out;
+             for (const auto& info : Unwrap(DescribeOutputs(*d.catalog->schema(), options))) {
+               out.emplace_back(info.name, DTypeName(info.dtype), info.inner_shape);
+             }
+             return out;
+           })
+      .def("num_batches", [](const DatasetHandle& d, const PlanOptions& options) {
+        return MakePlan(*d.catalog, options)->num_batches();
+      });
+
+  nb::class_<EngineHandle>(m, "Engine", nb::is_weak_referenceable())
+      .def(
+          "__init__",
+          [](EngineHandle* self, const DatasetHandle& d, const PlanOptions& plan_options,
+             const EngineOptions& options) {
+            std::unique_ptr<Engine> engine;
+            int64_t num_batches = 0;
+            {
+              nb::gil_scoped_release release;
+              auto plan = MakePlan(*d.catalog, plan_options);
+              num_batches = plan->num_batches();
+              engine = Unwrap(Engine::Make(d.catalog, plan, options));
+            }
+            new (self) EngineHandle(std::move(engine), num_batches);
+          },
+          "dataset"_a, "plan"_a, "options"_a)
+      .def("next", &EngineHandle::Next)
+      .def("close", &EngineHandle::Close)
+      .def_prop_ro("num_units", &EngineHandle::num_units)
+      .def_prop_ro("num_batches", &EngineHandle::num_batches)
+      .def("stats", &EngineHandle::Stats);
+
+  m.def(
+      "plan_sample_ids",
+      [](const std::vector<int64_t>& row_group_rows, const PlanOptions& options) {
+        // The rank's whole epoch as natural-order sample ids: for tests of the
+        // plan's invariants on small inputs.
+        std::vector<int64_t> ids;
+        {
+          nb::gil_scoped_release release;
+          auto plan = Unwrap(EpochPlan::Make(row_group_rows, options));
+          std::vector<int64_t> first(row_group_rows.size() + 1, 0);
+          for (size_t i = 0; i < row_group_rows.size(); ++i) {
+            first[i + 1] = first[i] + row_group_rows[i];
+          }
+          std::vector<SampleRef> samples;
+          plan->Resolve(plan->rank_begin(), plan->rank_begin() + plan->rank_size(), &samples);
+          ids.reserve(samples.size());
+          for (const auto& s : samples) ids.push_back(first[static_cast<size_t>(s.row_group)] + s.row);
+        }
+        return ids;
+      },
+      "row_group_rows"_a, "options"_a);
+
+  m.def(
+      "plan_batch_sizes",
+      [](const std::vector<int64_t>& row_group_rows, const PlanOptions& options) {
+        auto plan = Unwrap(EpochPlan::Make(row_group_rows, options));
+        std::vector<int64_t> sizes;
+        for (int64_t b = 0; b < plan->num_batches(); ++b) sizes.push_back(plan->BatchSize(b));
+        return sizes;
+      },
+      "row_group_rows"_a, "options"_a);
+
+  m.def("live_buffers", &OutputBuffer::live_count,
+        "Batch buffers allocated by the engine and not yet freed (for tests).");
+}

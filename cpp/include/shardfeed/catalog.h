@@ -1,0 +1,73 @@
+// The catalog: a dataset's files and row groups, read from Parquet footers only.
+//
+// Files are ordered by their path relative to the dataset root, so the same
+// files under another root (a local copy, a bucket) give the same catalog and
+// the same fingerprint.  Zero-row files are skipped.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <arrow/filesystem/filesystem.h>
+#include <arrow/result.h>
+#include <arrow/type_fwd.h>
+
+namespace parquet {
+class FileMetaData;
+}
+
+namespace shardfeed {
+
+struct FileEntry {
+  std::string path;      // path on `filesystem` (what OpenInputFile takes)
+  std::string rel_path;  // path relative to the dataset root; decides the order
+  int64_t size = 0;
+  std::shared_ptr<parquet::FileMetaData> metadata;  // the footer, read once
+};
+
+struct RowGroupEntry {
+  int32_t file = 0;        // index into Catalog::files()
+  int32_t row_group = 0;   // index inside the file
+  int64_t num_rows = 0;
+  int64_t first_row = 0;   // global id of its first row in the natural order
+  int64_t total_bytes = 0;  // compressed size of its column chunks
+};
+
+struct CatalogOptions {
+  int num_threads = 8;  // footers read in parallel
+};
+
+class Catalog {
+ public:
+  // `sources`: one directory (every *.parquet below it), one file, or a list of
+  // files.  Local paths and URIs that Arrow's filesystems know (file://, s3://,
+  // gs://, hdfs://) are accepted; a list must live on one filesystem.
+  static arrow::Result<std::shared_ptr<Catalog>> Open(const std::vector<std::string>& sources,
+                                                      const CatalogOptions& options = {});
+
+  const std::shared_ptr<arrow::fs::FileSystem>& filesystem() const { return fs_; }
+  const std::string& root() const { return root_; }
+  const std::vector<FileEntry>& files() const { return files_; }
+  const std::vector<RowGroupEntry>& row_groups() const { return row_groups_; }
+  const std::shared_ptr<arrow::Schema>& schema() const { return schema_; }
+  int64_t num_rows() const { return num_rows_; }
+  // Hex digest of (relative paths, row-group row counts, schema): what the
+  // sample order depends on.  Stable across roots and machines.
+  const std::string& fingerprint() const { return fingerprint_; }
+
+  // Row counts of the row groups, in catalog order: the input of the plan.
+  std::vector<int64_t> RowGroupRows() const;
+
+ private:
+  std::shared_ptr<arrow::fs::FileSystem> fs_;
+  std::string root_;
+  std::vector<FileEntry> files_;
+  std::vector<RowGroupEntry> row_groups_;
+  std::shared_ptr<arrow::Schema> schema_;
+  int64_t num_rows_ = 0;
+  std::string fingerprint_;
+};
+
+}  // namespace shardfeed

@@ -1,0 +1,90 @@
+// The engine: worker threads that decode, assemble and deliver batches in the
+// plan's order (design invariant 3).
+//
+// Work unit k goes to worker k mod N; each worker owns a bounded queue of
+// `queue_depth` batches; the consumer takes unit k from queue k mod N.  So the
+// stream does not depend on N or on timing, and at most N * (queue_depth + 1)
+// batches exist at once.  Decoded row groups are shared between workers and
+// dropped as soon as every batch of their mixing window has been assembled.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <arrow/result.h>
+
+#include "shardfeed/batch.h"
+#include "shardfeed/catalog.h"
+#include "shardfeed/plan.h"
+
+namespace shardfeed {
+
+struct StackSpec {
+  std::string name;                  // output name
+  std::vector<std::string> columns;  // numeric scalar columns, in output order
+};
+
+struct OutputOptions {
+  std::vector<std::string> columns;  // empty + all_columns: every column
+  bool all_columns = true;
+  std::vector<StackSpec> stacks;
+  bool with_sample_id = false;     // adds "sample_id": int64 natural-order index
+  std::optional<double> fill_null;  // nullopt: a null is an error
+};
+
+struct EngineOptions {
+  OutputOptions output;
+  int num_threads = 4;
+  int queue_depth = 2;
+  // The engine yields the rank's batches start_batch, ... that are congruent
+  // to batch_offset modulo batch_stride (a DataLoader worker's share).
+  int64_t start_batch = 0;
+  int64_t batch_offset = 0;
+  int64_t batch_stride = 1;
+  // Test hook: each unit sleeps a random 0..debug_max_delay_us microseconds.
+  int debug_max_delay_us = 0;
+};
+
+struct EngineStats {
+  int64_t row_groups_decoded = 0;
+  int64_t rows_decoded = 0;
+  int64_t bytes_decoded = 0;  // compressed bytes of the decoded column chunks
+  int64_t batches = 0;
+  int64_t rows_delivered = 0;
+  double decode_seconds = 0;
+  double assemble_seconds = 0;
+  double worker_wait_seconds = 0;    // workers blocked on a full queue
+  double consumer_wait_seconds = 0;  // consumer blocked on an empty queue
+  std::vector<int32_t> decoded_row_groups;  // catalog indices, in decode order
+};
+
+struct OutputInfo {
+  std::string name;
+  DType dtype;
+  std::vector<int64_t> inner_shape;  // shape after the batch dimension (-1: varies)
+};
+
+// Checks columns, types and stacks against the schema without reading data.
+arrow::Result<std::vector<OutputInfo>> DescribeOutputs(const arrow::Schema& schema,
+                                                       const OutputOptions& options);
+
+class Engine {
+ public:
+  static arrow::Result<std::unique_ptr<Engine>> Make(std::shared_ptr<const Catalog> catalog,
+                                                     std::shared_ptr<const EpochPlan> plan,
+                                                     const EngineOptions& options);
+  virtual ~Engine() = default;
+
+  // The next batch in order, nullptr after the last one.  Blocks.  After an
+  // error every later call returns the same error.
+  virtual arrow::Result<std::shared_ptr<Batch>> Next() = 0;
+  // Stops and joins the workers; idempotent.  Next() then returns Cancelled.
+  virtual void Stop() = 0;
+  virtual int64_t num_units() const = 0;
+  virtual EngineStats stats() const = 0;
+};
+
+}  // namespace shardfeed

@@ -1,0 +1,77 @@
+#include "shardfeed/batch.h"
+
+#include <cstdlib>
+#include <new>
+
+namespace shardfeed {
+
+std::atomic<int64_t> OutputBuffer::live_{0};
+
+OutputBuffer::OutputBuffer(size_t size) : size_(size) {
+  constexpr size_t kAlign = 64;
+  const size_t rounded = ((size + kAlign - 1) / kAlign) * kAlign;
+  data_ = static_cast<uint8_t*>(std::aligned_alloc(kAlign, rounded == 0 ? kAlign : rounded));
+  if (data_ == nullptr) throw std::bad_alloc();
+  live_.fetch_add(1, std::memory_order_relaxed);
+}
+
+OutputBuffer::~OutputBuffer() {
+  std::free(data_);
+  live_.fetch_sub(1, std::memory_order_relaxed);
+}
+
+int64_t OutputBuffer::live_count() { return live_.load(std::memory_order_relaxed); }
+
+size_t DTypeSize(DType t) {
+  switch (t) {
+    case DType::kBool:
+    case DType::kInt8:
+    case DType::kUInt8:
+      return 1;
+    case DType::kInt16:
+    case DType::kUInt16:
+    case DType::kFloat16:
+      return 2;
+    case DType::kInt32:
+    case DType::kUInt32:
+    case DType::kFloat32:
+      return 4;
+    case DType::kInt64:
+    case DType::kUInt64:
+    case DType::kFloat64:
+      return 8;
+  }
+  return 0;
+}
+
+const char* DTypeName(DType t) {
+  switch (t) {
+    case DType::kBool:
+      return "bool";
+    case DType::kInt8:
+      return "int8";
+    case DType::kInt16:
+      return "int16";
+    case DType::kInt32:
+      return "int32";
+    case DType::kInt64:
+      return "int64";
+    case DType::kUInt8:
+      return "uint8";
+    case DType::kUInt16:
+      return "uint16";
+    case DType::kUInt32:
+      return "uint32";
+    case DType::kUInt64:
+      return "uint64";
+    case DType::kFloat16:
+      return "float16";
+    case DType::kFloat32:
+      return "float32";
+    case DType::kFloat64:
+      return "float64";
+  }
+  return "?";
+}
+
+}  // namespace shardfeed

@@ -1,0 +1,309 @@
+#include "shardfeed/engine.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <random>
+#include <thread>
+#include <unordered_map>
+#include <utility>
+
+#include "exec/assemble.h"
+#include "exec/decode.h"
+#include "exec/layout.h"
+#include "exec/queue.h"
+#include "shardfeed/status.h"
+
+namespace shardfeed {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Decoded row groups shared by the workers, grouped by mixing window.  A
+// window's row groups are dropped once every unit that overlaps the window has
+// been assembled, so memory follows the in-flight units, not the dataset.
+class RowGroupStore {
+ public:
+  struct Slot {
+    bool loading = true;
+    arrow::Status status;
+    std::shared_ptr<const DecodedRowGroup> data;
+  };
+
+  // Returns the decoded row group, decoding it here if no one else is.
+  template <typename DecodeFn>
+  arrow::Result<std::shared_ptr<const DecodedRowGroup>> Get(int64_t window, int64_t uses,
+                                                            int32_t rg, DecodeFn&& decode) {
+    std::unique_lock<std::mutex> lock(mu_);
+    auto& entry = Entry(window, uses);
+    auto it = entry.slots.find(rg);
+    if (it == entry.slots.end()) {
+      auto slot = std::make_shared<Slot>();
+      entry.slots.emplace(rg, slot);
+      lock.unlock();
+      auto result = decode();
+      lock.lock();
+      if (result.ok()) {
+        slot->data = *result;
+      } else {
+        slot->status = result.status();
+      }
+      slot->loading = false;
+      ready_.notify_all();
+      return result;
+    }
+    auto slot = it->second;  // keeps the slot alive if the window is released
+    ready_.wait(lock, [&] { return !slot->loading || stopped_; });
+    if (slot->loading) return arrow::Status::Cancelled("loader stopped");
+    if (!slot->status.ok()) return slot->status;
+    return slot->data;
+  }
+
+  // One unit overlapping `window` is done with it.
+  void Release(int64_t window, int64_t uses) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto& entry = Entry(window, uses);
+    if (--entry.remaining <= 0) windows_.erase(window);
+  }
+
+  void Stop() {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopped_ = true;
+    ready_.notify_all();
+  }
+
+ private:
+  struct WindowEntry {
+    int64_t remaining = 0;
+    std::unordered_map<int32_t, std::shared_ptr<Slot>> slots;
+  };
+  WindowEntry& Entry(int64_t window, int64_t uses) {
+    auto [it, inserted] = windows_.try_emplace(window);
+    if (inserted) it->second.remaining = uses;
+    return it->second;
+  }
+
+  std::mutex mu_;
+  std::condition_variable ready_;
+  std::map<int64_t, WindowEntry> windows_;
+  bool stopped_ = false;
+};
+
+class EngineImpl final : public Engine {
+ public:
+  EngineImpl(std::shared_ptr<const Catalog> catalog, std::shared_ptr<const EpochPlan> plan,
+             EngineOptions options, Layout layout)
+      : catalog_(std::move(catalog)),
+        plan_(std::move(plan)),
+        options_(std::move(options)),
+        layout_(std::move(layout)) {
+    const int64_t nb = plan_->num_batches();
+    const int64_t stride = options_.batch_stride;
+    // First batch >= start_batch congruent to batch_offset (mod stride).
+    int64_t first = options_.start_batch;
+    first += ((options_.batch_offset - first) % stride + stride) % stride;
+    first_batch_ = first;
+    num_units_ = first < nb ? (nb - first + stride - 1) / stride : 0;
+    const int n = std::max(1, options_.num_threads);
+    for (int w = 0; w < n; ++w) {
+      queues_.push_back(std::make_unique<BoundedQueue<Item>>(
+          static_cast<size_t>(std::max(1, options_.queue_depth))));
+    }
+    for (int w = 0; w < n; ++w) threads_.emplace_back([this, w] { Work(w); });
+  }
+
+  ~EngineImpl() override { Stop(); }
+
+  arrow::Result<std::shared_ptr<Batch>> Next() override {
+    std::lock_guard<std::mutex> lock(consumer_mu_);
+    if (!error_.ok()) return error_;
+    if (next_unit_ >= num_units_) return nullptr;
+    auto& queue = *queues_[static_cast<size_t>(next_unit_ % static_cast<int64_t>(queues_.size()))];
+    const auto t0 = Clock::now();
+    auto item = queue.Pop();
+    consumer_wait_ns_ += (Clock::now() - t0).count();
+    if (!item) {
+      error_ = arrow::Status::Cancelled("the loader was closed");
+      return error_;
+    }
+    ++next_unit_;
+    if (!item->ok()) {
+      error_ = item->status();
+      StopWorkers();
+      return error_;
+    }
+    batches_ += 1;
+    rows_delivered_ += (**item)->num_rows;
+    return std::move(*item);
+  }
+
+  void Stop() override {
+    StopWorkers();
+    std::lock_guard<std::mutex> lock(join_mu_);
+    for (auto& t : threads_) {
+      if (t.joinable()) t.join();
+    }
+  }
+
+  int64_t num_units() const override { return num_units_; }
+
+  EngineStats stats() const override {
+    EngineStats s;
+    s.row_groups_decoded = row_groups_decoded_;
+    s.rows_decoded = rows_decoded_;
+    s.bytes_decoded = bytes_decoded_;
+    s.batches = batches_;
+    s.rows_delivered = rows_delivered_;
+    s.decode_seconds = static_cast<double>(decode_ns_.load()) * 1e-9;
+    s.assemble_seconds = static_cast<double>(assemble_ns_.load()) * 1e-9;
+    s.worker_wait_seconds = static_cast<double>(worker_wait_ns_.load()) * 1e-9;
+    s.consumer_wait_seconds = static_cast<double>(consumer_wait_ns_.load()) * 1e-9;
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    s.decoded_row_groups = decoded_list_;
+    return s;
+  }
+
+ private:
+  using Item = arrow::Result<std::shared_ptr<Batch>>;
+
+  void StopWorkers() {
+    stop_.store(true);
+    store_.Stop();
+    for (auto& q : queues_) q->Stop();
+  }
+
+  // How many of this engine's units overlap window w (they all Release it).
+  int64_t UnitsOverlapping(int64_t w) const {
+    const int64_t rb = plan_->rank_begin(), re = rb + plan_->rank_size();
+    const int64_t gb = std::max(plan_->WindowBegin(w), rb);
+    const int64_t ge = std::min(plan_->WindowEnd(w), re);
+    if (gb >= ge) return 0;
+    const int64_t b_lo = std::max(plan_->BatchOf(gb - rb), first_batch_);
+    const int64_t b_hi = plan_->BatchOf(ge - 1 - rb);
+    if (b_hi < b_lo) return 0;
+    const int64_t stride = options_.batch_stride;
+    const int64_t k_lo = (b_lo - first_batch_ + stride - 1) / stride;
+    const int64_t k_hi = std::min((b_hi - first_batch_) / stride, num_units_ - 1);
+    return std::max<int64_t>(0, k_hi - k_lo + 1);
+  }
+
+  Item BuildUnit(int64_t unit, std::vector<SampleRef>* samples) {
+    const int64_t b = first_batch_ + unit * options_.batch_stride;
+    const int64_t begin = plan_->rank_begin() + plan_->BatchBegin(b);
+    const int64_t end = begin + plan_->BatchSize(b);
+    plan_->Resolve(begin, end, samples);
+    const int64_t w0 = plan_->WindowOf(begin), w1 = plan_->WindowOf(end - 1);
+
+    GatherInput in;
+    in.slot.resize(samples->size());
+    in.row.resize(samples->size());
+    std::vector<std::shared_ptr<const DecodedRowGroup>> held;
+    std::unordered_map<int32_t, int32_t> slot_of;
+    arrow::Status status;
+    for (size_t i = 0; i < samples->size() && status.ok(); ++i) {
+      const auto& s = (*samples)[i];
+      auto it = slot_of.find(s.row_group);
+      if (it == slot_of.end()) {
+        const int64_t w = plan_->WindowOf(begin + static_cast<int64_t>(i));
+        auto maybe = store_.Get(w, UnitsOverlapping(w), s.row_group, [&] { return Decode(s.row_group); });
+        if (!maybe.ok()) {
+          status = maybe.status();
+          break;
+        }
+        it = slot_of.emplace(s.row_group, static_cast<int32_t>(held.size())).first;
+        held.push_back(*maybe);
+        in.slots.push_back(held.back().get());
+      }
+      in.slot[i] = it->second;
+      in.row[i] = s.row;
+    }
+    if (!status.ok()) return status;
+    const auto t0 = Clock::now();
+    auto batch = Assemble(layout_, in, b);
+    assemble_ns_ += (Clock::now() - t0).count();
+    for (int64_t w = w0; w <= w1; ++w) store_.Release(w, UnitsOverlapping(w));
+    return batch;
+  }
+
+  arrow::Result<std::shared_ptr<const DecodedRowGroup>> Decode(int32_t rg) {
+    const auto t0 = Clock::now();
+    auto result = DecodeRowGroup(*catalog_, rg, layout_);
+    decode_ns_ += (Clock::now() - t0).count();
+    if (result.ok()) {
+      row_groups_decoded_ += 1;
+      rows_decoded_ += (*result)->num_rows;
+      bytes_decoded_ += (*result)->bytes;
+      std::lock_guard<std::mutex> lock(stats_mu_);
+      decoded_list_.push_back(rg);
+    }
+    return result;
+  }
+
+  void Work(int w) {
+    const auto n = static_cast<int64_t>(queues_.size());
+    auto& queue = *queues_[static_cast<size_t>(w)];
+    std::mt19937_64 jitter(static_cast<uint64_t>(Clock::now().time_since_epoch().count()) + static_cast<uint64_t>(w));
+    std::vector<SampleRef> samples;
+    for (int64_t unit = w; unit < num_units_ && !stop_.load(); unit += n) {
+      if (options_.debug_max_delay_us > 0) {
+        std::this_thread::sleep_for(std::chrono::microseconds(
+            jitter() % static_cast<uint64_t>(options_.debug_max_delay_us + 1)));
+      }
+      Item item = BuildUnit(unit, &samples);
+      const bool failed = !item.ok();
+      const auto t0 = Clock::now();
+      if (!queue.Push(std::move(item))) return;
+      worker_wait_ns_ += (Clock::now() - t0).count();
+      if (failed) return;  // the consumer stops at this unit
+    }
+  }
+
+  std::shared_ptr<const Catalog> catalog_;
+  std::shared_ptr<const EpochPlan> plan_;
+  const EngineOptions options_;
+  const Layout layout_;
+  int64_t first_batch_ = 0;
+  int64_t num_units_ = 0;
+
+  RowGroupStore store_;
+  std::vector<std::unique_ptr<BoundedQueue<Item>>> queues_;
+  std::vector<std::thread> threads_;
+  std::atomic<bool> stop_{false};
+  std::mutex join_mu_;
+
+  std::mutex consumer_mu_;
+  int64_t next_unit_ = 0;
+  arrow::Status error_;
+
+  std::atomic<int64_t> row_groups_decoded_{0}, rows_decoded_{0}, bytes_decoded_{0};
+  std::atomic<int64_t> batches_{0}, rows_delivered_{0};
+  std::atomic<int64_t> decode_ns_{0}, assemble_ns_{0}, worker_wait_ns_{0}, consumer_wait_ns_{0};
+  mutable std::mutex stats_mu_;
+  std::vector<int32_t> decoded_list_;
+};
+
+}  // namespace
+
+arrow::Result<std::unique_ptr<Engine>> Engine::Make(std::shared_ptr<const Catalog> catalog,
+                                                    std::shared_ptr<const EpochPlan> plan,
+                                                    const EngineOptions& options) {
+  if (!catalog || !plan) return Error(ErrorKind::kInvalidArgument, "catalog and plan are required");
+  if (options.batch_stride < 1 || options.batch_offset < 0 ||
+      options.batch_offset >= options.batch_stride) {
+    return Error(ErrorKind::kInvalidArgument, "batch_offset must be in [0, batch_stride)");
+  }
+  if (options.start_batch < 0 || options.start_batch > plan->num_batches()) {
+    return Error(ErrorKind::kInvalidArgument,
+                 "start_batch " + std::to_string(options.start_batch) + " is outside [0, " +
+                     std::to_string(plan->num_batches()) + "]");
+  }
+  ARROW_ASSIGN_OR_RAISE(Layout layout, MakeLayout(*catalog->schema(), options.output));
+  return std::unique_ptr<Engine>(
+      new EngineImpl(std::move(catalog), std::move(plan), options, std::move(layout)));
+}
+
+}  // namespace shardfeed

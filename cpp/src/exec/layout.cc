@@ -1,0 +1,214 @@
+#include "exec/layout.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include <arrow/type.h>
+
+#include "shardfeed/status.h"
+
+namespace shardfeed {
+
+namespace {
+
+constexpr char kSupported[] =
+    "supported: bool, integers, floats, and fixed-size or variable-length lists of those";
+
+bool IsListType(arrow::Type::type id) {
+  return id == arrow::Type::LIST || id == arrow::Type::LARGE_LIST ||
+         id == arrow::Type::FIXED_SIZE_LIST;
+}
+
+}  // namespace
+
+arrow::Result<DType> ValueDType(const arrow::DataType& type, const std::string& column) {
+  switch (type.id()) {
+    case arrow::Type::BOOL:
+      return DType::kBool;
+    case arrow::Type::INT8:
+      return DType::kInt8;
+    case arrow::Type::INT16:
+      return DType::kInt16;
+    case arrow::Type::INT32:
+      return DType::kInt32;
+    case arrow::Type::INT64:
+      return DType::kInt64;
+    case arrow::Type::UINT8:
+      return DType::kUInt8;
+    case arrow::Type::UINT16:
+      return DType::kUInt16;
+    case arrow::Type::UINT32:
+      return DType::kUInt32;
+    case arrow::Type::UINT64:
+      return DType::kUInt64;
+    case arrow::Type::HALF_FLOAT:
+      return DType::kFloat16;
+    case arrow::Type::FLOAT:
+      return DType::kFloat32;
+    case arrow::Type::DOUBLE:
+      return DType::kFloat64;
+    default:
+      return Error(ErrorKind::kUnsupportedType, "column '" + column + "' has type " +
+                                                    type.ToString() +
+                                                    ", which cannot become a tensor (" +
+                                                    kSupported + ")");
+  }
+}
+
+arrow::Result<Layout> MakeLayout(const arrow::Schema& schema, const OutputOptions& options) {
+  Layout layout;
+  layout.fill_null = options.fill_null;
+  std::map<std::string, int> decoded;  // column name -> index into layout.fields
+  auto need = [&](const std::string& name) -> arrow::Result<int> {
+    auto it = decoded.find(name);
+    if (it != decoded.end()) return it->second;
+    const int field = schema.GetFieldIndex(name);
+    if (field < 0) {
+      if (schema.GetFieldByName(name) == nullptr) {
+        std::string names;
+        for (int i = 0; i < std::min(schema.num_fields(), 8); ++i) {
+          names += (i ? ", " : "") + schema.field(i)->name();
+        }
+        if (schema.num_fields() > 8) names += ", ...";
+        return Error(ErrorKind::kColumnNotFound,
+                     "column '" + name + "' is not in the dataset (columns: " + names + ")");
+      }
+      return Error(ErrorKind::kInvalidArgument, "column name '" + name + "' is ambiguous");
+    }
+    const auto& type = *schema.field(field)->type();
+    DType dtype;
+    if (IsListType(type.id())) {
+      const auto& value_type = *static_cast<const arrow::BaseListType&>(type).value_type();
+      if (IsListType(value_type.id())) {
+        return Error(ErrorKind::kUnsupportedType, "column '" + name + "' has type " +
+                                                      type.ToString() +
+                                                      ": nested lists are not supported");
+      }
+      ARROW_ASSIGN_OR_RAISE(dtype, ValueDType(value_type, name));
+    } else {
+      ARROW_ASSIGN_OR_RAISE(dtype, ValueDType(type, name));
+    }
+    const int index = static_cast<int>(layout.fields.size());
+    layout.fields.push_back(field);
+    layout.field_names.push_back(name);
+    layout.field_dtypes.push_back(dtype);
+    decoded.emplace(name, index);
+    return index;
+  };
+
+  std::set<std::string> names;
+  auto add_name = [&](const std::string& name) -> arrow::Status {
+    if (!names.insert(name).second) {
+      return Error(ErrorKind::kInvalidArgument, "output name '" + name + "' is used twice");
+    }
+    return arrow::Status::OK();
+  };
+
+  // Stacks first: with all columns requested, stacked columns are not repeated alone.
+  std::set<std::string> stacked;
+  std::vector<OutputPlan> stack_outputs;
+  for (const auto& stack : options.stacks) {
+    if (stack.columns.empty()) {
+      return Error(ErrorKind::kInvalidArgument, "stack '" + stack.name + "' has no columns");
+    }
+    OutputPlan out;
+    out.name = stack.name;
+    out.kind = OutputKind::kStack;
+    out.width = static_cast<int64_t>(stack.columns.size());
+    bool same = true, any_f64 = false, any_f16 = false;
+    for (const auto& column : stack.columns) {
+      ARROW_ASSIGN_OR_RAISE(int index, need(column));
+      const auto& type = *schema.field(layout.fields[static_cast<size_t>(index)])->type();
+      if (IsListType(type.id())) {
+        return Error(ErrorKind::kUnsupportedType, "stack '" + stack.name + "': column '" +
+                                                      column + "' is a list; only scalar "
+                                                      "numeric columns can be stacked");
+      }
+      const DType dtype = layout.field_dtypes[static_cast<size_t>(index)];
+      if (!out.sources.empty() && dtype != layout.field_dtypes[static_cast<size_t>(out.sources[0])]) {
+        same = false;
+      }
+      any_f64 |= dtype == DType::kFloat64;
+      any_f16 |= dtype == DType::kFloat16;
+      out.sources.push_back(index);
+      stacked.insert(column);
+    }
+    if (same) {
+      out.dtype = layout.field_dtypes[static_cast<size_t>(out.sources[0])];
+    } else if (any_f16) {
+      return Error(ErrorKind::kUnsupportedType,
+                   "stack '" + stack.name + "': float16 columns can only be stacked with "
+                   "float16 columns");
+    } else {
+      out.dtype = any_f64 ? DType::kFloat64 : DType::kFloat32;
+    }
+    stack_outputs.push_back(std::move(out));
+  }
+
+  std::vector<std::string> columns = options.columns;
+  if (options.all_columns) {
+    columns.clear();
+    for (const auto& field : schema.fields()) {
+      if (!stacked.count(field->name())) columns.push_back(field->name());
+    }
+  }
+  for (const auto& column : columns) {
+    ARROW_ASSIGN_OR_RAISE(int index, need(column));
+    const auto& type = *schema.field(layout.fields[static_cast<size_t>(index)])->type();
+    OutputPlan out;
+    out.name = column;
+    out.sources = {index};
+    out.dtype = layout.field_dtypes[static_cast<size_t>(index)];
+    if (type.id() == arrow::Type::FIXED_SIZE_LIST) {
+      out.kind = OutputKind::kFixedList;
+      out.width = static_cast<const arrow::FixedSizeListType&>(type).list_size();
+    } else if (IsListType(type.id())) {
+      out.kind = OutputKind::kList;
+      ARROW_RETURN_NOT_OK(add_name(column + "_lengths"));
+    }
+    ARROW_RETURN_NOT_OK(add_name(column));
+    layout.outputs.push_back(std::move(out));
+  }
+  for (auto& out : stack_outputs) {
+    ARROW_RETURN_NOT_OK(add_name(out.name));
+    layout.outputs.push_back(std::move(out));
+  }
+  if (options.with_sample_id) {
+    ARROW_RETURN_NOT_OK(add_name("sample_id"));
+    OutputPlan out;
+    out.name = "sample_id";
+    out.kind = OutputKind::kSampleId;
+    out.dtype = DType::kInt64;
+    layout.outputs.push_back(std::move(out));
+  }
+  if (layout.outputs.empty()) {
+    return Error(ErrorKind::kInvalidArgument, "no columns selected");
+  }
+  return layout;
+}
+
+arrow::Result<std::vector<OutputInfo>> DescribeOutputs(const arrow::Schema& schema,
+                                                       const OutputOptions& options) {
+  ARROW_ASSIGN_OR_RAISE(Layout layout, MakeLayout(schema, options));
+  std::vector<OutputInfo> infos;
+  for (const auto& out : layout.outputs) {
+    switch (out.kind) {
+      case OutputKind::kScalar:
+      case OutputKind::kSampleId:
+        infos.push_back({out.name, out.dtype, {}});
+        break;
+      case OutputKind::kStack:
+      case OutputKind::kFixedList:
+        infos.push_back({out.name, out.dtype, {out.width}});
+        break;
+      case OutputKind::kList:
+        infos.push_back({out.name, out.dtype, {-1}});
+        infos.push_back({out.name + "_lengths", DType::kInt64, {}});
+        break;
+    }
+  }
+  return infos;
+}
+
+}  // namespace shardfeed

@@ -1,0 +1,41 @@
+// How the requested outputs map onto decoded columns (internal).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <arrow/result.h>
+#include <arrow/type_fwd.h>
+
+#include "shardfeed/batch.h"
+#include "shardfeed/engine.h"
+
+namespace shardfeed {
+
+enum class OutputKind { kScalar, kStack, kFixedList, kList, kSampleId };
+
+struct OutputPlan {
+  std::string name;
+  OutputKind kind = OutputKind::kScalar;
+  DType dtype = DType::kFloat32;  // output element type
+  std::vector<int> sources;       // indices into Layout::fields
+  int64_t width = 1;              // stack: number of columns; fixed list: list size
+};
+
+struct Layout {
+  std::vector<int> fields;                // top-level schema fields to decode
+  std::vector<std::string> field_names;   // their names (for messages)
+  std::vector<DType> field_dtypes;        // their value types
+  std::vector<OutputPlan> outputs;
+  std::optional<double> fill_null;
+};
+
+arrow::Result<Layout> MakeLayout(const arrow::Schema& schema, const OutputOptions& options);
+
+// The value type of a numeric/bool Arrow type, or an error naming the column.
+arrow::Result<DType> ValueDType(const arrow::DataType& type, const std::string& column);
+
+}  // namespace shardfeed

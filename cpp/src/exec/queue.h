@@ -1,0 +1,69 @@
+// A bounded blocking queue with a stop switch: each engine worker owns one.
+// No polling: producers and the consumer sleep on condition variables, and
+// Stop() wakes everybody.
+#pragma once
+
+#include <condition_variable>
+#include <cstddef>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <utility>
+
+namespace shardfeed {
+
+template <typename T>
+class BoundedQueue {
+ public:
+  explicit BoundedQueue(size_t capacity) : capacity_(capacity < 1 ? 1 : capacity) {}
+
+  // Blocks while full.  Returns false (dropping the item) once stopped.
+  bool Push(T item) {
+    std::unique_lock<std::mutex> lock(mu_);
+    not_full_.wait(lock, [&] { return stopped_ || items_.size() < capacity_; });
+    if (stopped_) return false;
+    items_.push_back(std::move(item));
+    not_empty_.notify_one();
+    return true;
+  }
+
+  // Blocks while empty.  Returns nullopt once stopped.
+  std::optional<T> Pop() {
+    std::unique_lock<std::mutex> lock(mu_);
+    not_empty_.wait(lock, [&] { return stopped_ || !items_.empty(); });
+    if (stopped_) return std::nullopt;
+    T item = std::move(items_.front());
+    items_.pop_front();
+    not_full_.notify_one();
+    return item;
+  }
+
+  // True if Pop() would not block (used to account for consumer waiting).
+  bool Ready() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return stopped_ || !items_.empty();
+  }
+
+  void Stop() {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopped_ = true;
+    items_.clear();
+    not_full_.notify_all();
+    not_empty_.notify_all();
+  }
+
+  size_t size() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return items_.size();
+  }
+
+ private:
+  const size_t capacity_;
+  mutable std::mutex mu_;
+  std::condition_variable not_full_;
+  std::condition_variable not_empty_;
+  std::deque<T> items_;
+  bool stopped_ = false;
+};
+
+}  // namespace shardfeed

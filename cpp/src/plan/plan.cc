@@ -1,0 +1,162 @@
+#include "shardfeed/plan.h"
+
+#include <algorithm>
+#include <numeric>
+#include <string>
+
+#include "shardfeed/rng.h"
+#include "shardfeed/status.h"
+
+namespace shardfeed {
+
+namespace {
+constexpr size_t kCachedPermutations = 8;
+
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+}  // namespace
+
+arrow::Result<std::shared_ptr<const EpochPlan>> EpochPlan::Make(std::vector<int64_t> rg_rows,
+                                                                 const PlanOptions& o) {
+  if (o.batch_size < 1) {
+    return Error(ErrorKind::kInvalidArgument,
+                 "batch_size must be at least 1, got " + std::to_string(o.batch_size));
+  }
+  if (o.world_size < 1 || o.rank < 0 || o.rank >= o.world_size) {
+    return Error(ErrorKind::kInvalidArgument,
+                 "rank must be in [0, world_size): rank=" + std::to_string(o.rank) +
+                     ", world_size=" + std::to_string(o.world_size));
+  }
+  if (o.window_row_groups < 1) {
+    return Error(ErrorKind::kInvalidArgument, "shuffle window must be at least 1 row group, got " +
+                                                  std::to_string(o.window_row_groups));
+  }
+  std::shared_ptr<EpochPlan> plan(new EpochPlan());
+  plan->options_ = o;
+  plan->rg_rows_ = std::move(rg_rows);
+  const auto n_rg = static_cast<int64_t>(plan->rg_rows_.size());
+
+  // 1. Row-group order.
+  plan->order_.resize(static_cast<size_t>(n_rg));
+  std::iota(plan->order_.begin(), plan->order_.end(), 0);
+  if (o.shuffle) {
+    CounterRng rng(o.seed, o.epoch, static_cast<uint64_t>(Purpose::kFileOrder), 0);
+    auto perm = Permutation(n_rg, rng);
+    for (int64_t i = 0; i < n_rg; ++i) {
+      plan->order_[static_cast<size_t>(i)] = static_cast<int32_t>(perm[static_cast<size_t>(i)]);
+    }
+  }
+  plan->order_offsets_.assign(static_cast<size_t>(n_rg) + 1, 0);
+  for (int64_t i = 0; i < n_rg; ++i) {
+    plan->order_offsets_[static_cast<size_t>(i) + 1] =
+        plan->order_offsets_[static_cast<size_t>(i)] +
+        plan->rg_rows_[static_cast<size_t>(plan->order_[static_cast<size_t>(i)])];
+  }
+  plan->total_rows_ = plan->order_offsets_.back();
+
+  // 2. Mixing windows (without shuffle a window is one row group, in order).
+  const int64_t w = o.shuffle ? o.window_row_groups : 1;
+  for (int64_t i = 0; i < n_rg; i += w) {
+    plan->window_offsets_.push_back(plan->order_offsets_[static_cast<size_t>(i)]);
+  }
+  plan->window_offsets_.push_back(plan->total_rows_);
+
+  // 3. This rank's slice and its batch layout.
+  const int64_t N = plan->total_rows_, W = o.world_size, B = o.batch_size, r = o.rank;
+  if (o.drop_last) {
+    plan->num_batches_ = N / (W * B);
+    plan->rank_size_ = plan->num_batches_ * B;
+    plan->rank_begin_ = r * plan->rank_size_;
+    plan->full_ = plan->num_batches_;
+  } else {
+    const int64_t base = N / W, extra = N % W;
+    plan->rank_size_ = base + (r < extra ? 1 : 0);
+    plan->rank_begin_ = r * base + std::min(r, extra);
+    const int64_t nb = CeilDiv(base + (extra > 0 ? 1 : 0), B);
+    if (plan->rank_size_ < nb) {
+      return Error(ErrorKind::kInvalidArgument,
+                   "with drop_last=False the " + std::to_string(N) + " samples cannot give " +
+                       std::to_string(W) + " ranks " + std::to_string(nb) +
+                       " non-empty batches each (batch_size=" + std::to_string(B) +
+                       "); use drop_last=True");
+    }
+    plan->num_batches_ = nb;
+    const int64_t n = plan->rank_size_;
+    int64_t f = nb;
+    if (n < nb * B) f = B > 1 ? std::min(nb, (n - nb) / (B - 1)) : nb;
+    plan->full_ = f;
+    plan->tail_ = nb - f;
+    plan->tail_rows_ = n - f * B;
+  }
+  return std::shared_ptr<const EpochPlan>(std::move(plan));
+}
+
+int64_t EpochPlan::BatchBegin(int64_t b) const {
+  const int64_t B = options_.batch_size;
+  if (b <= full_) return b * B;
+  const int64_t t = b - full_;
+  const int64_t q = tail_rows_ / tail_, extra = tail_rows_ % tail_;
+  return full_ * B + t * q + std::min(t, extra);
+}
+
+int64_t EpochPlan::BatchSize(int64_t b) const { return BatchBegin(b + 1) - BatchBegin(b); }
+
+int64_t EpochPlan::BatchOf(int64_t pos) const {
+  const int64_t B = options_.batch_size;
+  if (pos < full_ * B) return pos / B;
+  const int64_t p = pos - full_ * B;
+  const int64_t q = tail_rows_ / tail_, extra = tail_rows_ % tail_;
+  if (p < extra * (q + 1)) return full_ + p / (q + 1);
+  return full_ + extra + (p - extra * (q + 1)) / q;
+}
+
+int64_t EpochPlan::WindowOf(int64_t global_pos) const {
+  auto it = std::upper_bound(window_offsets_.begin(), window_offsets_.end() - 1, global_pos);
+  return static_cast<int64_t>(it - window_offsets_.begin()) - 1;
+}
+
+std::shared_ptr<const std::vector<int64_t>> EpochPlan::WindowPermutation(int64_t w) const {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = perms_.find(w);
+    if (it != perms_.end()) return it->second;
+  }
+  CounterRng rng(options_.seed, options_.epoch, static_cast<uint64_t>(Purpose::kMixingWindow),
+                 static_cast<uint64_t>(w));
+  auto perm = std::make_shared<const std::vector<int64_t>>(
+      Permutation(WindowEnd(w) - WindowBegin(w), rng));
+  std::lock_guard<std::mutex> lock(mu_);
+  // Windows are consumed in increasing order: the lowest index is the oldest.
+  if (perms_.size() >= kCachedPermutations) perms_.erase(perms_.begin());
+  perms_.emplace(w, perm);
+  return perm;
+}
+
+void EpochPlan::Resolve(int64_t begin, int64_t end, std::vector<SampleRef>* out) const {
+  out->clear();
+  out->reserve(static_cast<size_t>(std::max<int64_t>(0, end - begin)));
+  const int64_t wsize = options_.shuffle ? options_.window_row_groups : 1;
+  int64_t pos = begin;
+  while (pos < end) {
+    const int64_t w = WindowOf(pos);
+    const int64_t wbegin = WindowBegin(w), wend = std::min(WindowEnd(w), end);
+    const auto first = static_cast<size_t>(w * wsize);
+    const auto last = std::min(first + static_cast<size_t>(wsize), order_.size());
+    // Row groups of this window occupy order_offsets_[first..last].
+    auto locate = [&](int64_t global) {
+      auto it = std::upper_bound(order_offsets_.begin() + static_cast<int64_t>(first),
+                                 order_offsets_.begin() + static_cast<int64_t>(last), global);
+      const auto k = static_cast<size_t>(it - order_offsets_.begin()) - 1;
+      return SampleRef{order_[k], global - order_offsets_[k]};
+    };
+    if (options_.shuffle) {
+      const auto perm = WindowPermutation(w);
+      for (; pos < wend; ++pos) {
+        out->push_back(locate(wbegin + (*perm)[static_cast<size_t>(pos - wbegin)]));
+      }
+    } else {
+      for (; pos < wend; ++pos) out->push_back(locate(pos));
+    }
+  }
+}
+
+}  // namespace shardfeed

@@ -1,0 +1,54 @@
+"""shardfeed: feed training jobs from Parquet in one reproducible order.
+
+``Loader`` runs a C++ engine that reads, shuffles and batches Parquet row groups
+on its own threads and hands each batch to Python once, zero-copy.  The order of
+samples in an epoch depends only on the data, the seed, the epoch and the
+shuffle settings.  ``TorchDataset`` gives the same stream through a
+``torch.utils.data.DataLoader``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow  # noqa: F401  (loads Arrow's shared libraries before the extension)
+
+from ._errors import (
+    ColumnNotFoundError,
+    DatasetNotFoundError,
+    InvalidArgumentError,
+    InvalidDataError,
+    LoaderClosedError,
+    SchemaMismatchError,
+    ShardfeedError,
+    StateDictError,
+    StorageError,
+    UnsupportedTypeError,
+)
+from ._loader import Loader
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ColumnNotFoundError",
+    "DatasetNotFoundError",
+    "InvalidArgumentError",
+    "InvalidDataError",
+    "Loader",
+    "LoaderClosedError",
+    "SchemaMismatchError",
+    "ShardfeedError",
+    "StateDictError",
+    "StorageError",
+    "TorchDataset",
+    "UnsupportedTypeError",
+]
+
+
+def __getattr__(name: str) -> Any:
+    # TorchDataset imports torch; numpy-only users never pay for it.
+    if name == "TorchDataset":
+        from ._torch import TorchDataset
+
+        return TorchDataset
+    raise AttributeError(f"module 'shardfeed' has no attribute {name!r}")

@@ -1,0 +1,228 @@
+"""The in-process loader: a C++ engine per pass over an epoch."""
+
+from __future__ import annotations
+
+import atexit
+import weakref
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from . import _core
+from ._errors import InvalidArgumentError, StateDictError
+from ._options import Settings, Source, StackArg, open_dataset
+
+_STATE_VERSION = 1
+
+# Engines still running; closed before interpreter exit so that no engine thread
+# outlives pyarrow's finalization of its filesystems (S3 in particular).
+_live_engines: weakref.WeakSet[_core.Engine] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_engines() -> None:
+    for engine in list(_live_engines):
+        engine.close()
+
+
+def start_engine(
+    dataset: _core.Dataset, plan: _core.PlanOptions, options: _core.EngineOptions
+) -> _core.Engine:
+    engine = _core.Engine(dataset, plan, options)
+    _live_engines.add(engine)
+    return engine
+
+
+def convert(arrays: dict[str, np.ndarray], output: str) -> dict[str, Any]:
+    if output == "numpy":
+        return arrays
+    import torch
+
+    return {name: torch.from_numpy(a) for name, a in arrays.items()}
+
+
+def iterate(engine: _core.Engine, output: str) -> Iterator[dict[str, Any]]:
+    """Yields converted batches; closes the engine however the loop ends."""
+    try:
+        while True:
+            arrays = engine.next()
+            if arrays is None:
+                return
+            yield convert(arrays, output)
+    finally:
+        engine.close()
+
+
+class Loader:
+    """Batches from a Parquet dataset in one reproducible order.
+
+    Args:
+        source: a directory (every ``*.parquet`` below it), a file, or a list of
+            files; local paths or URIs Arrow knows (``file://``, ``s3://``, ...).
+        columns: columns to hand out one by one; ``None`` means every column
+            that is not part of a ``stack``.
+        batch_size: rows per batch.
+        shuffle: a fresh row-group order per epoch and a permutation of the rows
+            of each mixing window of ``shuffle_window`` row groups.
+        seed: with the epoch, decides the order (same seed, same stream).
+        rank, world_size: this process's slice; default from torch.distributed,
+            else the ``RANK``/``WORLD_SIZE`` environment, else 0/1.
+        drop_last: ``True``: every rank gets ``N // (world_size * batch_size)``
+            full batches.  ``False``: every sample exactly once across ranks;
+            ranks get the same batch count, the last batches of a rank smaller.
+        num_threads: engine worker threads (default: the CPU count, at most 16).
+            The stream does not depend on it.
+        stack: ``{"x": ["f0", "f1", ...]}`` packs scalar numeric columns into
+            one ``[batch, n]`` array in C++ (one dtype if all agree, else
+            float32, or float64 if any column is float64).
+        output: ``"torch"`` (``torch.Tensor`` values) or ``"numpy"``.
+        shuffle_window: row groups mixed together when shuffling; memory grows
+            with it (the decoded row groups of a window stay in memory while its
+            batches are assembled).
+        prefetch: batches each worker may hold ready (its queue depth).
+        with_sample_id: add ``"sample_id"``: each row's int64 index in the
+            dataset's natural order.
+        fill_null: value for nulls; ``None`` raises InvalidDataError naming the
+            file, row group and column of the first null.
+
+    Iterating yields ``dict[str, Tensor | ndarray]``.  Variable-length list
+    columns give ``name`` (zero-padded ``[batch, max_len]``) and
+    ``name_lengths``; fixed-size lists give ``[batch, size]``.
+    """
+
+    def __init__(
+        self,
+        source: Source,
+        columns: Sequence[str] | None = None,
+        batch_size: int = 1024,
+        shuffle: bool = True,
+        seed: int = 0,
+        rank: int | None = None,
+        world_size: int | None = None,
+        drop_last: bool = True,
+        num_threads: int | None = None,
+        stack: StackArg | None = None,
+        output: str = "torch",
+        *,
+        shuffle_window: int = 4,
+        prefetch: int = 2,
+        with_sample_id: bool = False,
+        fill_null: float | None = None,
+    ) -> None:
+        self._settings = Settings.make(
+            source, columns, batch_size, shuffle, seed, rank, world_size, drop_last,
+            num_threads, stack, output, shuffle_window, prefetch, with_sample_id, fill_null,
+        )  # fmt: skip
+        self._dataset = open_dataset(self._settings.sources)
+        # Column, type and stack errors surface here, before any data is read.
+        self._outputs = self._dataset.describe_outputs(self._settings.output_options())
+        self._epoch = 0
+        self._consumed = 0  # batches handed out in this epoch
+        self._resume_at = 0  # where the next pass starts
+        self._len = self._dataset.num_batches(self._settings.plan_options(0))
+        self._last_engine: _core.Engine | None = None
+
+    # -- the stream ------------------------------------------------------------------
+    def __len__(self) -> int:
+        """Batches this rank yields per epoch."""
+        return int(self._len)
+
+    def set_epoch(self, epoch: int) -> None:
+        """Selects the epoch of the next pass (its order); resets the position."""
+        if epoch < 0:
+            raise InvalidArgumentError(f"epoch must be >= 0, got {epoch}")
+        self._epoch = int(epoch)
+        self._consumed = 0
+        self._resume_at = 0
+
+    @property
+    def epoch(self) -> int:
+        return self._epoch
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        start = self._resume_at
+        self._resume_at = 0
+        self._consumed = start
+        engine = start_engine(
+            self._dataset,
+            self._settings.plan_options(self._epoch),
+            self._settings.engine_options(start_batch=start),
+        )
+        self._last_engine = engine
+        for batch in iterate(engine, self._settings.output):
+            self._consumed += 1
+            yield batch
+
+    # -- resume ----------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """A small JSON-serializable dict: where this epoch stands, and what it is valid for."""
+        return {
+            "version": _STATE_VERSION,
+            "epoch": self._epoch,
+            "seed": self._settings.seed,
+            "batches_consumed": self._consumed,
+            "fingerprint": self._dataset.fingerprint,
+            "settings": self._settings.stream_settings(),
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """The next pass yields the rest of the saved epoch, exactly."""
+        self._resume_at = check_state(state, self._settings, self._dataset, len(self))
+        self._epoch = int(state["epoch"])
+        self._consumed = self._resume_at
+
+    # -- introspection ---------------------------------------------------------------
+    @property
+    def num_rows(self) -> int:
+        """Rows in the dataset (all ranks, before batching)."""
+        return int(self._dataset.num_rows)
+
+    @property
+    def fingerprint(self) -> str:
+        """Digest of the files' relative paths, row-group sizes and schema."""
+        return str(self._dataset.fingerprint)
+
+    @property
+    def outputs(self) -> list[tuple[str, str, list[int]]]:
+        """(name, dtype, shape after the batch dimension; -1 varies) of each output."""
+        return [(n, d, list(s)) for n, d, s in self._outputs]
+
+    def stats(self) -> dict[str, Any]:
+        """Counters of the latest pass (decode time, waits, row groups decoded, ...)."""
+        stats: dict[str, Any] = {"epoch": self._epoch, "batches_consumed": self._consumed}
+        if self._last_engine is not None:
+            stats.update(self._last_engine.stats())
+        return stats
+
+
+def check_state(
+    state: Mapping[str, Any], settings: Settings, dataset: _core.Dataset, length: int
+) -> int:
+    """Validates a state dict against this loader; returns the batch to resume at."""
+    try:
+        version = state["version"]
+        fingerprint = state["fingerprint"]
+        saved = state["settings"]
+        consumed = int(state["batches_consumed"])
+        int(state["epoch"])
+        seed = int(state["seed"])
+    except (KeyError, TypeError, ValueError) as e:
+        raise StateDictError(f"not a shardfeed state dict: {e!r}") from e
+    if version != _STATE_VERSION:
+        raise StateDictError(f"state dict version {version} is not {_STATE_VERSION}")
+    if fingerprint != dataset.fingerprint:
+        raise StateDictError(
+            "state dict is from another dataset (fingerprint "
+            f"{fingerprint} != {dataset.fingerprint})"
+        )
+    if seed != settings.seed:
+        raise StateDictError(f"state dict has seed {seed}, this loader {settings.seed}")
+    ours = settings.stream_settings()
+    diff = sorted(k for k in set(ours) | set(saved) if ours.get(k) != saved.get(k))
+    if diff:
+        details = ", ".join(f"{k}: saved {saved.get(k)!r}, now {ours.get(k)!r}" for k in diff)
+        raise StateDictError(f"state dict was saved with other settings ({details})")
+    if not 0 <= consumed <= length:
+        raise StateDictError(f"batches_consumed={consumed} is outside [0, {length}]")
+    return consumed
