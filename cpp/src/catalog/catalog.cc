@@ -91,8 +91,15 @@ std::string DescribeDifference(const arrow::Schema& a, const arrow::Schema& b) {
     if (i >= a.num_fields()) return "extra column '" + b.field(i)->name() + "'";
     if (i >= b.num_fields()) return "missing column '" + a.field(i)->name() + "'";
     if (!a.field(i)->Equals(*b.field(i), /*check_metadata=*/false)) {
-      return "column " + std::to_string(i) + " is " + b.field(i)->ToString() + ", expected " +
-             a.field(i)->ToString();
+      const auto& fa = *a.field(i);
+      const auto& fb = *b.field(i);
+      if (fa.name() != fb.name()) {
+        return "column " + std::to_string(i) + " is '" + fb.name() + "', expected '" + fa.name() +
+               "'";
+      }
+      return "column '" + fb.name() + "' is " + fb.type()->ToString() +
+             (fb.nullable() ? "" : " not null") + ", expected " + fa.type()->ToString() +
+             (fa.nullable() ? "" : " not null");
     }
   }
   return "field metadata differs";

@@ -72,7 +72,7 @@ arrow::Result<std::shared_ptr<const EpochPlan>> EpochPlan::Make(std::vector<int6
     plan->rank_size_ = base + (r < extra ? 1 : 0);
     plan->rank_begin_ = r * base + std::min(r, extra);
     const int64_t nb = CeilDiv(base + (extra > 0 ? 1 : 0), B);
-    if (plan->rank_size_ < nb) {
+    if (base < nb) {  // the smallest rank decides, so every rank agrees
       return Error(ErrorKind::kInvalidArgument,
                    "with drop_last=False the " + std::to_string(N) + " samples cannot give " +
                        std::to_string(W) + " ranks " + std::to_string(nb) +

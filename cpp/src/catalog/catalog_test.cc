@@ -1,0 +1,69 @@
+#include "shardfeed/catalog.h"
+
+#include <filesystem>
+
+#include <gtest/gtest.h>
+
+#include "shardfeed/status.h"
+#include "util/test_util.h"
+
+namespace shardfeed {
+namespace {
+
+using testing::TempDir;
+using testing::WriteIdFile;
+using testing::WriteText;
+
+TEST(Catalog, ListsFilesRecursivelyInRelativePathOrder) {
+  TempDir dir;
+  WriteIdFile(dir.path() / "b.parquet", 100, 50, 20);
+  WriteIdFile(dir.path() / "a" / "z.parquet", 0, 30, 10);
+  WriteIdFile(dir.path() / "empty.parquet", 0, 0, 10);
+  WriteText(dir.path() / "notes.txt", "not parquet, not listed");
+  auto catalog = Catalog::Open({dir.path().string()}).ValueOrDie();
+  ASSERT_EQ(catalog->files().size(), 2u);  // the zero-row file is skipped
+  EXPECT_EQ(catalog->files()[0].rel_path, "a/z.parquet");
+  EXPECT_EQ(catalog->files()[1].rel_path, "b.parquet");
+  EXPECT_EQ(catalog->num_rows(), 80);
+  ASSERT_EQ(catalog->row_groups().size(), 6u);  // 3 + 3
+  EXPECT_EQ(catalog->row_groups()[3].first_row, 30);
+  EXPECT_EQ(catalog->RowGroupRows(), (std::vector<int64_t>{10, 10, 10, 20, 20, 10}));
+}
+
+TEST(Catalog, FingerprintIgnoresTheRoot) {
+  TempDir one, two;
+  for (auto* d : {&one, &two}) {
+    WriteIdFile(d->path() / "part-0.parquet", 0, 40, 16);
+    WriteIdFile(d->path() / "part-1.parquet", 40, 40, 16);
+  }
+  auto a = Catalog::Open({one.path().string()}).ValueOrDie();
+  auto b = Catalog::Open({two.path().string()}).ValueOrDie();
+  EXPECT_EQ(a->fingerprint(), b->fingerprint());
+  auto listed = Catalog::Open({(one.path() / "part-1.parquet").string(),
+                               (one.path() / "part-0.parquet").string()})
+                    .ValueOrDie();
+  EXPECT_EQ(listed->fingerprint(), a->fingerprint());
+  WriteIdFile(two.path() / "part-2.parquet", 80, 1, 16);
+  auto c = Catalog::Open({two.path().string()}).ValueOrDie();
+  EXPECT_NE(c->fingerprint(), a->fingerprint());
+}
+
+TEST(Catalog, ErrorsNameThePath) {
+  TempDir dir;
+  auto missing = Catalog::Open({(dir.path() / "nope").string()});
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(KindOf(missing.status()), ErrorKind::kNotFound);
+  EXPECT_NE(missing.status().message().find("nope"), std::string::npos);
+
+  auto empty = Catalog::Open({dir.path().string()});
+  EXPECT_EQ(KindOf(empty.status()), ErrorKind::kNotFound);
+
+  WriteText(dir.path() / "bad.parquet", "this is not a parquet file at all");
+  auto bad = Catalog::Open({dir.path().string()});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(KindOf(bad.status()), ErrorKind::kInvalidData);
+  EXPECT_NE(bad.status().message().find("bad.parquet"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace shardfeed

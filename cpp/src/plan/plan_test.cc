@@ -1,0 +1,118 @@
+#include "shardfeed/plan.h"
+
+#include <algorithm>
+#include <numeric>
+#include <set>
+
+#include <gtest/gtest.h>
+
+#include "shardfeed/status.h"
+
+namespace shardfeed {
+namespace {
+
+std::vector<int64_t> Ids(const std::vector<int64_t>& rows, const PlanOptions& o) {
+  auto plan = EpochPlan::Make(rows, o).ValueOrDie();
+  std::vector<int64_t> first(rows.size() + 1, 0);
+  std::partial_sum(rows.begin(), rows.end(), first.begin() + 1);
+  std::vector<SampleRef> samples;
+  plan->Resolve(plan->rank_begin(), plan->rank_begin() + plan->rank_size(), &samples);
+  std::vector<int64_t> ids;
+  for (const auto& s : samples) ids.push_back(first[static_cast<size_t>(s.row_group)] + s.row);
+  return ids;
+}
+
+TEST(EpochPlan, NoShuffleIsTheNaturalOrder) {
+  PlanOptions o;
+  o.shuffle = false;
+  o.batch_size = 4;
+  o.drop_last = false;
+  auto ids = Ids({3, 5, 2}, o);
+  std::vector<int64_t> expected(10);
+  std::iota(expected.begin(), expected.end(), 0);
+  EXPECT_EQ(ids, expected);
+}
+
+TEST(EpochPlan, ShuffledEpochIsAPermutationThatChangesWithEpochAndSeed) {
+  PlanOptions o;
+  o.batch_size = 7;
+  o.drop_last = false;
+  o.window_row_groups = 3;
+  const std::vector<int64_t> rows = {10, 20, 5, 33, 1, 8, 13};
+  auto ids = Ids(rows, o);
+  auto sorted = ids;
+  std::sort(sorted.begin(), sorted.end());
+  std::vector<int64_t> expected(90);
+  std::iota(expected.begin(), expected.end(), 0);
+  EXPECT_EQ(sorted, expected);
+  EXPECT_EQ(ids, Ids(rows, o));  // pure
+  PlanOptions other_epoch = o;
+  other_epoch.epoch = 1;
+  EXPECT_NE(ids, Ids(rows, other_epoch));
+  PlanOptions other_seed = o;
+  other_seed.seed = 99;
+  EXPECT_NE(ids, Ids(rows, other_seed));
+}
+
+TEST(EpochPlan, RanksAreDisjointEqualAndCoverTheEpoch) {
+  const std::vector<int64_t> rows = {100, 37, 64, 5, 90};
+  for (bool drop_last : {true, false}) {
+    for (int64_t world = 1; world <= 5; ++world) {
+      PlanOptions o;
+      o.batch_size = 16;
+      o.world_size = world;
+      o.drop_last = drop_last;
+      std::set<int64_t> all;
+      int64_t total = 0, batches = -1;
+      for (int64_t r = 0; r < world; ++r) {
+        o.rank = r;
+        auto plan = EpochPlan::Make(rows, o).ValueOrDie();
+        if (batches < 0) batches = plan->num_batches();
+        EXPECT_EQ(plan->num_batches(), batches) << "world " << world;
+        for (int64_t b = 0; b < plan->num_batches(); ++b) {
+          EXPECT_GE(plan->BatchSize(b), 1);
+          EXPECT_LE(plan->BatchSize(b), 16);
+        }
+        auto ids = Ids(rows, o);
+        total += static_cast<int64_t>(ids.size());
+        all.insert(ids.begin(), ids.end());
+      }
+      EXPECT_EQ(static_cast<int64_t>(all.size()), total) << "ranks overlap";
+      const int64_t expected = drop_last ? (296 / (16 * world)) * 16 * world : 296;
+      EXPECT_EQ(total, expected);
+    }
+  }
+}
+
+TEST(EpochPlan, BatchOfInvertsBatchBegin) {
+  PlanOptions o;
+  o.batch_size = 4;
+  o.world_size = 2;
+  o.rank = 1;
+  o.drop_last = false;
+  auto plan = EpochPlan::Make({9}, o).ValueOrDie();  // rank 1 has 4 rows in 2 batches
+  ASSERT_EQ(plan->num_batches(), 2);
+  EXPECT_EQ(plan->BatchSize(0) + plan->BatchSize(1), 4);
+  for (int64_t b = 0; b < plan->num_batches(); ++b) {
+    for (int64_t p = plan->BatchBegin(b); p < plan->BatchBegin(b) + plan->BatchSize(b); ++p) {
+      EXPECT_EQ(plan->BatchOf(p), b);
+    }
+  }
+}
+
+TEST(EpochPlan, RejectsBadSettings) {
+  PlanOptions o;
+  o.batch_size = 0;
+  EXPECT_EQ(KindOf(EpochPlan::Make({10}, o).status()), ErrorKind::kInvalidArgument);
+  o.batch_size = 1;
+  o.world_size = 2;
+  o.rank = 2;
+  EXPECT_FALSE(EpochPlan::Make({10}, o).ok());
+  o.rank = 0;
+  o.world_size = 5;
+  o.drop_last = false;
+  EXPECT_FALSE(EpochPlan::Make({3}, o).ok());  // 3 samples cannot fill 5 ranks
+}
+
+}  // namespace
+}  // namespace shardfeed

@@ -1,0 +1,272 @@
+"""The Loader's stream: one order for any thread count or timing, values, resume, cleanup."""
+
+from __future__ import annotations
+
+import gc
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import shardfeed
+from shardfeed import _core
+
+from .conftest import digest, os_threads, sample_ids, to_numpy
+
+N_ROWS = 1745
+FEATS = [f"f{i}" for i in range(8)]
+
+
+def loader(dataset: Path, **kw) -> shardfeed.Loader:
+    kw.setdefault("batch_size", 64)
+    kw.setdefault("output", "numpy")
+    kw.setdefault("with_sample_id", True)
+    return shardfeed.Loader(dataset, **kw)
+
+
+def test_same_stream_for_1_2_3_8_threads(dataset):
+    hashes = {t: digest(loader(dataset, num_threads=t, seed=3)) for t in (1, 2, 3, 8)}
+    assert len(set(hashes.values())) == 1, hashes
+
+
+def test_same_stream_with_random_worker_delays(dataset):
+    reference = digest(loader(dataset, num_threads=1, seed=4, prefetch=1))
+    for threads in (2, 5):
+        slow = loader(dataset, num_threads=threads, seed=4, prefetch=1)
+        slow._settings.extra["debug_max_delay_us"] = 3000  # random sleep per unit
+        assert digest(slow) == reference
+
+
+def test_epoch_is_a_permutation_and_changes_with_epoch_and_seed(dataset):
+    ld = loader(dataset, drop_last=False, seed=1)
+    e0 = sample_ids(ld)
+    assert sorted(e0.tolist()) == list(range(N_ROWS))
+    assert len(ld) == -(-N_ROWS // 64)
+    ld.set_epoch(1)
+    e1 = sample_ids(ld)
+    assert sorted(e1.tolist()) == list(range(N_ROWS))
+    assert not np.array_equal(e0, e1)
+    ld.set_epoch(0)
+    assert np.array_equal(sample_ids(ld), e0)  # an epoch's order is a pure function
+    other_seed = sample_ids(loader(dataset, drop_last=False, seed=2))
+    assert not np.array_equal(e0, other_seed)
+
+
+def test_without_shuffle_the_order_is_natural(dataset):
+    ids = sample_ids(loader(dataset, shuffle=False, drop_last=False))
+    assert ids.tolist() == list(range(N_ROWS))
+
+
+def test_shuffle_mixes_rows_across_row_groups(dataset):
+    ld = loader(dataset, batch_size=128, shuffle_window=4, seed=0)
+    rg_first = np.array([rg[3] for rg in ld._dataset.row_groups()])
+    first_batch = next(iter(ld))["sample_id"]
+    touched = set(np.searchsorted(rg_first, first_batch, side="right") - 1)
+    assert len(touched) > 1  # one batch draws from several row groups
+
+
+def test_values_travel_with_their_sample(dataset, table):
+    ld = loader(dataset, seed=9, stack={"feats": FEATS}, drop_last=False)
+    ref = {c: table.column(c).to_pylist() for c in ("x", "label", "flag", "vec", "seq", *FEATS)}
+    for batch in ld:
+        ids = batch["sample_id"]
+        assert batch["id"].tolist() == ids.tolist()
+        np.testing.assert_array_equal(batch["x"], np.array(ref["x"])[ids])
+        np.testing.assert_array_equal(batch["label"], np.array(ref["label"])[ids])
+        assert batch["flag"].dtype == np.bool_
+        np.testing.assert_array_equal(batch["flag"], np.array(ref["flag"])[ids])
+        assert batch["vec"].shape == (len(ids), 4) and batch["vec"].dtype == np.float32
+        np.testing.assert_array_equal(batch["vec"], np.array([ref["vec"][i] for i in ids]))
+        assert batch["feats"].shape == (len(ids), 8) and batch["feats"].dtype == np.float32
+        for j, f in enumerate(FEATS):
+            np.testing.assert_array_equal(batch["feats"][:, j], np.array(ref[f], np.float32)[ids])
+        lengths = batch["seq_lengths"]
+        assert batch["seq"].shape == (len(ids), int(lengths.max()))
+        for row, i in zip(range(len(ids)), ids):
+            want = ref["seq"][i]
+            assert lengths[row] == len(want)
+            assert batch["seq"][row, : len(want)].tolist() == want
+            assert not batch["seq"][row, len(want) :].any()  # zero padding
+        assert not any(f in batch for f in FEATS)  # stacked columns are not repeated
+
+
+def test_mixed_dtype_stack_promotes(dataset, table):
+    ld = loader(dataset, columns=[], stack={"m": ["f0", "label", "x"]}, with_sample_id=True)
+    batch = next(iter(ld))
+    assert batch["m"].dtype == np.float64  # x is float64
+    ids = batch["sample_id"]
+    np.testing.assert_array_equal(batch["m"][:, 1], table.column("label").to_numpy()[ids])
+    ld32 = loader(dataset, columns=[], stack={"m": ["f0", "label"]})
+    assert next(iter(ld32))["m"].dtype == np.float32
+
+
+def test_torch_output_is_zero_copy_and_freed_once(dataset):
+    torch = pytest.importorskip("torch")
+    gc.collect()
+    base = _core.live_buffers()
+    ld = shardfeed.Loader(dataset, batch_size=64, stack={"x": FEATS}, columns=["label"])
+    it = iter(ld)
+    batch = next(it)
+    assert isinstance(batch["x"], torch.Tensor) and batch["x"].shape == (64, 8)
+    assert _core.live_buffers() > base
+    arr = batch["x"].numpy()
+    assert arr.ctypes.data == batch["x"].data_ptr()  # the tensor is a view of the C++ buffer
+    del it
+    gc.collect()
+    held = _core.live_buffers() - base
+    assert held == 2  # just "x" and "label" of the batch still referenced
+    del batch, arr
+    gc.collect()
+    assert _core.live_buffers() == base
+
+
+def test_resume_at_start_middle_and_end(dataset):
+    full = list(loader(dataset, seed=11))
+    n = len(full)
+    for k in (0, 1, n // 2, n - 1, n):
+        first = loader(dataset, seed=11)
+        it = iter(first)
+        for _ in range(k):
+            next(it)
+        state = json.loads(json.dumps(first.state_dict()))
+        assert state["batches_consumed"] == k
+        second = loader(dataset, seed=11, num_threads=3)
+        second.load_state_dict(state)
+        rest = list(second)
+        assert digest(rest) == digest(full[k:]), k
+        # After the resumed pass the loader starts the epoch from the top again.
+        assert digest(second) == digest(full)
+
+
+def test_resume_in_a_later_epoch(dataset):
+    ld = loader(dataset, seed=5)
+    ld.set_epoch(3)
+    full = list(ld)
+    it = iter(ld)
+    next(it), next(it)
+    state = ld.state_dict()
+    other = loader(dataset, seed=5)
+    other.load_state_dict(state)
+    assert other.epoch == 3
+    assert digest(other) == digest(full[2:])
+
+
+def test_state_dict_from_other_dataset_or_settings_is_refused(dataset, tmp_path):
+    state = loader(dataset, seed=1).state_dict()
+    with pytest.raises(shardfeed.StateDictError, match="batch_size"):
+        loader(dataset, seed=1, batch_size=32).load_state_dict(state)
+    with pytest.raises(shardfeed.StateDictError, match="seed"):
+        loader(dataset, seed=2).load_state_dict(state)
+    from .conftest import write_dataset
+
+    other = write_dataset(tmp_path, [("z.parquet", 300, 50)])
+    with pytest.raises(ValueError, match="another dataset"):
+        loader(other, seed=1).load_state_dict(state)
+    with pytest.raises(shardfeed.StateDictError):
+        loader(dataset, seed=1).load_state_dict({"epoch": 0})
+
+
+def test_ranks_are_disjoint_equal_and_cover_the_epoch(dataset):
+    for drop_last in (True, False):
+        for world in range(1, 6):
+            parts = [
+                sample_ids(loader(dataset, seed=2, rank=r, world_size=world, drop_last=drop_last))
+                for r in range(world)
+            ]
+            lengths = {len(loader(dataset, rank=r, world_size=world, drop_last=drop_last))
+                       for r in range(world)}
+            assert len(lengths) == 1  # the same number of batches on every rank
+            allids = np.concatenate(parts)
+            assert len(np.unique(allids)) == len(allids)  # disjoint
+            if drop_last:
+                assert {len(p) for p in parts} == {lengths.pop() * 64}
+                assert N_ROWS - len(allids) < world * 64
+            else:
+                assert sorted(allids.tolist()) == list(range(N_ROWS))
+            # The ranks' slices are slices of the one global order of the epoch.
+            whole = sample_ids(loader(dataset, seed=2, drop_last=False, batch_size=1))
+            pos = {int(s): i for i, s in enumerate(whole)}
+            starts = [pos[int(p[0])] for p in parts if len(p)]
+            assert starts == sorted(starts)
+            for p in parts:
+                idx = [pos[int(s)] for s in p]
+                assert idx == list(range(idx[0], idx[0] + len(idx)))
+
+
+def test_a_rank_decodes_only_the_row_groups_it_needs(dataset):
+    for rank in range(4):
+        ld = loader(dataset, seed=6, rank=rank, world_size=4, shuffle_window=2, num_threads=2)
+        ids = sample_ids(ld)
+        starts = np.array([rg[3] for rg in ld._dataset.row_groups()])
+        needed = set((np.searchsorted(starts, ids, side="right") - 1).tolist())
+        decoded = ld.stats()["decoded_row_groups"]
+        assert sorted(decoded) == sorted(needed)  # each once, and none more
+        assert len(needed) < len(starts)
+
+
+def test_breaking_out_stops_the_workers(dataset):
+    baseline = os_threads()
+    ld = loader(dataset, num_threads=6, batch_size=8)
+    for i, _ in enumerate(ld):
+        assert os_threads() >= baseline + 6
+        if i == 2:
+            break
+    gc.collect()
+    assert os_threads() == baseline
+
+
+def test_exception_in_consumer_and_garbage_collection_stop_the_workers(dataset):
+    baseline = os_threads()
+    ld = loader(dataset, num_threads=4, batch_size=8)
+    with pytest.raises(RuntimeError, match="boom"):
+        for _ in ld:
+            raise RuntimeError("boom")
+    gc.collect()
+    assert os_threads() == baseline
+    it = iter(ld)
+    next(it)
+    del it  # an abandoned iterator
+    gc.collect()
+    deadline = time.monotonic() + 5
+    while os_threads() != baseline and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert os_threads() == baseline
+
+
+def test_nulls_raise_by_default_and_fill_when_asked(tmp_path):
+    t = pa.table({"a": pa.array([1.0, None, 3.0] * 10, pa.float32()), "b": list(range(30))})
+    import pyarrow.parquet as pq
+
+    pq.write_table(t, tmp_path / "n.parquet", row_group_size=10)
+    with pytest.raises(shardfeed.InvalidDataError, match=r"n\.parquet.*row group 0.*column 'a'"):
+        list(shardfeed.Loader(tmp_path, batch_size=5, output="numpy", shuffle=False))
+    ld = shardfeed.Loader(tmp_path, batch_size=30, output="numpy", shuffle=False, fill_null=-1)
+    (batch,) = list(ld)
+    assert batch["a"].tolist() == [1.0, -1.0, 3.0] * 10
+
+
+def test_len_and_outputs(dataset):
+    ld = loader(dataset, batch_size=100, stack={"f": FEATS}, columns=["label", "seq"])
+    assert len(ld) == N_ROWS // 100
+    assert ld.outputs == [
+        ("label", "int64", []),
+        ("seq", "int32", [-1]),
+        ("seq_lengths", "int64", []),
+        ("f", "float32", [8]),
+        ("sample_id", "int64", []),
+    ]
+    assert ld.num_rows == N_ROWS
+    assert len(list(ld)) == len(ld)
+
+
+def test_torch_tensors_have_the_right_dtypes(dataset):
+    torch = pytest.importorskip("torch")
+    ld = shardfeed.Loader(dataset, batch_size=16, columns=["flag", "label", "vec"])
+    batch = next(iter(ld))
+    assert batch["flag"].dtype == torch.bool
+    assert batch["label"].dtype == torch.int64
+    assert batch["vec"].shape == (16, 4)
+    assert to_numpy(batch["label"]).shape == (16,)

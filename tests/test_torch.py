@@ -1,0 +1,63 @@
+"""TorchDataset in a DataLoader gives the Loader's stream for any worker count."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import shardfeed  # noqa: E402
+
+from .conftest import digest, sample_ids  # noqa: E402
+
+ARGS = dict(batch_size=50, seed=7, stack={"f": [f"f{i}" for i in range(8)]},
+            columns=["label", "vec", "seq"], with_sample_id=True, drop_last=False)
+
+
+def dataloader(ds, workers):
+    return torch.utils.data.DataLoader(ds, batch_size=None, num_workers=workers)
+
+
+def test_same_stream_as_loader_for_0_1_3_workers(dataset):
+    reference = digest(shardfeed.Loader(dataset, **ARGS))
+    for workers in (0, 1, 3):
+        ds = shardfeed.TorchDataset(dataset, **ARGS)
+        assert len(ds) == len(shardfeed.Loader(dataset, **ARGS))
+        batches = list(dataloader(ds, workers))
+        assert isinstance(batches[0]["f"], torch.Tensor)
+        assert digest(batches) == reference, workers
+
+
+def test_set_epoch_reaches_the_workers(dataset):
+    ld = shardfeed.Loader(dataset, **ARGS)
+    ld.set_epoch(2)
+    ds = shardfeed.TorchDataset(dataset, **ARGS)
+    ds.set_epoch(2)
+    assert digest(dataloader(ds, 2)) == digest(ld)
+
+
+def test_resume_through_the_dataloader(dataset):
+    ld = shardfeed.Loader(dataset, **ARGS)
+    full = list(ld)
+    ds = shardfeed.TorchDataset(dataset, **ARGS)
+    ds.load_state_dict(ds.state_dict(batches_consumed=5))
+    assert digest(dataloader(ds, 3)) == digest(full[5:])
+    # A Loader's own state dict works as well.
+    it = iter(ld)
+    for _ in range(9):
+        next(it)
+    ds2 = shardfeed.TorchDataset(dataset, **ARGS)
+    ds2.load_state_dict(ld.state_dict())
+    assert digest(dataloader(ds2, 2)) == digest(full[9:])
+
+
+def test_rank_from_environment(dataset, monkeypatch):
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "3")
+    from_env = sample_ids(shardfeed.Loader(dataset, **ARGS))
+    monkeypatch.delenv("RANK")
+    monkeypatch.delenv("WORLD_SIZE")
+    explicit = sample_ids(shardfeed.Loader(dataset, rank=1, world_size=3, **ARGS))
+    assert from_env.tolist() == explicit.tolist()
+    ds = shardfeed.TorchDataset(dataset, rank=1, world_size=3, **ARGS)
+    assert sample_ids(dataloader(ds, 2)).tolist() == explicit.tolist()
