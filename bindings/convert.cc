@@ -89,9 +89,8 @@ nb::dict BatchToDict(const Batch& batch) {
   nb::dict out;
   for (const auto& array : batch.arrays) {
     auto* holder = new std::shared_ptr<OutputBuffer>(array.buffer);
-    nb::capsule owner(holder, [](void* p) noexcept {
-      delete static_cast<std::shared_ptr<OutputBuffer>*>(p);
-    });
+    nb::capsule owner(
+        holder, [](void* p) noexcept { delete static_cast<std::shared_ptr<OutputBuffer>*>(p); });
     std::vector<size_t> shape(array.shape.begin(), array.shape.end());
     nb::ndarray<nb::numpy> nd(array.buffer->data(), shape.size(), shape.data(), owner, nullptr,
                               ToDLPack(array.dtype));

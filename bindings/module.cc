@@ -200,11 +200,13 @@ NB_MODULE(_core, m) {
             new (self) EngineHandle(std::move(engine), num_batches);
           },
           "dataset"_a, "plan"_a, "options"_a)
-      .def("next", &EngineHandle::Next)
+      .def("next", &EngineHandle::Next,
+           nb::sig("def next(self) -> dict[str, numpy.typing.NDArray[typing.Any]] | None"),
+           "The next batch as {name: array}, None after the last; raises the first error.")
       .def("close", &EngineHandle::Close)
       .def_prop_ro("num_units", &EngineHandle::num_units)
       .def_prop_ro("num_batches", &EngineHandle::num_batches)
-      .def("stats", &EngineHandle::Stats);
+      .def("stats", &EngineHandle::Stats, nb::sig("def stats(self) -> dict[str, typing.Any]"));
 
   m.def(
       "plan_sample_ids",
@@ -222,7 +224,8 @@ NB_MODULE(_core, m) {
           std::vector<SampleRef> samples;
           plan->Resolve(plan->rank_begin(), plan->rank_begin() + plan->rank_size(), &samples);
           ids.reserve(samples.size());
-          for (const auto& s : samples) ids.push_back(first[static_cast<size_t>(s.row_group)] + s.row);
+          for (const auto& s : samples)
+            ids.push_back(first[static_cast<size_t>(s.row_group)] + s.row);
         }
         return ids;
       },

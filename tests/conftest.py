@@ -22,20 +22,25 @@ def make_table(first_id: int, rows: int, seed: int) -> pa.Table:
     ids = np.arange(first_id, first_id + rows, dtype=np.int64)
     feats = {f"f{i}": (ids * (i + 1) % 97).astype(np.float32) / 97 for i in range(8)}
     lengths = (ids % 5).astype(np.int32)
-    seq = pa.array([list(range(int(i), int(i) + int(n))) for i, n in zip(ids, lengths)],
-                   type=pa.list_(pa.int32()))
+    seq = pa.array(
+        [list(range(int(i), int(i) + int(n))) for i, n in zip(ids, lengths, strict=True)],
+        type=pa.list_(pa.int32()),
+    )
     vec = pa.FixedSizeListArray.from_arrays(
-        pa.array((np.repeat(ids, 4) + np.tile(np.arange(4), rows)).astype(np.float32)), 4)
-    return pa.table({
-        "id": ids,
-        "x": ids.astype(np.float64) * 0.5,
-        **feats,
-        "label": (ids % 3).astype(np.int64),
-        "flag": ids % 2 == 0,
-        "vec": vec,
-        "seq": seq,
-        "noise": rng.standard_normal(rows).astype(np.float32),
-    })
+        pa.array((np.repeat(ids, 4) + np.tile(np.arange(4), rows)).astype(np.float32)), 4
+    )
+    return pa.table(
+        {
+            "id": ids,
+            "x": ids.astype(np.float64) * 0.5,
+            **feats,
+            "label": (ids % 3).astype(np.int64),
+            "flag": ids % 2 == 0,
+            "vec": vec,
+            "seq": seq,
+            "noise": rng.standard_normal(rows).astype(np.float32),
+        }
+    )
 
 
 def write_dataset(root: Path, layout: list[tuple[str, int, int]] = LAYOUT) -> Path:

@@ -6,10 +6,9 @@ import json
 import sys
 
 import numpy as np
+import shardfeed
 import torch
 import torch.distributed as dist
-
-import shardfeed
 
 from .conftest import digest
 
@@ -26,8 +25,16 @@ def main() -> None:
     gathered = [torch.zeros(1, dtype=torch.int64) for _ in range(world)]
     dist.all_gather(gathered, counts)  # equal batch counts keep collectives in step
     with open(f"{out}/rank{rank}.json", "w") as f:
-        json.dump({"rank": rank, "world": world, "ids": ids, "digest": digest(batches),
-                   "counts": [int(g) for g in gathered]}, f)
+        json.dump(
+            {
+                "rank": rank,
+                "world": world,
+                "ids": ids,
+                "digest": digest(batches),
+                "counts": [int(g) for g in gathered],
+            },
+            f,
+        )
     dist.destroy_process_group()
 
 

@@ -13,9 +13,9 @@ import pytest
 
 pytest.importorskip("torch")
 
-import shardfeed  # noqa: E402
+import shardfeed
 
-from .conftest import digest  # noqa: E402
+from .conftest import digest
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -24,8 +24,17 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_torchrun_ranks(dataset, tmp_path, world):
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE")}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-           f"--nproc_per_node={world}", "-m", "tests.dist_worker", str(dataset), str(tmp_path)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc_per_node={world}",
+        "-m",
+        "tests.dist_worker",
+        str(dataset),
+        str(tmp_path),
+    ]
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr[-3000:]
     results = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(world)]
@@ -35,7 +44,8 @@ def test_torchrun_ranks(dataset, tmp_path, world):
         assert r["world"] == world
         assert len(set(r["counts"])) == 1
         # The same slice as a single process asking for that rank explicitly.
-        ld = shardfeed.Loader(dataset, batch_size=32, seed=13, with_sample_id=True,
-                              rank=r["rank"], world_size=world)
+        ld = shardfeed.Loader(
+            dataset, batch_size=32, seed=13, with_sample_id=True, rank=r["rank"], world_size=world
+        )
         ld.set_epoch(1)
         assert digest(ld) == r["digest"]

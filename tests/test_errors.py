@@ -8,7 +8,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-
 import shardfeed
 
 from .conftest import make_table
@@ -98,8 +97,7 @@ def test_unsupported_type(tmp_path):
 def test_zero_row_files_are_skipped(tmp_path):
     write(tmp_path / "a.parquet", make_table(0, 40, 0))
     write(tmp_path / "b_empty.parquet", make_table(0, 0, 0))
-    ld = shardfeed.Loader(tmp_path, batch_size=10, shuffle=False, output="numpy",
-                          columns=["id"])
+    ld = shardfeed.Loader(tmp_path, batch_size=10, shuffle=False, output="numpy", columns=["id"])
     assert ld.num_rows == 40
     assert np.concatenate([b["id"] for b in ld]).tolist() == list(range(40))
 

@@ -10,7 +10,6 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pytest
-
 import shardfeed
 from shardfeed import _core
 
@@ -85,7 +84,7 @@ def test_values_travel_with_their_sample(dataset, table):
             np.testing.assert_array_equal(batch["feats"][:, j], np.array(ref[f], np.float32)[ids])
         lengths = batch["seq_lengths"]
         assert batch["seq"].shape == (len(ids), int(lengths.max()))
-        for row, i in zip(range(len(ids)), ids):
+        for row, i in enumerate(ids):
             want = ref["seq"][i]
             assert lengths[row] == len(want)
             assert batch["seq"][row, : len(want)].tolist() == want
@@ -176,8 +175,10 @@ def test_ranks_are_disjoint_equal_and_cover_the_epoch(dataset):
                 sample_ids(loader(dataset, seed=2, rank=r, world_size=world, drop_last=drop_last))
                 for r in range(world)
             ]
-            lengths = {len(loader(dataset, rank=r, world_size=world, drop_last=drop_last))
-                       for r in range(world)}
+            lengths = {
+                len(loader(dataset, rank=r, world_size=world, drop_last=drop_last))
+                for r in range(world)
+            }
             assert len(lengths) == 1  # the same number of batches on every rank
             allids = np.concatenate(parts)
             assert len(np.unique(allids)) == len(allids)  # disjoint

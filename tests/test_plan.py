@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from shardfeed import _core
 
 row_groups = st.lists(st.integers(min_value=1, max_value=60), min_size=1, max_size=12)
@@ -19,11 +18,22 @@ def options(**kw) -> _core.PlanOptions:
 
 
 @settings(max_examples=150, deadline=None)
-@given(rows=row_groups, seed=st.integers(0, 2**64 - 1), epoch=st.integers(0, 1000),
-       window=st.integers(1, 5), shuffle=st.booleans())
+@given(
+    rows=row_groups,
+    seed=st.integers(0, 2**64 - 1),
+    epoch=st.integers(0, 1000),
+    window=st.integers(1, 5),
+    shuffle=st.booleans(),
+)
 def test_each_epoch_is_a_permutation(rows, seed, epoch, window, shuffle):
-    o = options(seed=seed, epoch=epoch, window_row_groups=window, shuffle=shuffle,
-                batch_size=7, drop_last=False)
+    o = options(
+        seed=seed,
+        epoch=epoch,
+        window_row_groups=window,
+        shuffle=shuffle,
+        batch_size=7,
+        drop_last=False,
+    )
     ids = np.array(_core.plan_sample_ids(rows, o))
     assert np.array_equal(np.sort(ids), np.arange(sum(rows)))
     if not shuffle:
@@ -32,22 +42,35 @@ def test_each_epoch_is_a_permutation(rows, seed, epoch, window, shuffle):
 
 
 @settings(max_examples=150, deadline=None)
-@given(rows=row_groups, seed=st.integers(0, 1000), world=st.integers(1, 6),
-       batch=st.integers(1, 9), drop_last=st.booleans(), window=st.integers(1, 4))
+@given(
+    rows=row_groups,
+    seed=st.integers(0, 1000),
+    world=st.integers(1, 6),
+    batch=st.integers(1, 9),
+    drop_last=st.booleans(),
+    window=st.integers(1, 4),
+)
 def test_ranks_are_disjoint_equal_slices_of_one_order(rows, seed, world, batch, drop_last, window):
     n = sum(rows)
     base = options(seed=seed, window_row_groups=window, batch_size=1, drop_last=False)
     whole = np.array(_core.plan_sample_ids(rows, base))  # the global order, any world size
     parts, counts = [], []
     for r in range(world):
-        o = options(seed=seed, window_row_groups=window, batch_size=batch, world_size=world,
-                    rank=r, drop_last=drop_last)
+        o = options(
+            seed=seed,
+            window_row_groups=window,
+            batch_size=batch,
+            world_size=world,
+            rank=r,
+            drop_last=drop_last,
+        )
         try:
             sizes = _core.plan_batch_sizes(rows, o)
         except ValueError:
             # Only drop_last=False can be infeasible: fewer rows than ranks x batches.
             assert not drop_last
-            assert n // world < -(-(-(-n // world)) // batch)
+            per_rank = (n + world - 1) // world  # the largest rank
+            assert n // world < (per_rank + batch - 1) // batch
             return
         parts.append(np.array(_core.plan_sample_ids(rows, o)))
         counts.append(len(sizes))
@@ -76,8 +99,11 @@ def test_other_epoch_or_seed_other_order():
 
 def test_window_mixes_only_inside_windows():
     rows = [10] * 6
-    ids = np.array(_core.plan_sample_ids(rows, options(seed=3, window_row_groups=2,
-                                                       batch_size=1, drop_last=False)))
+    ids = np.array(
+        _core.plan_sample_ids(
+            rows, options(seed=3, window_row_groups=2, batch_size=1, drop_last=False)
+        )
+    )
     for w in range(3):
         groups = set((ids[w * 20 : (w + 1) * 20] // 10).tolist())
         assert len(groups) == 2  # each window holds exactly two whole row groups

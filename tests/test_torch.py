@@ -10,8 +10,14 @@ import shardfeed  # noqa: E402
 
 from .conftest import digest, sample_ids  # noqa: E402
 
-ARGS = dict(batch_size=50, seed=7, stack={"f": [f"f{i}" for i in range(8)]},
-            columns=["label", "vec", "seq"], with_sample_id=True, drop_last=False)
+ARGS = dict(
+    batch_size=50,
+    seed=7,
+    stack={"f": [f"f{i}" for i in range(8)]},
+    columns=["label", "vec", "seq"],
+    with_sample_id=True,
+    drop_last=False,
+)
 
 
 def dataloader(ds, workers):

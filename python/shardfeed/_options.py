@@ -6,12 +6,12 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Union
+from typing import Any
 
 from . import _core
 from ._errors import InvalidArgumentError
 
-Source = Union[str, os.PathLike[str], Sequence[Union[str, os.PathLike[str]]]]
+Source = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
 StackArg = Mapping[str, Sequence[str]]
 
 _OUTPUTS = ("torch", "numpy")

@@ -28,10 +28,10 @@ struct FileEntry {
 };
 
 struct RowGroupEntry {
-  int32_t file = 0;        // index into Catalog::files()
-  int32_t row_group = 0;   // index inside the file
+  int32_t file = 0;       // index into Catalog::files()
+  int32_t row_group = 0;  // index inside the file
   int64_t num_rows = 0;
-  int64_t first_row = 0;   // global id of its first row in the natural order
+  int64_t first_row = 0;    // global id of its first row in the natural order
   int64_t total_bytes = 0;  // compressed size of its column chunks
 };
 

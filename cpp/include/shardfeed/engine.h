@@ -31,7 +31,7 @@ struct OutputOptions {
   std::vector<std::string> columns;  // empty + all_columns: every column
   bool all_columns = true;
   std::vector<StackSpec> stacks;
-  bool with_sample_id = false;     // adds "sample_id": int64 natural-order index
+  bool with_sample_id = false;      // adds "sample_id": int64 natural-order index
   std::optional<double> fill_null;  // nullopt: a null is an error
 };
 
@@ -56,8 +56,8 @@ struct EngineStats {
   int64_t rows_delivered = 0;
   double decode_seconds = 0;
   double assemble_seconds = 0;
-  double worker_wait_seconds = 0;    // workers blocked on a full queue
-  double consumer_wait_seconds = 0;  // consumer blocked on an empty queue
+  double worker_wait_seconds = 0;           // workers blocked on a full queue
+  double consumer_wait_seconds = 0;         // consumer blocked on an empty queue
   std::vector<int32_t> decoded_row_groups;  // catalog indices, in decode order
 };
 

@@ -14,9 +14,9 @@ namespace shardfeed {
 
 // What a random stream is for; part of the counter, so streams never overlap.
 enum class Purpose : uint64_t {
-  kFileOrder = 1,       // the order of row groups in an epoch (id = 0)
-  kRowPermutation = 2,  // reserved: permutation inside one row group (id = row group)
-  kMixingWindow = 3,    // the permutation of a mixing window's rows (id = window)
+  kFileOrder = 1,         // the order of row groups in an epoch (id = 0)
+  kRowPermutation = 2,    // reserved: permutation inside one row group (id = row group)
+  kMixingWindow = 3,      // the permutation of a mixing window's rows (id = window)
   kTransformBase = 1024,  // transform at position p uses kTransformBase + p (id = sample id)
 };
 

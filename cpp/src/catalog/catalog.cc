@@ -33,7 +33,8 @@ std::string Normalize(const std::string& source) {
 }
 
 bool EndsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 std::string ParentDir(const std::string& path) {
@@ -77,9 +78,8 @@ arrow::Result<Footer> ReadFooter(arrow::fs::FileSystem& fs, const arrow::fs::Fil
                  context + ": not a readable Parquet file (" + e.what() + ")");
   }
   parquet::ArrowReaderProperties props;
-  auto st = parquet::arrow::FromParquetSchema(footer.metadata->schema(), props,
-                                              footer.metadata->key_value_metadata(),
-                                              &footer.schema);
+  auto st = parquet::arrow::FromParquetSchema(
+      footer.metadata->schema(), props, footer.metadata->key_value_metadata(), &footer.schema);
   if (!st.ok()) return WithContext(st, context + ": cannot map the Parquet schema to Arrow");
   // Drop schema-level metadata (pandas, ARROW:schema): it says nothing about the rows.
   footer.schema = footer.schema->RemoveMetadata();
@@ -134,9 +134,9 @@ arrow::Result<std::shared_ptr<Catalog>> Catalog::Open(const std::vector<std::str
     if (!catalog->fs_) {
       catalog->fs_ = *maybe_fs;
     } else if ((*maybe_fs)->type_name() != catalog->fs_->type_name()) {
-      return Error(ErrorKind::kInvalidArgument,
-                   "sources must live on one filesystem: '" + raw + "' is on " +
-                       (*maybe_fs)->type_name() + ", the first on " + catalog->fs_->type_name());
+      return Error(ErrorKind::kInvalidArgument, "sources must live on one filesystem: '" + raw +
+                                                    "' is on " + (*maybe_fs)->type_name() +
+                                                    ", the first on " + catalog->fs_->type_name());
     }
     auto maybe_info = catalog->fs_->GetFileInfo(path);
     if (!maybe_info.ok()) return WithContext(maybe_info.status(), "source '" + raw + "'");

@@ -50,11 +50,13 @@ template <typename Src, typename Dst>
 void GatherStrided(const GatherInput& in, int source, Dst* out, int64_t stride) {
   std::vector<const Src*> base(in.slots.size());
   for (size_t s = 0; s < in.slots.size(); ++s) {
-    base[s] = reinterpret_cast<const Src*>(in.slots[s]->columns[static_cast<size_t>(source)].values);
+    base[s] =
+        reinterpret_cast<const Src*>(in.slots[s]->columns[static_cast<size_t>(source)].values);
   }
   const size_t n = in.slot.size();
   for (size_t i = 0; i < n; ++i) {
-    out[static_cast<int64_t>(i) * stride] = static_cast<Dst>(base[static_cast<size_t>(in.slot[i])][in.row[i]]);
+    out[static_cast<int64_t>(i) * stride] =
+        static_cast<Dst>(base[static_cast<size_t>(in.slot[i])][in.row[i]]);
   }
 }
 
@@ -81,7 +83,8 @@ void GatherUniformStack(const GatherInput& in, const std::vector<int>& sources, 
 void GatherFixedList(const GatherInput& in, const OutputPlan& plan, uint8_t* out) {
   const size_t bytes = static_cast<size_t>(plan.width) * DTypeSize(plan.dtype);
   for (size_t i = 0; i < in.slot.size(); ++i) {
-    const auto& column = in.slots[static_cast<size_t>(in.slot[i])]->columns[static_cast<size_t>(plan.sources[0])];
+    const auto& column =
+        in.slots[static_cast<size_t>(in.slot[i])]->columns[static_cast<size_t>(plan.sources[0])];
     std::memcpy(out + i * bytes, column.values + static_cast<size_t>(in.row[i]) * bytes, bytes);
   }
 }
@@ -93,20 +96,24 @@ void GatherList(const GatherInput& in, const OutputPlan& plan, Batch* batch) {
   auto* len = lengths->As<int64_t>();
   int64_t max_len = 0;
   for (size_t i = 0; i < n; ++i) {
-    const auto& column = in.slots[static_cast<size_t>(in.slot[i])]->columns[static_cast<size_t>(plan.sources[0])];
+    const auto& column =
+        in.slots[static_cast<size_t>(in.slot[i])]->columns[static_cast<size_t>(plan.sources[0])];
     len[i] = column.list_lengths[static_cast<size_t>(in.row[i])];
     max_len = std::max(max_len, len[i]);
   }
   auto values = NewBuffer(static_cast<int64_t>(n) * max_len, plan.dtype);
   std::memset(values->data(), 0, values->size());  // padding is zero
   for (size_t i = 0; i < n; ++i) {
-    const auto& column = in.slots[static_cast<size_t>(in.slot[i])]->columns[static_cast<size_t>(plan.sources[0])];
+    const auto& column =
+        in.slots[static_cast<size_t>(in.slot[i])]->columns[static_cast<size_t>(plan.sources[0])];
     const int64_t start = column.list_starts[static_cast<size_t>(in.row[i])];
     std::memcpy(values->data() + i * static_cast<size_t>(max_len) * elem,
-                column.values + static_cast<size_t>(start) * elem, static_cast<size_t>(len[i]) * elem);
+                column.values + static_cast<size_t>(start) * elem,
+                static_cast<size_t>(len[i]) * elem);
   }
   batch->arrays.push_back({plan.name, plan.dtype, {static_cast<int64_t>(n), max_len}, values});
-  batch->arrays.push_back({plan.name + "_lengths", DType::kInt64, {static_cast<int64_t>(n)}, lengths});
+  batch->arrays.push_back(
+      {plan.name + "_lengths", DType::kInt64, {static_cast<int64_t>(n)}, lengths});
 }
 
 }  // namespace

@@ -92,9 +92,8 @@ arrow::Status FlattenPrimitive(const std::shared_ptr<arrow::Array>& array, DType
   if (has_nulls && !layout.fill_null) {
     int64_t first = 0;
     while (first < n && !array->IsNull(first)) ++first;
-    return Error(ErrorKind::kInvalidData,
-                 context + ": null value at row " + std::to_string(first) +
-                     " (pass fill_null=<value> to replace nulls)");
+    return Error(ErrorKind::kInvalidData, context + ": null value at row " + std::to_string(first) +
+                                              " (pass fill_null=<value> to replace nulls)");
   }
   const size_t width = DTypeSize(dtype);
   if (dtype == DType::kBool) {
@@ -104,8 +103,8 @@ arrow::Status FlattenPrimitive(const std::shared_ptr<arrow::Array>& array, DType
     for (int64_t i = 0; i < n; ++i) dst[i] = bools.Value(i) ? 1 : 0;
   } else if (has_nulls) {
     const auto* src = array->data()->GetValues<uint8_t>(1, array->offset() * width);
-    ARROW_ASSIGN_OR_RAISE(out->owned,
-                          arrow::AllocateBuffer(std::max<int64_t>(n * static_cast<int64_t>(width), 1)));
+    ARROW_ASSIGN_OR_RAISE(
+        out->owned, arrow::AllocateBuffer(std::max<int64_t>(n * static_cast<int64_t>(width), 1)));
     std::memcpy(out->owned->mutable_data(), src, static_cast<size_t>(n) * width);
   }
   if (out->owned) {
@@ -132,8 +131,8 @@ arrow::Status Normalize(const std::shared_ptr<arrow::Array>& array, DType dtype,
         }
         if (!out->owned) {
           const size_t bytes = static_cast<size_t>(child->length()) * DTypeSize(dtype);
-          ARROW_ASSIGN_OR_RAISE(out->owned,
-                                arrow::AllocateBuffer(std::max<int64_t>(static_cast<int64_t>(bytes), 1)));
+          ARROW_ASSIGN_OR_RAISE(
+              out->owned, arrow::AllocateBuffer(std::max<int64_t>(static_cast<int64_t>(bytes), 1)));
           std::memcpy(out->owned->mutable_data(), out->values, bytes);
           out->values = out->owned->data();
         }

@@ -17,10 +17,10 @@ namespace shardfeed {
 // points at the element type of the layout (bools as one byte each), nulls
 // already replaced by the fill value.
 struct DecodedColumn {
-  const uint8_t* values = nullptr;  // row 0 (lists: child value 0)
-  int64_t list_size = 0;            // fixed-size lists
-  std::vector<int64_t> list_starts;   // variable-length lists: first child value of each row
-  std::vector<int64_t> list_lengths;  // variable-length lists: length of each row (null: 0)
+  const uint8_t* values = nullptr;       // row 0 (lists: child value 0)
+  int64_t list_size = 0;                 // fixed-size lists
+  std::vector<int64_t> list_starts;      // variable-length lists: first child value of each row
+  std::vector<int64_t> list_lengths;     // variable-length lists: length of each row (null: 0)
   std::shared_ptr<arrow::Buffer> owned;  // a normalized copy, when one was needed
   std::shared_ptr<arrow::Array> array;   // keeps the decoded data alive
 };
@@ -29,7 +29,7 @@ struct DecodedRowGroup {
   int32_t index = 0;      // catalog row-group index
   int64_t first_row = 0;  // global id of row 0
   int64_t num_rows = 0;
-  int64_t bytes = 0;      // compressed bytes read
+  int64_t bytes = 0;                   // compressed bytes read
   std::vector<DecodedColumn> columns;  // one per Layout::fields
 };
 

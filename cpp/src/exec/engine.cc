@@ -209,7 +209,8 @@ class EngineImpl final : public Engine {
       auto it = slot_of.find(s.row_group);
       if (it == slot_of.end()) {
         const int64_t w = plan_->WindowOf(begin + static_cast<int64_t>(i));
-        auto maybe = store_.Get(w, UnitsOverlapping(w), s.row_group, [&] { return Decode(s.row_group); });
+        auto maybe =
+            store_.Get(w, UnitsOverlapping(w), s.row_group, [&] { return Decode(s.row_group); });
         if (!maybe.ok()) {
           status = maybe.status();
           break;
@@ -246,7 +247,8 @@ class EngineImpl final : public Engine {
   void Work(int w) {
     const auto n = static_cast<int64_t>(queues_.size());
     auto& queue = *queues_[static_cast<size_t>(w)];
-    std::mt19937_64 jitter(static_cast<uint64_t>(Clock::now().time_since_epoch().count()) + static_cast<uint64_t>(w));
+    std::mt19937_64 jitter(static_cast<uint64_t>(Clock::now().time_since_epoch().count()) +
+                           static_cast<uint64_t>(w));
     std::vector<SampleRef> samples;
     for (int64_t unit = w; unit < num_units_ && !stop_.load(); unit += n) {
       if (options_.debug_max_delay_us > 0) {
@@ -297,9 +299,9 @@ arrow::Result<std::unique_ptr<Engine>> Engine::Make(std::shared_ptr<const Catalo
     return Error(ErrorKind::kInvalidArgument, "batch_offset must be in [0, batch_stride)");
   }
   if (options.start_batch < 0 || options.start_batch > plan->num_batches()) {
-    return Error(ErrorKind::kInvalidArgument,
-                 "start_batch " + std::to_string(options.start_batch) + " is outside [0, " +
-                     std::to_string(plan->num_batches()) + "]");
+    return Error(ErrorKind::kInvalidArgument, "start_batch " + std::to_string(options.start_batch) +
+                                                  " is outside [0, " +
+                                                  std::to_string(plan->num_batches()) + "]");
   }
   ARROW_ASSIGN_OR_RAISE(Layout layout, MakeLayout(*catalog->schema(), options.output));
   return std::unique_ptr<Engine>(

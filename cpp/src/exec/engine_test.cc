@@ -21,8 +21,8 @@ struct Stream {
   int64_t batches = 0;
 };
 
-arrow::Result<Stream> RunEpoch(const std::shared_ptr<const Catalog>& catalog, PlanOptions plan_options,
-                          EngineOptions options) {
+arrow::Result<Stream> RunEpoch(const std::shared_ptr<const Catalog>& catalog,
+                               PlanOptions plan_options, EngineOptions options) {
   ARROW_ASSIGN_OR_RAISE(auto plan, EpochPlan::Make(catalog->RowGroupRows(), plan_options));
   ARROW_ASSIGN_OR_RAISE(auto engine, Engine::Make(catalog, plan, options));
   Stream s;

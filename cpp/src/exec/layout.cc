@@ -49,10 +49,9 @@ arrow::Result<DType> ValueDType(const arrow::DataType& type, const std::string& 
     case arrow::Type::DOUBLE:
       return DType::kFloat64;
     default:
-      return Error(ErrorKind::kUnsupportedType, "column '" + column + "' has type " +
-                                                    type.ToString() +
-                                                    ", which cannot become a tensor (" +
-                                                    kSupported + ")");
+      return Error(ErrorKind::kUnsupportedType,
+                   "column '" + column + "' has type " + type.ToString() +
+                       ", which cannot become a tensor (" + kSupported + ")");
   }
 }
 
@@ -121,12 +120,13 @@ arrow::Result<Layout> MakeLayout(const arrow::Schema& schema, const OutputOption
       ARROW_ASSIGN_OR_RAISE(int index, need(column));
       const auto& type = *schema.field(layout.fields[static_cast<size_t>(index)])->type();
       if (IsListType(type.id())) {
-        return Error(ErrorKind::kUnsupportedType, "stack '" + stack.name + "': column '" +
-                                                      column + "' is a list; only scalar "
+        return Error(ErrorKind::kUnsupportedType, "stack '" + stack.name + "': column '" + column +
+                                                      "' is a list; only scalar "
                                                       "numeric columns can be stacked");
       }
       const DType dtype = layout.field_dtypes[static_cast<size_t>(index)];
-      if (!out.sources.empty() && dtype != layout.field_dtypes[static_cast<size_t>(out.sources[0])]) {
+      if (!out.sources.empty() &&
+          dtype != layout.field_dtypes[static_cast<size_t>(out.sources[0])]) {
         same = false;
       }
       any_f64 |= dtype == DType::kFloat64;
@@ -137,9 +137,9 @@ arrow::Result<Layout> MakeLayout(const arrow::Schema& schema, const OutputOption
     if (same) {
       out.dtype = layout.field_dtypes[static_cast<size_t>(out.sources[0])];
     } else if (any_f16) {
-      return Error(ErrorKind::kUnsupportedType,
-                   "stack '" + stack.name + "': float16 columns can only be stacked with "
-                   "float16 columns");
+      return Error(ErrorKind::kUnsupportedType, "stack '" + stack.name +
+                                                    "': float16 columns can only be stacked with "
+                                                    "float16 columns");
     } else {
       out.dtype = any_f64 ? DType::kFloat64 : DType::kFloat32;
     }

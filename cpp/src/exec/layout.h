@@ -26,9 +26,9 @@ struct OutputPlan {
 };
 
 struct Layout {
-  std::vector<int> fields;                // top-level schema fields to decode
-  std::vector<std::string> field_names;   // their names (for messages)
-  std::vector<DType> field_dtypes;        // their value types
+  std::vector<int> fields;               // top-level schema fields to decode
+  std::vector<std::string> field_names;  // their names (for messages)
+  std::vector<DType> field_dtypes;       // their value types
   std::vector<OutputPlan> outputs;
   std::optional<double> fill_null;
 };

@@ -16,7 +16,7 @@ int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 }  // namespace
 
 arrow::Result<std::shared_ptr<const EpochPlan>> EpochPlan::Make(std::vector<int64_t> rg_rows,
-                                                                 const PlanOptions& o) {
+                                                                const PlanOptions& o) {
   if (o.batch_size < 1) {
     return Error(ErrorKind::kInvalidArgument,
                  "batch_size must be at least 1, got " + std::to_string(o.batch_size));
@@ -122,8 +122,8 @@ std::shared_ptr<const std::vector<int64_t>> EpochPlan::WindowPermutation(int64_t
   }
   CounterRng rng(options_.seed, options_.epoch, static_cast<uint64_t>(Purpose::kMixingWindow),
                  static_cast<uint64_t>(w));
-  auto perm = std::make_shared<const std::vector<int64_t>>(
-      Permutation(WindowEnd(w) - WindowBegin(w), rng));
+  auto perm =
+      std::make_shared<const std::vector<int64_t>>(Permutation(WindowEnd(w) - WindowBegin(w), rng));
   std::lock_guard<std::mutex> lock(mu_);
   // Windows are consumed in increasing order: the lowest index is the oldest.
   if (perms_.size() >= kCachedPermutations) perms_.erase(perms_.begin());

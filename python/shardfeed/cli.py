@@ -1,0 +1,60 @@
+"""The ``shardfeed`` command line: ``shardfeed demo`` and ``shardfeed info SOURCE``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from ._errors import ShardfeedError
+
+
+def _info(args: argparse.Namespace) -> int:
+    from ._options import open_dataset
+
+    ds = open_dataset(args.source)
+    info = {
+        "root": ds.root,
+        "files": ds.num_files,
+        "row_groups": ds.num_row_groups,
+        "rows": ds.num_rows,
+        "fingerprint": ds.fingerprint,
+        "schema": dict(ds.schema()),
+    }
+    print(json.dumps(info, indent=2))
+    return 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from ._demo import run
+
+    run(data_dir=args.data_dir, epochs=args.epochs, batch_size=args.batch_size,
+        num_threads=args.threads)  # fmt: skip
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="shardfeed", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    demo = sub.add_parser("demo", help="generate a tabular dataset and train a small MLP on it")
+    demo.add_argument("--data-dir", default=None, help="default: ~/.cache/shardfeed/demo")
+    demo.add_argument("--epochs", type=int, default=2)
+    demo.add_argument("--batch-size", type=int, default=1024)
+    demo.add_argument("--threads", type=int, default=None)
+    demo.set_defaults(func=_demo)
+
+    info = sub.add_parser("info", help="print a dataset's catalog (footers only)")
+    info.add_argument("source", nargs="+", help="a folder, a file, or several files")
+    info.set_defaults(func=_info)
+
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args))
+    except ShardfeedError as e:
+        print(f"shardfeed: {type(e).__name__}: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

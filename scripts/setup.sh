@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Creates .venv (or $SHARDFEED_VENV) with everything shardfeed needs, and builds
+# and installs shardfeed into it.  Safe to run again: it only redoes what changed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON=${PYTHON:-python3}
+VENV=${SHARDFEED_VENV:-.venv}
+
+if [ ! -x "$VENV/bin/python" ]; then
+  "$PYTHON" -m venv "$VENV"
+fi
+# shellcheck disable=SC1091
+. "$VENV/bin/activate"
+
+# torch is pinned to the CPU build this project is developed and tested with.
+python -m pip install -q --upgrade pip
+python -m pip install -q "torch==2.13.0" "pyarrow>=26,<27" "numpy>=1.24" \
+  "nanobind==2.12.0" "scikit-build-core>=0.10" cmake ninja \
+  "pytest>=8" "hypothesis>=6.100" "ruff>=0.6" "mypy>=1.10"
+# --no-build-isolation: build against the pyarrow installed above, so the
+# extension and the runtime use the very same Arrow libraries.
+python -m pip install -q --no-build-isolation --no-deps .

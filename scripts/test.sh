@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Sets up and runs every test: lint, the C++ unit tests (plain, then under
+# AddressSanitizer + UndefinedBehaviorSanitizer), and the Python tests.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# GoogleTest and clang-format from Debian's packages (CI machines start bare).
+missing=()
+dpkg -s libgtest-dev >/dev/null 2>&1 || missing+=(libgtest-dev)
+command -v clang-format >/dev/null 2>&1 || missing+=(clang-format)
+if [ ${#missing[@]} -gt 0 ]; then
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+scripts/setup.sh
+VENV=${SHARDFEED_VENV:-.venv}
+# shellcheck disable=SC1091
+. "$VENV/bin/activate"
+PY=$(command -v python)
+
+echo "== lint"
+ruff check
+ruff format --check
+mypy
+# The committed type stub of the extension must match the built module.
+stub=$(mktemp -d)
+python -m nanobind.stubgen -q -m shardfeed._core -o "$stub/_core.pyi"
+diff -u python/shardfeed/_core.pyi "$stub/_core.pyi"
+git ls-files 'cpp/*.h' 'cpp/*.cc' 'bindings/*.h' 'bindings/*.cc' | xargs clang-format --dry-run -Werror
+
+JOBS=${JOBS:-2}
+for variant in plain asan; do
+  echo "== C++ unit tests ($variant)"
+  flags=(-DSHARDFEED_BUILD_PYTHON=OFF -DSHARDFEED_BUILD_TESTS=ON -DPython_EXECUTABLE="$PY")
+  if [ "$variant" = asan ]; then
+    flags+=(-DSHARDFEED_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug)
+  else
+    flags+=(-DCMAKE_BUILD_TYPE=RelWithDebInfo)
+  fi
+  cmake -S . -B "build/cpp-$variant" -G Ninja "${flags[@]}" >/dev/null
+  cmake --build "build/cpp-$variant" -j "$JOBS"
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+    ctest --test-dir "build/cpp-$variant" --output-on-failure -j "$JOBS"
+done
+
+echo "== Python tests"
+# Run from tests' parent with the installed package (not python/ on sys.path).
+python -m pytest -q "$@"
