@@ -215,6 +215,14 @@ def warm_page_cache(paths: Iterable[str], chunk: int = 16 << 20) -> float:
 # --------------------------------------------------------------------------------------
 
 
+def load_average() -> list[float]:
+    """1, 5 and 15 minute load averages (other work on the CPUs distorts a benchmark)."""
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return []
+
+
 def rss_mb() -> float:
     """Current resident set size of this process, in MB (Linux /proc)."""
     try:

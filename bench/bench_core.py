@@ -274,6 +274,14 @@ def main(argv: list[str] | None = None) -> int:
         flush=True,
     )
 
+    load_start = common.load_average()
+    if load_start[0] > 0.5:
+        print(
+            f"warning: the machine is busy (load average {load_start[0]:.2f}); "
+            "other work on the CPUs distorts the numbers",
+            file=sys.stderr,
+            flush=True,
+        )
     results = []
     script = str(Path(__file__).resolve())
     for system in systems:
@@ -312,6 +320,8 @@ def main(argv: list[str] | None = None) -> int:
         "shuffle": {"shardfeed": True, "others": False},
         "page_cache": f"warm (all files read once before the first system, {warm:.1f} s)",
         "process_per_system": True,
+        "load_average_start": load_start,
+        "load_average_end": common.load_average(),
     }
     notes = [
         "Page cache warm: this measures decode + batching, not storage.",

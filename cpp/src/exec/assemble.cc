@@ -1,45 +1,18 @@
 #include "exec/assemble.h"
 
 #include <algorithm>
+
+#include <arrow/buffer.h>
 #include <cstring>
 #include <new>
 #include <string>
 
+#include "exec/dtype_dispatch.h"
 #include "shardfeed/status.h"
 
 namespace shardfeed {
 
 namespace {
-
-// Calls f(T{}) with the C++ storage type of `t` (bool as uint8_t, float16 as its bits).
-template <typename F>
-decltype(auto) VisitDType(DType t, F&& f) {
-  switch (t) {
-    case DType::kBool:
-    case DType::kUInt8:
-      return f(uint8_t{});
-    case DType::kInt8:
-      return f(int8_t{});
-    case DType::kInt16:
-      return f(int16_t{});
-    case DType::kInt32:
-      return f(int32_t{});
-    case DType::kInt64:
-      return f(int64_t{});
-    case DType::kUInt16:
-    case DType::kFloat16:
-      return f(uint16_t{});
-    case DType::kUInt32:
-      return f(uint32_t{});
-    case DType::kUInt64:
-      return f(uint64_t{});
-    case DType::kFloat32:
-      return f(float{});
-    case DType::kFloat64:
-      return f(double{});
-  }
-  return f(uint8_t{});
-}
 
 std::shared_ptr<OutputBuffer> NewBuffer(int64_t elements, DType dtype) {
   return std::make_shared<OutputBuffer>(static_cast<size_t>(elements) * DTypeSize(dtype));
@@ -60,24 +33,21 @@ void GatherStrided(const GatherInput& in, int source, Dst* out, int64_t stride) 
   }
 }
 
-// A stack whose columns all have storage type T: row-major writes, one sample at a time.
-template <typename T>
-void GatherUniformStack(const GatherInput& in, const std::vector<int>& sources, T* out) {
-  const size_t width = sources.size();
-  std::vector<const T*> base(in.slots.size() * width);
-  for (size_t s = 0; s < in.slots.size(); ++s) {
-    for (size_t c = 0; c < width; ++c) {
-      base[s * width + c] =
-          reinterpret_cast<const T*>(in.slots[s]->columns[static_cast<size_t>(sources[c])].values);
-    }
+// Copies each sample's row of a row-major [rows, width] matrix.
+void GatherRows(const GatherInput& in, size_t output, size_t row_bytes, uint8_t* out) {
+  for (size_t i = 0; i < in.slot.size(); ++i) {
+    const auto& matrix = *in.slots[static_cast<size_t>(in.slot[i])]->stacks[output];
+    std::memcpy(out + i * row_bytes, matrix.data() + static_cast<size_t>(in.row[i]) * row_bytes,
+                row_bytes);
   }
-  const size_t n = in.slot.size();
-  for (size_t i = 0; i < n; ++i) {
-    const T* const* cols = &base[static_cast<size_t>(in.slot[i]) * width];
-    const int64_t r = in.row[i];
-    T* dst = out + i * width;
-    for (size_t c = 0; c < width; ++c) dst[c] = cols[c][r];
-  }
+}
+
+// dst[r * width + c] = column c, row r, converted to Dst; tiled so that the
+// strided writes of a tile stay in cache while each column is read in order.
+template <typename Src, typename Dst>
+void TransposeColumn(const uint8_t* values, int64_t rows, int64_t width, int64_t c, Dst* dst) {
+  const auto* src = reinterpret_cast<const Src*>(values);
+  for (int64_t r = 0; r < rows; ++r) dst[r * width + c] = static_cast<Dst>(src[r]);
 }
 
 void GatherFixedList(const GatherInput& in, const OutputPlan& plan, uint8_t* out) {
@@ -118,6 +88,28 @@ void GatherList(const GatherInput& in, const OutputPlan& plan, Batch* batch) {
 
 }  // namespace
 
+arrow::Status TransposeStack(const Layout& layout, const OutputPlan& plan,
+                             const std::vector<DecodedColumn>& columns, int64_t rows,
+                             uint8_t* out) {
+  constexpr int64_t kTileRows = 256;
+  VisitDType(plan.dtype, [&](auto d) {
+    using Dst = decltype(d);
+    auto* dst = reinterpret_cast<Dst*>(out);
+    for (int64_t r0 = 0; r0 < rows; r0 += kTileRows) {
+      const int64_t tile = std::min(kTileRows, rows - r0);
+      for (size_t c = 0; c < plan.sources.size(); ++c) {
+        const auto source = static_cast<size_t>(plan.sources[c]);
+        VisitDType(layout.field_dtypes[source], [&](auto s) {
+          using Src = decltype(s);
+          TransposeColumn<Src, Dst>(columns[source].values + r0 * sizeof(Src), tile, plan.width,
+                                    static_cast<int64_t>(c), dst + r0 * plan.width);
+        });
+      }
+    }
+  });
+  return arrow::Status::OK();
+}
+
 arrow::Result<std::shared_ptr<Batch>> Assemble(const Layout& layout, const GatherInput& in,
                                                int64_t batch_index) {
   auto batch = std::make_shared<Batch>();
@@ -138,27 +130,9 @@ arrow::Result<std::shared_ptr<Batch>> Assemble(const Layout& layout, const Gathe
         }
         case OutputKind::kStack: {
           auto buffer = NewBuffer(n * plan.width, plan.dtype);
-          bool uniform = true;
-          for (int source : plan.sources) {
-            uniform &= layout.field_dtypes[static_cast<size_t>(source)] == plan.dtype;
-          }
-          if (uniform) {
-            VisitDType(plan.dtype, [&](auto t) {
-              using T = decltype(t);
-              GatherUniformStack<T>(in, plan.sources, buffer->As<T>());
-            });
-          } else {
-            VisitDType(plan.dtype, [&](auto d) {
-              using Dst = decltype(d);
-              for (size_t c = 0; c < plan.sources.size(); ++c) {
-                const int source = plan.sources[c];
-                VisitDType(layout.field_dtypes[static_cast<size_t>(source)], [&](auto s) {
-                  using Src = decltype(s);
-                  GatherStrided<Src, Dst>(in, source, buffer->As<Dst>() + c, plan.width);
-                });
-              }
-            });
-          }
+          const size_t output = static_cast<size_t>(&plan - layout.outputs.data());
+          GatherRows(in, output, static_cast<size_t>(plan.width) * DTypeSize(plan.dtype),
+                     buffer->data());
           batch->arrays.push_back({plan.name, plan.dtype, {n, plan.width}, buffer});
           break;
         }

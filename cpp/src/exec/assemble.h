@@ -20,6 +20,12 @@ struct GatherInput {
   std::vector<int64_t> row;                   // per sample: row inside that row group
 };
 
+// Writes the stack `plan` of one decoded row group as a row-major [rows, width]
+// matrix of the stack's dtype into `out`, so that gathering a shuffled batch
+// copies one contiguous row per sample instead of touching `width` columns.
+arrow::Status TransposeStack(const Layout& layout, const OutputPlan& plan,
+                             const std::vector<DecodedColumn>& columns, int64_t rows, uint8_t* out);
+
 arrow::Result<std::shared_ptr<Batch>> Assemble(const Layout& layout, const GatherInput& input,
                                                int64_t batch_index);
 

@@ -16,6 +16,7 @@
 #include <parquet/file_reader.h>
 #include <parquet/metadata.h>
 
+#include "exec/assemble.h"
 #include "shardfeed/status.h"
 
 namespace shardfeed {
@@ -259,6 +260,22 @@ arrow::Result<std::shared_ptr<const DecodedRowGroup>> DecodeRowGroup(const Catal
     }
     ARROW_RETURN_NOT_OK(
         Normalize(array, layout.field_dtypes[i], layout, column_context, &decoded->columns[i]));
+  }
+  // Stacks become row-major matrices once per row group; columns that only
+  // feed stacks are then dropped, so memory stays one copy of the data.
+  decoded->stacks.resize(layout.outputs.size());
+  for (size_t o = 0; o < layout.outputs.size(); ++o) {
+    const auto& plan = layout.outputs[o];
+    if (plan.kind != OutputKind::kStack) continue;
+    const int64_t bytes = rg.num_rows * plan.width * static_cast<int64_t>(DTypeSize(plan.dtype));
+    ARROW_ASSIGN_OR_RAISE(std::shared_ptr<arrow::Buffer> matrix,
+                          arrow::AllocateBuffer(std::max<int64_t>(bytes, 1)));
+    ARROW_RETURN_NOT_OK(
+        TransposeStack(layout, plan, decoded->columns, rg.num_rows, matrix->mutable_data()));
+    decoded->stacks[o] = std::move(matrix);
+  }
+  for (size_t i = 0; i < layout.fields.size(); ++i) {
+    if (!layout.field_used_alone[i]) decoded->columns[i] = DecodedColumn{};
   }
   return std::shared_ptr<const DecodedRowGroup>(std::move(decoded));
 }

@@ -31,6 +31,8 @@ struct DecodedRowGroup {
   int64_t num_rows = 0;
   int64_t bytes = 0;                   // compressed bytes read
   std::vector<DecodedColumn> columns;  // one per Layout::fields
+  // Per Layout::outputs entry: the row-major matrix of a stack, else null.
+  std::vector<std::shared_ptr<arrow::Buffer>> stacks;
 };
 
 // Reads and normalizes row group `rg_index` of the catalog.  Every error names

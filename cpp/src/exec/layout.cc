@@ -182,6 +182,11 @@ arrow::Result<Layout> MakeLayout(const arrow::Schema& schema, const OutputOption
     out.dtype = DType::kInt64;
     layout.outputs.push_back(std::move(out));
   }
+  layout.field_used_alone.assign(layout.fields.size(), false);
+  for (const auto& out : layout.outputs) {
+    if (out.kind == OutputKind::kStack) continue;
+    for (int source : out.sources) layout.field_used_alone[static_cast<size_t>(source)] = true;
+  }
   if (layout.outputs.empty()) {
     return Error(ErrorKind::kInvalidArgument, "no columns selected");
   }

@@ -29,6 +29,7 @@ struct Layout {
   std::vector<int> fields;               // top-level schema fields to decode
   std::vector<std::string> field_names;  // their names (for messages)
   std::vector<DType> field_dtypes;       // their value types
+  std::vector<bool> field_used_alone;    // read by an output other than a stack
   std::vector<OutputPlan> outputs;
   std::optional<double> fill_null;
 };

@@ -1,0 +1,40 @@
+// Dispatch on DType to the C++ storage type (internal).
+#pragma once
+
+#include <cstdint>
+
+#include "shardfeed/batch.h"
+
+namespace shardfeed {
+
+// Calls f(T{}) with the C++ storage type of `t` (bool as uint8_t, float16 as its bits).
+template <typename F>
+decltype(auto) VisitDType(DType t, F&& f) {
+  switch (t) {
+    case DType::kBool:
+    case DType::kUInt8:
+      return f(uint8_t{});
+    case DType::kInt8:
+      return f(int8_t{});
+    case DType::kInt16:
+      return f(int16_t{});
+    case DType::kInt32:
+      return f(int32_t{});
+    case DType::kInt64:
+      return f(int64_t{});
+    case DType::kUInt16:
+    case DType::kFloat16:
+      return f(uint16_t{});
+    case DType::kUInt32:
+      return f(uint32_t{});
+    case DType::kUInt64:
+      return f(uint64_t{});
+    case DType::kFloat32:
+      return f(float{});
+    case DType::kFloat64:
+      return f(double{});
+  }
+  return f(uint8_t{});
+}
+
+}  // namespace shardfeed
