@@ -74,6 +74,7 @@ class EngineHandle {
     d["worker_wait_seconds"] = s.worker_wait_seconds;
     d["consumer_wait_seconds"] = s.consumer_wait_seconds;
     d["decoded_row_groups"] = s.decoded_row_groups;
+    d["peak_live_row_groups"] = s.peak_live_row_groups;
     return d;
   }
 

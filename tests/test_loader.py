@@ -271,3 +271,19 @@ def test_torch_tensors_have_the_right_dtypes(dataset):
     assert batch["label"].dtype == torch.int64
     assert batch["vec"].shape == (16, 4)
     assert to_numpy(batch["label"]).shape == (16,)
+
+
+def test_decoded_memory_follows_the_prefetch_settings_not_the_dataset(tmp_path):
+    # 40 row groups of 100 rows.  With 2 threads x (1 queued + 1 building) batches of 10,
+    # in-flight batches span at most 50 rows, so at most two mixing windows of 2 row
+    # groups are alive: never more than 4 decoded row groups, whatever the dataset size.
+    from .conftest import write_dataset
+
+    write_dataset(tmp_path, [(f"p{i}.parquet", 1000, 100) for i in range(4)])
+    ld = shardfeed.Loader(tmp_path, batch_size=10, num_threads=2, prefetch=1, shuffle_window=2,
+                          output="numpy", columns=["x"])  # fmt: skip
+    for _ in ld:
+        time.sleep(0.0005)  # a slow consumer lets the workers run as far ahead as allowed
+    stats = ld.stats()
+    assert stats["row_groups_decoded"] == 40
+    assert 2 <= stats["peak_live_row_groups"] <= 4

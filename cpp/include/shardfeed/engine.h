@@ -59,6 +59,7 @@ struct EngineStats {
   double worker_wait_seconds = 0;           // workers blocked on a full queue
   double consumer_wait_seconds = 0;         // consumer blocked on an empty queue
   std::vector<int32_t> decoded_row_groups;  // catalog indices, in decode order
+  int64_t peak_live_row_groups = 0;         // most decoded row groups held at once
 };
 
 struct OutputInfo {

@@ -164,6 +164,7 @@ class EngineImpl final : public Engine {
     s.consumer_wait_seconds = static_cast<double>(consumer_wait_ns_.load()) * 1e-9;
     std::lock_guard<std::mutex> lock(stats_mu_);
     s.decoded_row_groups = decoded_list_;
+    s.peak_live_row_groups = live_->peak.load();
     return s;
   }
 
@@ -234,14 +235,26 @@ class EngineImpl final : public Engine {
     const auto t0 = Clock::now();
     auto result = DecodeRowGroup(*catalog_, rg, layout_);
     decode_ns_ += (Clock::now() - t0).count();
-    if (result.ok()) {
-      row_groups_decoded_ += 1;
-      rows_decoded_ += (*result)->num_rows;
-      bytes_decoded_ += (*result)->bytes;
+    if (!result.ok()) return result;
+    row_groups_decoded_ += 1;
+    rows_decoded_ += (*result)->num_rows;
+    bytes_decoded_ += (*result)->bytes;
+    {
       std::lock_guard<std::mutex> lock(stats_mu_);
       decoded_list_.push_back(rg);
     }
-    return result;
+    // Count decoded row groups alive; the deleter holds the counter, not the engine.
+    auto live = live_;
+    const int64_t now = ++live->count;
+    int64_t peak = live->peak.load();
+    while (now > peak && !live->peak.compare_exchange_weak(peak, now)) {
+    }
+    std::shared_ptr<const DecodedRowGroup> data = *result;
+    return std::shared_ptr<const DecodedRowGroup>(data.get(),
+                                                  [data, live](const DecodedRowGroup*) mutable {
+                                                    data.reset();
+                                                    --live->count;
+                                                  });
   }
 
   void Work(int w) {
@@ -286,6 +299,11 @@ class EngineImpl final : public Engine {
   std::atomic<int64_t> decode_ns_{0}, assemble_ns_{0}, worker_wait_ns_{0}, consumer_wait_ns_{0};
   mutable std::mutex stats_mu_;
   std::vector<int32_t> decoded_list_;
+  struct LiveCount {
+    std::atomic<int64_t> count{0};
+    std::atomic<int64_t> peak{0};
+  };
+  std::shared_ptr<LiveCount> live_ = std::make_shared<LiveCount>();
 };
 
 }  // namespace

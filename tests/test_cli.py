@@ -1,0 +1,20 @@
+"""The command line: `shardfeed info` and `shardfeed demo`."""
+
+from __future__ import annotations
+
+import json
+
+from shardfeed import cli
+
+
+def test_info_prints_the_catalog(dataset, capsys):
+    assert cli.main(["info", str(dataset)]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["files"] == 3 and info["rows"] == 1745
+    assert info["schema"]["vec"] == "fixed_size_list<element: float>[4]"
+    assert len(info["fingerprint"]) == 32
+
+
+def test_info_reports_bad_input_without_a_traceback(tmp_path, capsys):
+    assert cli.main(["info", str(tmp_path / "missing")]) == 2
+    assert "DatasetNotFoundError" in capsys.readouterr().err
