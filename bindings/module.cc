@@ -23,6 +23,9 @@
 #include "shardfeed/catalog.h"
 #include "shardfeed/engine.h"
 #include "shardfeed/plan.h"
+#include "shardfeed/rng.h"
+#include "shardfeed/status.h"
+#include "shardfeed/transform.h"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -111,13 +114,32 @@ NB_MODULE(_core, m) {
       .def_rw("name", &StackSpec::name)
       .def_rw("columns", &StackSpec::columns);
 
+  nb::class_<TransformSpec>(m, "TransformSpec")
+      .def(nb::init<>())
+      .def_prop_rw(
+          "op", [](const TransformSpec& t) { return std::string(TransformOpName(t.op)); },
+          [](TransformSpec& t, const std::string& name) { t.op = Unwrap(ParseTransformOp(name)); })
+      .def_rw("column", &TransformSpec::column)
+      .def_rw("a", &TransformSpec::a)
+      .def_rw("b", &TransformSpec::b)
+      .def_rw("n", &TransformSpec::n)
+      .def_rw("boundaries", &TransformSpec::boundaries)
+      .def_prop_rw(
+          "dtype", [](const TransformSpec& t) { return std::string(DTypeName(t.dtype)); },
+          [](TransformSpec& t, const std::string& name) {
+            if (!ParseDType(name, &t.dtype)) {
+              throw StatusError(Error(ErrorKind::kInvalidArgument, "unknown dtype '" + name + "'"));
+            }
+          });
+
   nb::class_<OutputOptions>(m, "OutputOptions")
       .def(nb::init<>())
       .def_rw("columns", &OutputOptions::columns)
       .def_rw("all_columns", &OutputOptions::all_columns)
       .def_rw("stacks", &OutputOptions::stacks)
       .def_rw("with_sample_id", &OutputOptions::with_sample_id)
-      .def_rw("fill_null", &OutputOptions::fill_null);
+      .def_rw("fill_null", &OutputOptions::fill_null)
+      .def_rw("transforms", &OutputOptions::transforms);
 
   nb::class_<EngineOptions>(m, "EngineOptions")
       .def(nb::init<>())
@@ -241,6 +263,23 @@ NB_MODULE(_core, m) {
         return sizes;
       },
       "row_group_rows"_a, "options"_a);
+
+  m.def(
+      "sample_uniform",
+      [](const std::vector<int64_t>& sample_ids, uint64_t seed, uint64_t epoch, uint64_t stream,
+         int64_t size) {
+        // Per-sample uniforms in [0, 1) from the same counter-based generator as
+        // the built-in transforms, keyed by (seed, epoch, stream, sample id).
+        std::vector<double> out;
+        out.reserve(sample_ids.size() * static_cast<size_t>(size));
+        const uint64_t purpose = static_cast<uint64_t>(Purpose::kUserBase) + stream;
+        for (int64_t id : sample_ids) {
+          CounterRng rng(seed, epoch, purpose, static_cast<uint64_t>(id));
+          for (int64_t j = 0; j < size; ++j) out.push_back(rng.Uniform());
+        }
+        return out;
+      },
+      "sample_ids"_a, "seed"_a, "epoch"_a, "stream"_a, "size"_a);
 
   m.def("live_buffers", &OutputBuffer::live_count,
         "Batch buffers allocated by the engine and not yet freed (for tests).");

@@ -13,6 +13,7 @@ from typing import Any
 
 import pyarrow  # noqa: F401  (loads Arrow's shared libraries before the extension)
 
+from . import transforms
 from ._errors import (
     ColumnNotFoundError,
     DatasetNotFoundError,
@@ -26,6 +27,7 @@ from ._errors import (
     UnsupportedTypeError,
 )
 from ._loader import Loader
+from ._random import sample_rng, sample_uniform
 
 __version__ = "0.1.0"
 
@@ -42,6 +44,9 @@ __all__ = [
     "StorageError",
     "TorchDataset",
     "UnsupportedTypeError",
+    "sample_rng",
+    "sample_uniform",
+    "transforms",
 ]
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import atexit
 import weakref
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -12,6 +12,7 @@ import numpy as np
 from . import _core
 from ._errors import InvalidArgumentError, StateDictError
 from ._options import Settings, Source, StackArg, open_dataset
+from .transforms import Transform
 
 _STATE_VERSION = 1
 
@@ -34,22 +35,26 @@ def start_engine(
     return engine
 
 
-def convert(arrays: dict[str, np.ndarray], output: str) -> dict[str, Any]:
+def convert(batch: dict[str, Any], output: str) -> dict[str, Any]:
     if output == "numpy":
-        return arrays
+        return batch
     import torch
 
-    return {name: torch.from_numpy(a) for name, a in arrays.items()}
+    return {k: torch.from_numpy(v) if isinstance(v, np.ndarray) else v for k, v in batch.items()}
 
 
-def iterate(engine: _core.Engine, output: str) -> Iterator[dict[str, Any]]:
-    """Yields converted batches; closes the engine however the loop ends."""
+def iterate(engine: _core.Engine, settings: Settings) -> Iterator[dict[str, Any]]:
+    """Yields batches (after the Python transform, if any); closes the engine however
+    the loop ends."""
     try:
         while True:
             arrays = engine.next()
             if arrays is None:
                 return
-            yield convert(arrays, output)
+            batch: dict[str, Any] = arrays
+            if settings.transform is not None:
+                batch = settings.transform(arrays)
+            yield convert(batch, settings.output)
     finally:
         engine.close()
 
@@ -85,6 +90,10 @@ class Loader:
             dataset's natural order.
         fill_null: value for nulls; ``None`` raises InvalidDataError naming the
             file, row group and column of the first null.
+        transforms: ``shardfeed.transforms`` objects run in the engine's threads,
+            in order, before ``stack`` (random ones keyed per sample).
+        transform: a Python callable ``dict[str, ndarray] -> dict`` applied to each
+            batch before conversion (with TorchDataset: in the worker processes).
 
     Iterating yields ``dict[str, Tensor | ndarray]``.  Variable-length list
     columns give ``name`` (zero-padded ``[batch, max_len]``) and
@@ -109,10 +118,13 @@ class Loader:
         prefetch: int = 2,
         with_sample_id: bool = False,
         fill_null: float | None = None,
+        transforms: Sequence[Transform] | None = None,
+        transform: Callable[[dict[str, np.ndarray]], dict[str, Any]] | None = None,
     ) -> None:
         self._settings = Settings.make(
             source, columns, batch_size, shuffle, seed, rank, world_size, drop_last,
             num_threads, stack, output, shuffle_window, prefetch, with_sample_id, fill_null,
+            transforms, transform,
         )  # fmt: skip
         self._dataset = open_dataset(self._settings.sources)
         # Column, type and stack errors surface here, before any data is read.
@@ -150,7 +162,7 @@ class Loader:
             self._settings.engine_options(start_batch=start),
         )
         self._last_engine = engine
-        for batch in iterate(engine, self._settings.output):
+        for batch in iterate(engine, self._settings):
             self._consumed += 1
             yield batch
 

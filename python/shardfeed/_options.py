@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from . import _core
 from ._errors import InvalidArgumentError
+from .transforms import Transform, to_core
 
 Source = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
 StackArg = Mapping[str, Sequence[str]]
@@ -72,6 +75,8 @@ class Settings:
     prefetch: int
     with_sample_id: bool
     fill_null: float | None
+    transforms: list[Transform]
+    transform: Callable[[dict[str, np.ndarray]], dict[str, Any]] | None
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -92,6 +97,8 @@ class Settings:
         prefetch: int,
         with_sample_id: bool,
         fill_null: float | None,
+        transforms: Sequence[Transform] | None = None,
+        transform: Callable[[dict[str, np.ndarray]], dict[str, Any]] | None = None,
     ) -> Settings:
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise InvalidArgumentError(f"batch_size must be an integer >= 1, got {batch_size!r}")
@@ -105,6 +112,10 @@ class Settings:
             raise InvalidArgumentError(f"shuffle_window must be >= 1, got {shuffle_window}")
         if prefetch < 1:
             raise InvalidArgumentError(f"prefetch must be >= 1, got {prefetch}")
+        if transform is not None and not callable(transform):
+            raise InvalidArgumentError(f"transform must be callable, got {transform!r}")
+        transform_list = list(transforms or [])
+        to_core(transform_list)  # settings errors before anything is opened
         r, w = _resolve_world(rank, world_size)
         if w < 1 or not 0 <= r < w:
             raise InvalidArgumentError(f"rank must be in [0, world_size): rank={r}, world_size={w}")
@@ -132,6 +143,8 @@ class Settings:
             prefetch=int(prefetch),
             with_sample_id=bool(with_sample_id),
             fill_null=None if fill_null is None else float(fill_null),
+            transforms=transform_list,
+            transform=transform,
         )
 
     def plan_options(self, epoch: int) -> _core.PlanOptions:
@@ -159,6 +172,7 @@ class Settings:
         o.stacks = stacks
         o.with_sample_id = self.with_sample_id
         o.fill_null = self.fill_null
+        o.transforms = to_core(self.transforms)
         return o
 
     def engine_options(
@@ -187,6 +201,7 @@ class Settings:
             "stack": self.stack,
             "with_sample_id": self.with_sample_id,
             "fill_null": self.fill_null,
+            "transforms": [t.spec() for t in self.transforms],
         }
 
 

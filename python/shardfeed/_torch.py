@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import torch.utils.data
 
 from . import _core
 from ._errors import StateDictError
 from ._loader import check_state, iterate, start_engine
 from ._options import Settings, Source, StackArg, open_dataset
+from .transforms import Transform
 
 
 class TorchDataset(torch.utils.data.IterableDataset):  # type: ignore[type-arg]
@@ -25,6 +27,8 @@ class TorchDataset(torch.utils.data.IterableDataset):  # type: ignore[type-arg]
     unless ``num_threads`` is given.  With shuffling every worker decodes the row
     groups its batches touch, so decode work grows with ``k``; ``Loader`` (one
     process, many threads) avoids that.
+
+    A Python ``transform=`` runs inside the worker processes.
 
     ``set_epoch(e)`` in the main process reaches the workers when they are
     started for the epoch (the default, ``persistent_workers=False``).
@@ -48,12 +52,15 @@ class TorchDataset(torch.utils.data.IterableDataset):  # type: ignore[type-arg]
         prefetch: int = 2,
         with_sample_id: bool = False,
         fill_null: float | None = None,
+        transforms: Sequence[Transform] | None = None,
+        transform: Callable[[dict[str, np.ndarray]], dict[str, Any]] | None = None,
     ) -> None:
         super().__init__()
         self._threads_given = num_threads is not None
         self._settings = Settings.make(
             source, columns, batch_size, shuffle, seed, rank, world_size, drop_last,
             num_threads, stack, output, shuffle_window, prefetch, with_sample_id, fill_null,
+            transforms, transform,
         )  # fmt: skip
         self._dataset: _core.Dataset | None = open_dataset(self._settings.sources)
         self._dataset.describe_outputs(self._settings.output_options())
@@ -119,4 +126,4 @@ class TorchDataset(torch.utils.data.IterableDataset):  # type: ignore[type-arg]
         engine = start_engine(
             self._own_dataset(), self._settings.plan_options(self._epoch), options
         )
-        yield from iterate(engine, self._settings.output)
+        yield from iterate(engine, self._settings)

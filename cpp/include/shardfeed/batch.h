@@ -26,7 +26,8 @@ enum class DType : int {
 };
 
 size_t DTypeSize(DType t);
-const char* DTypeName(DType t);  // numpy's names: "float32", "bool", ...
+const char* DTypeName(DType t);                        // numpy's names: "float32", "bool", ...
+bool ParseDType(const std::string& name, DType* out);  // the inverse of DTypeName
 
 // One 64-byte-aligned allocation that a batch array owns.  The binding hands
 // it to Python with an owner capsule; the count of live buffers lets tests

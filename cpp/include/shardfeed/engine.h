@@ -19,6 +19,7 @@
 #include "shardfeed/batch.h"
 #include "shardfeed/catalog.h"
 #include "shardfeed/plan.h"
+#include "shardfeed/transform.h"
 
 namespace shardfeed {
 
@@ -31,8 +32,9 @@ struct OutputOptions {
   std::vector<std::string> columns;  // empty + all_columns: every column
   bool all_columns = true;
   std::vector<StackSpec> stacks;
-  bool with_sample_id = false;      // adds "sample_id": int64 natural-order index
-  std::optional<double> fill_null;  // nullopt: a null is an error
+  bool with_sample_id = false;            // adds "sample_id": int64 natural-order index
+  std::optional<double> fill_null;        // nullopt: a null is an error
+  std::vector<TransformSpec> transforms;  // applied in order, before stacking
 };
 
 struct EngineOptions {

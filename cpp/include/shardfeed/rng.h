@@ -18,6 +18,7 @@ enum class Purpose : uint64_t {
   kRowPermutation = 2,    // reserved: permutation inside one row group (id = row group)
   kMixingWindow = 3,      // the permutation of a mixing window's rows (id = window)
   kTransformBase = 1024,  // transform at position p uses kTransformBase + p (id = sample id)
+  kUserBase = 1 << 20,    // shardfeed.sample_uniform(stream=s) uses kUserBase + s
 };
 
 using PhiloxCounter = std::array<uint64_t, 4>;

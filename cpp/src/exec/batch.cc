@@ -74,4 +74,14 @@ const char* DTypeName(DType t) {
   return "?";
 }
 
+bool ParseDType(const std::string& name, DType* out) {
+  for (int i = 0; i <= static_cast<int>(DType::kFloat64); ++i) {
+    if (name == DTypeName(static_cast<DType>(i))) {
+      *out = static_cast<DType>(i);
+      return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace shardfeed

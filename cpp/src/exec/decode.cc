@@ -2,14 +2,15 @@
 
 #include <cstring>
 #include <string>
+#include <string_view>
 
 #include <arrow/array.h>
 #include <arrow/array/concatenate.h>
 #include <arrow/buffer.h>
 #include <arrow/filesystem/filesystem.h>
+#include <arrow/scalar.h>
 #include <arrow/table.h>
 #include <arrow/util/bit_util.h>
-#include <arrow/util/float16.h>
 #include <parquet/arrow/reader.h>
 #include <parquet/arrow/schema.h>
 #include <parquet/exception.h>
@@ -18,6 +19,7 @@
 
 #include "exec/assemble.h"
 #include "shardfeed/status.h"
+#include "transform/transform.h"
 
 namespace shardfeed {
 
@@ -31,158 +33,133 @@ void CollectLeaves(const parquet::arrow::SchemaField& field, std::vector<int>* o
   for (const auto& child : field.children) CollectLeaves(child, out);
 }
 
-template <typename T>
-void FillTyped(uint8_t* values, const arrow::Array& validity_of, int64_t count, double fill,
-               int64_t stride) {
-  auto* typed = reinterpret_cast<T*>(values);
-  for (int64_t i = 0; i < count; ++i) {
-    if (validity_of.IsNull(i)) {
-      for (int64_t j = 0; j < stride; ++j) typed[i * stride + j] = static_cast<T>(fill);
+uint64_t Fnv1a64(std::string_view bytes) {
+  uint64_t h = 0xCBF29CE484222325ULL;
+  for (unsigned char c : bytes) h = (h ^ c) * 0x100000001B3ULL;
+  return h;
+}
+
+// Marks element i*stride..(i+1)*stride null for every null entry i of `array`.
+void MarkNulls(const arrow::Array& array, int64_t stride, int64_t count, DecodedColumn* out) {
+  if (array.null_count() == 0) return;
+  if (out->nulls.empty()) out->nulls.assign(static_cast<size_t>(count), 0);
+  for (int64_t i = 0; i < array.length(); ++i) {
+    if (array.IsNull(i)) {
+      for (int64_t j = 0; j < stride; ++j) out->nulls[static_cast<size_t>(i * stride + j)] = 1;
     }
   }
 }
 
-// Writes `fill` into every element i*stride..(i+1)*stride of `values` whose
-// entry i in `validity_of` is null.
-void FillNulls(DType dtype, uint8_t* values, const arrow::Array& validity_of, double fill,
-               int64_t stride = 1) {
-  const int64_t n = validity_of.length();
-  switch (dtype) {
-    case DType::kBool:
-      return FillTyped<uint8_t>(values, validity_of, n, fill != 0 ? 1 : 0, stride);
-    case DType::kInt8:
-      return FillTyped<int8_t>(values, validity_of, n, fill, stride);
-    case DType::kInt16:
-      return FillTyped<int16_t>(values, validity_of, n, fill, stride);
-    case DType::kInt32:
-      return FillTyped<int32_t>(values, validity_of, n, fill, stride);
-    case DType::kInt64:
-      return FillTyped<int64_t>(values, validity_of, n, fill, stride);
-    case DType::kUInt8:
-      return FillTyped<uint8_t>(values, validity_of, n, fill, stride);
-    case DType::kUInt16:
-      return FillTyped<uint16_t>(values, validity_of, n, fill, stride);
-    case DType::kUInt32:
-      return FillTyped<uint32_t>(values, validity_of, n, fill, stride);
-    case DType::kUInt64:
-      return FillTyped<uint64_t>(values, validity_of, n, fill, stride);
-    case DType::kFloat16: {
-      const uint16_t bits = arrow::util::Float16(static_cast<float>(fill)).bits();
-      auto* typed = reinterpret_cast<uint16_t*>(values);
-      for (int64_t i = 0; i < n; ++i) {
-        if (validity_of.IsNull(i)) {
-          for (int64_t j = 0; j < stride; ++j) typed[i * stride + j] = bits;
-        }
-      }
-      return;
-    }
-    case DType::kFloat32:
-      return FillTyped<float>(values, validity_of, n, fill, stride);
-    case DType::kFloat64:
-      return FillTyped<double>(values, validity_of, n, fill, stride);
-  }
-}
-
-// Flat values of a primitive (or bool) array, with nulls filled; copies only
-// when the array is bool or has nulls.
-arrow::Status FlattenPrimitive(const std::shared_ptr<arrow::Array>& array, DType dtype,
-                               const Layout& layout, const std::string& context,
-                               DecodedColumn* out) {
+// Flat values of a primitive, bool or string array; copies only for bools and
+// strings (hashed, FNV-1a 64 of the bytes, for HashBucket).
+arrow::Status Flatten(const std::shared_ptr<arrow::Array>& array, DType dtype, bool from_strings,
+                      DecodedColumn* out) {
   const int64_t n = array->length();
-  const bool has_nulls = array->null_count() > 0;
-  if (has_nulls && !layout.fill_null) {
-    int64_t first = 0;
-    while (first < n && !array->IsNull(first)) ++first;
-    return Error(ErrorKind::kInvalidData, context + ": null value at row " + std::to_string(first) +
-                                              " (pass fill_null=<value> to replace nulls)");
-  }
-  const size_t width = DTypeSize(dtype);
-  if (dtype == DType::kBool) {
+  out->dtype = dtype;
+  out->count = n;
+  out->from_strings = from_strings;
+  if (from_strings) {
+    ARROW_ASSIGN_OR_RAISE(out->owned, arrow::AllocateBuffer(std::max<int64_t>(n * 8, 1)));
+    auto* hashes = reinterpret_cast<uint64_t*>(out->owned->mutable_data());
+    for (int64_t i = 0; i < n; ++i) {
+      auto scalar = array->GetScalar(i);
+      if (!scalar.ok()) return scalar.status();
+      const auto& s = **scalar;
+      hashes[i] = s.is_valid ? Fnv1a64(static_cast<const arrow::BaseBinaryScalar&>(s).view()) : 0;
+    }
+  } else if (dtype == DType::kBool) {
     ARROW_ASSIGN_OR_RAISE(out->owned, arrow::AllocateBuffer(std::max<int64_t>(n, 1)));
     auto* dst = out->owned->mutable_data();
     const auto& bools = static_cast<const arrow::BooleanArray&>(*array);
     for (int64_t i = 0; i < n; ++i) dst[i] = bools.Value(i) ? 1 : 0;
-  } else if (has_nulls) {
-    const auto* src = array->data()->GetValues<uint8_t>(1, array->offset() * width);
-    ARROW_ASSIGN_OR_RAISE(
-        out->owned, arrow::AllocateBuffer(std::max<int64_t>(n * static_cast<int64_t>(width), 1)));
-    std::memcpy(out->owned->mutable_data(), src, static_cast<size_t>(n) * width);
   }
-  if (out->owned) {
-    if (has_nulls) FillNulls(dtype, out->owned->mutable_data(), *array, *layout.fill_null);
-    out->values = out->owned->data();
-  } else {
-    out->values = array->data()->GetValues<uint8_t>(1, array->offset() * width);
-  }
+  out->values = out->owned ? out->owned->data()
+                           : array->data()->GetValues<uint8_t>(
+                                 1, array->offset() * static_cast<int64_t>(DTypeSize(dtype)));
+  MarkNulls(*array, 1, n, out);
   out->array = array;
   return arrow::Status::OK();
 }
 
-arrow::Status Normalize(const std::shared_ptr<arrow::Array>& array, DType dtype,
-                        const Layout& layout, const std::string& context, DecodedColumn* out) {
+arrow::Status Normalize(const std::shared_ptr<arrow::Array>& array, DType dtype, bool from_strings,
+                        DecodedColumn* out) {
   switch (array->type_id()) {
     case arrow::Type::FIXED_SIZE_LIST: {
       const auto& list = static_cast<const arrow::FixedSizeListArray&>(*array);
       const int64_t size = list.list_type()->list_size();
       auto child = list.values()->Slice(list.value_offset(0), list.length() * size);
-      ARROW_RETURN_NOT_OK(FlattenPrimitive(child, dtype, layout, context, out));
-      if (list.null_count() > 0) {
-        if (!layout.fill_null) {
-          return Error(ErrorKind::kInvalidData, context + ": null list (pass fill_null=<value>)");
-        }
-        if (!out->owned) {
-          const size_t bytes = static_cast<size_t>(child->length()) * DTypeSize(dtype);
-          ARROW_ASSIGN_OR_RAISE(
-              out->owned, arrow::AllocateBuffer(std::max<int64_t>(static_cast<int64_t>(bytes), 1)));
-          std::memcpy(out->owned->mutable_data(), out->values, bytes);
-          out->values = out->owned->data();
-        }
-        FillNulls(dtype, out->owned->mutable_data(), list, *layout.fill_null, size);
-      }
+      ARROW_RETURN_NOT_OK(Flatten(child, dtype, false, out));
+      MarkNulls(list, size, out->count, out);  // a null list: all its elements null
       out->list_size = size;
       out->array = array;
       return arrow::Status::OK();
     }
     case arrow::Type::LIST:
     case arrow::Type::LARGE_LIST: {
-      const int64_t n = array->length();
-      if (array->null_count() > 0 && !layout.fill_null) {
-        return Error(ErrorKind::kInvalidData, context + ": null list (pass fill_null=<value>)");
-      }
-      std::shared_ptr<arrow::Array> values;
+      const bool large = array->type_id() == arrow::Type::LARGE_LIST;
       auto offset_of = [&](int64_t i) -> int64_t {
-        if (array->type_id() == arrow::Type::LARGE_LIST) {
-          return static_cast<const arrow::LargeListArray&>(*array).value_offset(i);
-        }
-        return static_cast<const arrow::ListArray&>(*array).value_offset(i);
+        return large ? static_cast<const arrow::LargeListArray&>(*array).value_offset(i)
+                     : static_cast<const arrow::ListArray&>(*array).value_offset(i);
       };
-      values = array->type_id() == arrow::Type::LARGE_LIST
-                   ? static_cast<const arrow::LargeListArray&>(*array).values()
-                   : static_cast<const arrow::ListArray&>(*array).values();
-      const int64_t base = offset_of(0);
+      const auto& values = large ? static_cast<const arrow::LargeListArray&>(*array).values()
+                                 : static_cast<const arrow::ListArray&>(*array).values();
+      const int64_t n = array->length(), base = offset_of(0);
       out->list_starts.resize(static_cast<size_t>(n));
       out->list_lengths.resize(static_cast<size_t>(n));
+      bool null_lists = false;
       for (int64_t i = 0; i < n; ++i) {
         out->list_starts[static_cast<size_t>(i)] = offset_of(i) - base;
-        // A null list becomes an empty one (only reached with fill_null set).
-        out->list_lengths[static_cast<size_t>(i)] =
-            array->IsNull(i) ? 0 : offset_of(i + 1) - offset_of(i);
+        out->list_lengths[static_cast<size_t>(i)] = offset_of(i + 1) - offset_of(i);
+        null_lists |= array->IsNull(i);
       }
-      auto child = values->Slice(base, offset_of(n) - base);
-      ARROW_RETURN_NOT_OK(FlattenPrimitive(child, dtype, layout, context, out));
+      ARROW_RETURN_NOT_OK(Flatten(values->Slice(base, offset_of(n) - base), dtype, false, out));
+      if (null_lists) out->null_rows = array;  // decided by the null policy
       out->array = array;
       return arrow::Status::OK();
     }
     default:
-      return FlattenPrimitive(array, dtype, layout, context, out);
+      return Flatten(array, dtype, from_strings, out);
   }
+}
+
+// The null policy, after the transforms: fill with `fill_null`, or fail naming
+// the first null row.
+arrow::Status ApplyNullPolicy(const Layout& layout, const std::string& context, DecodedColumn* c) {
+  if (c->null_rows) {
+    if (!layout.fill_null) {
+      int64_t row = 0;
+      while (!c->null_rows->IsNull(row)) ++row;
+      return Error(ErrorKind::kInvalidData, context + ": null list at row " + std::to_string(row) +
+                                                " (pass fill_null=<value> to replace nulls)");
+    }
+    // A null variable-length list becomes an empty one.
+    for (int64_t i = 0; i < c->null_rows->length(); ++i) {
+      if (c->null_rows->IsNull(i)) c->list_lengths[static_cast<size_t>(i)] = 0;
+    }
+    c->null_rows.reset();
+  }
+  if (!c->has_nulls()) return arrow::Status::OK();
+  if (!layout.fill_null) {
+    const auto first = std::find(c->nulls.begin(), c->nulls.end(), 1) - c->nulls.begin();
+    int64_t row = first;
+    if (c->list_size > 0) {
+      row = first / c->list_size;
+    } else if (!c->list_starts.empty()) {
+      row = std::upper_bound(c->list_starts.begin(), c->list_starts.end(), first) -
+            c->list_starts.begin() - 1;
+    }
+    return Error(ErrorKind::kInvalidData, context + ": null value at row " + std::to_string(row) +
+                                              " (pass fill_null=<value> to replace nulls)");
+  }
+  return FillNullValues(c, *layout.fill_null);
 }
 
 }  // namespace
 
 arrow::Result<std::shared_ptr<const DecodedRowGroup>> DecodeRowGroup(const Catalog& catalog,
                                                                      int32_t rg_index,
-                                                                     const Layout& layout) {
+                                                                     const Layout& layout,
+                                                                     const RandomKey& key) {
   const auto& rg = catalog.row_groups()[static_cast<size_t>(rg_index)];
   const auto& file = catalog.files()[static_cast<size_t>(rg.file)];
   const std::string context =
@@ -258,9 +235,18 @@ arrow::Result<std::shared_ptr<const DecodedRowGroup>> DecodeRowGroup(const Catal
       if (!maybe.ok()) return WithContext(maybe.status(), column_context);
       array = *maybe;
     }
-    ARROW_RETURN_NOT_OK(
-        Normalize(array, layout.field_dtypes[i], layout, column_context, &decoded->columns[i]));
+    auto& column = decoded->columns[i];
+    ARROW_RETURN_NOT_OK(WithContext(
+        Normalize(array, layout.field_raw_dtypes[i], layout.field_from_strings[i], &column),
+        column_context));
+    for (size_t t : layout.field_transforms[i]) {
+      ARROW_RETURN_NOT_OK(WithContext(
+          ApplyTransform(layout.transforms[t], t, key, rg.first_row, rg.num_rows, &column),
+          column_context + ", " + TransformOpName(layout.transforms[t].op)));
+    }
+    ARROW_RETURN_NOT_OK(ApplyNullPolicy(layout, column_context, &column));
   }
+
   // Stacks become row-major matrices once per row group; columns that only
   // feed stacks are then dropped, so memory stays one copy of the data.
   decoded->stacks.resize(layout.outputs.size());

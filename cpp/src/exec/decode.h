@@ -10,20 +10,10 @@
 
 #include "exec/layout.h"
 #include "shardfeed/catalog.h"
+#include "transform/column.h"
+#include "transform/transform.h"
 
 namespace shardfeed {
-
-// One decoded column of one row group, normalized for gathering: `values`
-// points at the element type of the layout (bools as one byte each), nulls
-// already replaced by the fill value.
-struct DecodedColumn {
-  const uint8_t* values = nullptr;       // row 0 (lists: child value 0)
-  int64_t list_size = 0;                 // fixed-size lists
-  std::vector<int64_t> list_starts;      // variable-length lists: first child value of each row
-  std::vector<int64_t> list_lengths;     // variable-length lists: length of each row (null: 0)
-  std::shared_ptr<arrow::Buffer> owned;  // a normalized copy, when one was needed
-  std::shared_ptr<arrow::Array> array;   // keeps the decoded data alive
-};
 
 struct DecodedRowGroup {
   int32_t index = 0;      // catalog row-group index
@@ -39,6 +29,7 @@ struct DecodedRowGroup {
 // the file and row group, and the column when one can be singled out.
 arrow::Result<std::shared_ptr<const DecodedRowGroup>> DecodeRowGroup(const Catalog& catalog,
                                                                      int32_t rg_index,
-                                                                     const Layout& layout);
+                                                                     const Layout& layout,
+                                                                     const RandomKey& key);
 
 }  // namespace shardfeed

@@ -1,7 +1,10 @@
 // Dispatch on DType to the C++ storage type (internal).
 #pragma once
 
+#include <cmath>
 #include <cstdint>
+#include <limits>
+#include <type_traits>
 
 #include "shardfeed/batch.h"
 
@@ -35,6 +38,23 @@ decltype(auto) VisitDType(DType t, F&& f) {
       return f(double{});
   }
   return f(uint8_t{});
+}
+
+// double -> T without undefined behaviour: integers truncate and saturate, NaN -> 0.
+template <typename T>
+T SaturatingCast(double v) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return static_cast<T>(v);
+  } else {
+    if (std::isnan(v)) return T{0};
+    if (v <= static_cast<double>(std::numeric_limits<T>::lowest())) {
+      return std::numeric_limits<T>::lowest();
+    }
+    if (v >= static_cast<double>(std::numeric_limits<T>::max())) {
+      return std::numeric_limits<T>::max();
+    }
+    return static_cast<T>(v);
+  }
 }
 
 }  // namespace shardfeed

@@ -233,7 +233,8 @@ class EngineImpl final : public Engine {
 
   arrow::Result<std::shared_ptr<const DecodedRowGroup>> Decode(int32_t rg) {
     const auto t0 = Clock::now();
-    auto result = DecodeRowGroup(*catalog_, rg, layout_);
+    auto result = DecodeRowGroup(*catalog_, rg, layout_,
+                                 RandomKey{plan_->options().seed, plan_->options().epoch});
     decode_ns_ += (Clock::now() - t0).count();
     if (!result.ok()) return result;
     row_groups_decoded_ += 1;

@@ -7,6 +7,7 @@
 #include <arrow/type.h>
 
 #include "shardfeed/status.h"
+#include "transform/transform.h"
 
 namespace shardfeed {
 
@@ -14,6 +15,12 @@ namespace {
 
 constexpr char kSupported[] =
     "supported: bool, integers, floats, and fixed-size or variable-length lists of those";
+
+bool IsStringType(arrow::Type::type id) {
+  return id == arrow::Type::STRING || id == arrow::Type::LARGE_STRING ||
+         id == arrow::Type::BINARY || id == arrow::Type::LARGE_BINARY ||
+         id == arrow::Type::STRING_VIEW || id == arrow::Type::BINARY_VIEW;
+}
 
 bool IsListType(arrow::Type::type id) {
   return id == arrow::Type::LIST || id == arrow::Type::LARGE_LIST ||
@@ -48,10 +55,16 @@ arrow::Result<DType> ValueDType(const arrow::DataType& type, const std::string& 
       return DType::kFloat32;
     case arrow::Type::DOUBLE:
       return DType::kFloat64;
-    default:
-      return Error(ErrorKind::kUnsupportedType,
-                   "column '" + column + "' has type " + type.ToString() +
-                       ", which cannot become a tensor (" + kSupported + ")");
+    default: {
+      std::string hint = std::string(" (") + kSupported + ")";
+      if (IsStringType(type.id())) {
+        hint = "; map it to ids with HashBucket(\"" + column +
+               "\", num_buckets=...) or leave it out with columns=";
+      }
+      return Error(ErrorKind::kUnsupportedType, "column '" + column + "' has type " +
+                                                    type.ToString() +
+                                                    ", which cannot become a tensor" + hint);
+    }
   }
 }
 
@@ -76,22 +89,44 @@ arrow::Result<Layout> MakeLayout(const arrow::Schema& schema, const OutputOption
       return Error(ErrorKind::kInvalidArgument, "column name '" + name + "' is ambiguous");
     }
     const auto& type = *schema.field(field)->type();
-    DType dtype;
+    ColumnShape shape = ColumnShape::kScalar;
+    const arrow::DataType* value_type = &type;
     if (IsListType(type.id())) {
-      const auto& value_type = *static_cast<const arrow::BaseListType&>(type).value_type();
-      if (IsListType(value_type.id())) {
+      shape =
+          type.id() == arrow::Type::FIXED_SIZE_LIST ? ColumnShape::kFixedList : ColumnShape::kList;
+      value_type = static_cast<const arrow::BaseListType&>(type).value_type().get();
+      if (IsListType(value_type->id())) {
         return Error(ErrorKind::kUnsupportedType, "column '" + name + "' has type " +
                                                       type.ToString() +
                                                       ": nested lists are not supported");
       }
-      ARROW_ASSIGN_OR_RAISE(dtype, ValueDType(value_type, name));
-    } else {
-      ARROW_ASSIGN_OR_RAISE(dtype, ValueDType(type, name));
+    }
+    // Transforms on this column, in list order; they decide its final type.
+    std::vector<size_t> chain;
+    for (size_t t = 0; t < options.transforms.size(); ++t) {
+      if (options.transforms[t].column == name) chain.push_back(t);
+    }
+    const bool from_strings = shape == ColumnShape::kScalar && IsStringType(value_type->id()) &&
+                              !chain.empty() &&
+                              options.transforms[chain[0]].op == TransformOp::kHashBucket;
+    DType raw = DType::kUInt64;  // string hashes
+    if (!from_strings) {
+      ARROW_ASSIGN_OR_RAISE(raw, ValueDType(*value_type, name));
+    }
+    DType dtype = raw;
+    bool strings = from_strings;
+    for (size_t t : chain) {
+      ARROW_ASSIGN_OR_RAISE(dtype, TransformedType(options.transforms[t], dtype, shape, strings));
+      strings = false;
     }
     const int index = static_cast<int>(layout.fields.size());
     layout.fields.push_back(field);
     layout.field_names.push_back(name);
     layout.field_dtypes.push_back(dtype);
+    layout.field_raw_dtypes.push_back(raw);
+    layout.field_shapes.push_back(shape);
+    layout.field_from_strings.push_back(from_strings);
+    layout.field_transforms.push_back(std::move(chain));
     decoded.emplace(name, index);
     return index;
   };
@@ -182,6 +217,18 @@ arrow::Result<Layout> MakeLayout(const arrow::Schema& schema, const OutputOption
     out.dtype = DType::kInt64;
     layout.outputs.push_back(std::move(out));
   }
+  for (const auto& t : options.transforms) {
+    if (!decoded.count(t.column)) {
+      if (schema.GetFieldIndex(t.column) < 0) {
+        return Error(ErrorKind::kColumnNotFound, std::string(TransformOpName(t.op)) + ": column '" +
+                                                     t.column + "' is not in the dataset");
+      }
+      return Error(ErrorKind::kInvalidArgument,
+                   std::string(TransformOpName(t.op)) + ": column '" + t.column +
+                       "' is not among the outputs (add it to columns or a stack)");
+    }
+  }
+  layout.transforms = options.transforms;
   layout.field_used_alone.assign(layout.fields.size(), false);
   for (const auto& out : layout.outputs) {
     if (out.kind == OutputKind::kStack) continue;

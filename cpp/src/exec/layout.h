@@ -12,6 +12,7 @@
 
 #include "shardfeed/batch.h"
 #include "shardfeed/engine.h"
+#include "transform/transform.h"
 
 namespace shardfeed {
 
@@ -26,10 +27,15 @@ struct OutputPlan {
 };
 
 struct Layout {
-  std::vector<int> fields;               // top-level schema fields to decode
-  std::vector<std::string> field_names;  // their names (for messages)
-  std::vector<DType> field_dtypes;       // their value types
-  std::vector<bool> field_used_alone;    // read by an output other than a stack
+  std::vector<int> fields;                            // top-level schema fields to decode
+  std::vector<std::string> field_names;               // their names (for messages)
+  std::vector<DType> field_dtypes;                    // their value types
+  std::vector<bool> field_used_alone;                 // read by an output other than a stack
+  std::vector<DType> field_raw_dtypes;                // their types before transforms
+  std::vector<ColumnShape> field_shapes;              // scalar, fixed-size list, list
+  std::vector<bool> field_from_strings;               // strings, hashed for a HashBucket
+  std::vector<std::vector<size_t>> field_transforms;  // indices into `transforms`, in order
+  std::vector<TransformSpec> transforms;
   std::vector<OutputPlan> outputs;
   std::optional<double> fill_null;
 };

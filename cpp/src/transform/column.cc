@@ -1,0 +1,79 @@
+#include "transform/column.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+
+#include <arrow/buffer.h>
+#include <arrow/util/float16.h>
+
+#include "exec/dtype_dispatch.h"
+
+namespace shardfeed {
+
+arrow::Result<uint8_t*> MutableValues(DecodedColumn* c) {
+  if (!c->owned) {
+    const auto bytes = static_cast<int64_t>(static_cast<size_t>(c->count) * DTypeSize(c->dtype));
+    ARROW_ASSIGN_OR_RAISE(std::shared_ptr<arrow::Buffer> copy,
+                          arrow::AllocateBuffer(std::max<int64_t>(bytes, 1)));
+    if (bytes > 0) std::memcpy(copy->mutable_data(), c->values, static_cast<size_t>(bytes));
+    c->owned = std::move(copy);
+    c->values = c->owned->data();
+  }
+  return c->owned->mutable_data();
+}
+
+arrow::Status ConvertValues(DecodedColumn* c, DType to) {
+  if (to == c->dtype) return arrow::Status::OK();
+  const auto bytes = static_cast<int64_t>(static_cast<size_t>(c->count) * DTypeSize(to));
+  ARROW_ASSIGN_OR_RAISE(std::shared_ptr<arrow::Buffer> out,
+                        arrow::AllocateBuffer(std::max<int64_t>(bytes, 1)));
+  VisitDType(c->dtype, [&](auto s) {
+    using Src = decltype(s);
+    VisitDType(to, [&](auto d) {
+      using Dst = decltype(d);
+      const auto* src = reinterpret_cast<const Src*>(c->values);
+      auto* dst = reinterpret_cast<Dst*>(out->mutable_data());
+      for (int64_t i = 0; i < c->count; ++i) {
+        if (to == DType::kBool) {
+          dst[i] = src[i] != Src{0} ? 1 : 0;
+        } else if constexpr (std::is_floating_point_v<Src> && std::is_integral_v<Dst>) {
+          // Float to integer: truncate, saturate at the type's range, NaN -> 0.
+          dst[i] = SaturatingCast<Dst>(static_cast<double>(src[i]));
+        } else {
+          dst[i] = static_cast<Dst>(src[i]);
+        }
+      }
+    });
+  });
+  c->owned = std::move(out);
+  c->values = c->owned->data();
+  c->dtype = to;
+  return arrow::Status::OK();
+}
+
+arrow::Status FillNullValues(DecodedColumn* c, double value) {
+  if (!c->has_nulls()) return arrow::Status::OK();
+  ARROW_ASSIGN_OR_RAISE(uint8_t * values, MutableValues(c));
+  if (c->dtype == DType::kFloat16) {
+    const uint16_t bits = arrow::util::Float16(static_cast<float>(value)).bits();
+    auto* typed = reinterpret_cast<uint16_t*>(values);
+    for (int64_t i = 0; i < c->count; ++i) {
+      if (c->nulls[static_cast<size_t>(i)]) typed[i] = bits;
+    }
+  } else {
+    VisitDType(c->dtype, [&](auto t) {
+      using T = decltype(t);
+      auto* typed = reinterpret_cast<T*>(values);
+      const T fill = c->dtype == DType::kBool ? T(value != 0 ? 1 : 0) : SaturatingCast<T>(value);
+      for (int64_t i = 0; i < c->count; ++i) {
+        if (c->nulls[static_cast<size_t>(i)]) typed[i] = fill;
+      }
+    });
+  }
+  c->nulls.clear();
+  return arrow::Status::OK();
+}
+
+}  // namespace shardfeed

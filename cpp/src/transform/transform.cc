@@ -1,0 +1,262 @@
+#include "transform/transform.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numbers>
+#include <type_traits>
+
+#include "exec/dtype_dispatch.h"
+#include "shardfeed/rng.h"
+#include "shardfeed/status.h"
+
+namespace shardfeed {
+
+namespace {
+
+struct OpName {
+  TransformOp op;
+  const char* name;
+};
+constexpr OpName kOps[] = {
+    {TransformOp::kCast, "Cast"},
+    {TransformOp::kFillNull, "FillNull"},
+    {TransformOp::kClip, "Clip"},
+    {TransformOp::kStandardize, "Standardize"},
+    {TransformOp::kLog1p, "Log1p"},
+    {TransformOp::kHashBucket, "HashBucket"},
+    {TransformOp::kBucketize, "Bucketize"},
+    {TransformOp::kGaussianNoise, "GaussianNoise"},
+    {TransformOp::kRandomMask, "RandomMask"},
+    {TransformOp::kRandomCrop, "RandomCrop"},
+};
+
+bool IsFloat(DType t) { return t == DType::kFloat32 || t == DType::kFloat64; }
+bool IsInteger(DType t) { return !IsFloat(t) && t != DType::kFloat16 && t != DType::kBool; }
+// Float transforms keep float64 and turn everything else into float32.
+DType FloatOf(DType t) { return t == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32; }
+
+uint64_t SplitMix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ULL;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
+  return x ^ (x >> 31);
+}
+
+// Calls f(i, value&) for every element, as double, writing the result back.
+template <typename F>
+arrow::Status MapValues(DecodedColumn* c, F&& f) {
+  ARROW_ASSIGN_OR_RAISE(uint8_t * values, MutableValues(c));
+  VisitDType(c->dtype, [&](auto t) {
+    using T = decltype(t);
+    auto* typed = reinterpret_cast<T*>(values);
+    for (int64_t i = 0; i < c->count; ++i)
+      typed[i] = static_cast<T>(f(i, static_cast<double>(typed[i])));
+  });
+  return arrow::Status::OK();
+}
+
+// Calls f(rng, element index) for every element of every row, with the row's
+// own random stream.
+template <typename F>
+void ForEachRowElement(const DecodedColumn& c, const RandomKey& key, size_t position,
+                       int64_t first_row, int64_t rows, F&& f) {
+  const uint64_t purpose = static_cast<uint64_t>(Purpose::kTransformBase) + position;
+  for (int64_t r = 0; r < rows; ++r) {
+    CounterRng rng(key.seed, key.epoch, purpose, static_cast<uint64_t>(first_row + r));
+    int64_t begin = r, end = r + 1;
+    if (c.list_size > 0) {
+      begin = r * c.list_size;
+      end = begin + c.list_size;
+    } else if (!c.list_lengths.empty()) {
+      begin = c.list_starts[static_cast<size_t>(r)];
+      end = begin + c.list_lengths[static_cast<size_t>(r)];
+    }
+    for (int64_t i = begin; i < end; ++i) f(rng, i);
+  }
+}
+
+}  // namespace
+
+arrow::Result<TransformOp> ParseTransformOp(const std::string& name) {
+  for (const auto& op : kOps) {
+    if (name == op.name) return op.op;
+  }
+  return Error(ErrorKind::kInvalidArgument, "unknown transform '" + name + "'");
+}
+
+const char* TransformOpName(TransformOp op) {
+  for (const auto& o : kOps) {
+    if (o.op == op) return o.name;
+  }
+  return "?";
+}
+
+bool IsRandom(TransformOp op) {
+  return op == TransformOp::kGaussianNoise || op == TransformOp::kRandomMask ||
+         op == TransformOp::kRandomCrop;
+}
+
+arrow::Result<DType> TransformedType(const TransformSpec& t, DType in, ColumnShape shape,
+                                     bool from_strings) {
+  const std::string what = std::string(TransformOpName(t.op)) + " on column '" + t.column + "'";
+  auto invalid = [&](const std::string& why) {
+    return Error(ErrorKind::kInvalidArgument, what + ": " + why);
+  };
+  auto unsupported = [&](const std::string& why) {
+    return Error(ErrorKind::kUnsupportedType, what + ": " + why);
+  };
+  if (from_strings && t.op != TransformOp::kHashBucket) {
+    return unsupported("a string column must first go through HashBucket");
+  }
+  if (in == DType::kFloat16 && t.op != TransformOp::kFillNull) {
+    return unsupported("float16 columns take no transform but FillNull");
+  }
+  switch (t.op) {
+    case TransformOp::kCast:
+      if (t.dtype == DType::kFloat16) return unsupported("cannot cast to float16");
+      return t.dtype;
+    case TransformOp::kFillNull:
+      if (std::isnan(t.a) && !IsFloat(in)) return invalid("NaN fill for a non-float column");
+      return in;
+    case TransformOp::kClip:
+      if (std::isnan(t.a) || std::isnan(t.b)) return invalid("bounds must not be NaN");
+      if (t.a > t.b) return invalid("min > max");
+      return in;
+    case TransformOp::kStandardize:
+      if (!(t.b > 0) || !std::isfinite(t.b)) return invalid("std must be > 0");
+      if (!std::isfinite(t.a)) return invalid("mean must be finite");
+      return FloatOf(in);
+    case TransformOp::kLog1p:
+      return FloatOf(in);
+    case TransformOp::kHashBucket:
+      if (t.n < 1) return invalid("num_buckets must be >= 1");
+      if (!from_strings && !IsInteger(in)) {
+        return unsupported(std::string("needs integer or string ids, not ") + DTypeName(in));
+      }
+      return DType::kInt64;
+    case TransformOp::kBucketize:
+      if (t.boundaries.empty()) return invalid("boundaries must not be empty");
+      for (size_t i = 0; i < t.boundaries.size(); ++i) {
+        if (std::isnan(t.boundaries[i])) return invalid("boundaries must not be NaN");
+        if (i > 0 && !(t.boundaries[i] > t.boundaries[i - 1])) {
+          return invalid("boundaries must be strictly increasing");
+        }
+      }
+      return DType::kInt64;
+    case TransformOp::kGaussianNoise:
+      if (!(t.a >= 0) || !std::isfinite(t.a)) return invalid("std must be >= 0");
+      return FloatOf(in);
+    case TransformOp::kRandomMask:
+      if (!(t.a >= 0 && t.a <= 1)) return invalid("probability must be in [0, 1]");
+      return in;
+    case TransformOp::kRandomCrop:
+      if (shape != ColumnShape::kList) return unsupported("needs a variable-length list column");
+      if (t.n < 1) return invalid("length must be >= 1");
+      return in;
+  }
+  return invalid("unknown transform");
+}
+
+arrow::Status ApplyTransform(const TransformSpec& t, size_t position, const RandomKey& key,
+                             int64_t first_row, int64_t rows, DecodedColumn* c) {
+  switch (t.op) {
+    case TransformOp::kCast:
+      return ConvertValues(c, t.dtype);
+    case TransformOp::kFillNull:
+      return FillNullValues(c, t.a);
+    case TransformOp::kClip: {
+      // In the column's own type, so 64-bit integers keep every bit.
+      ARROW_ASSIGN_OR_RAISE(uint8_t * values, MutableValues(c));
+      VisitDType(c->dtype, [&](auto z) {
+        using T = decltype(z);
+        T lo, hi;
+        if constexpr (std::is_floating_point_v<T>) {
+          lo = static_cast<T>(t.a);
+          hi = static_cast<T>(t.b);
+        } else {
+          // The integers inside [min, max], saturated to the type's range.
+          auto inside = [](double v, bool up) {
+            const double r = up ? std::ceil(v) : std::floor(v);
+            if (r <= static_cast<double>(std::numeric_limits<T>::lowest())) {
+              return std::numeric_limits<T>::lowest();
+            }
+            if (r >= static_cast<double>(std::numeric_limits<T>::max())) {
+              return std::numeric_limits<T>::max();
+            }
+            return static_cast<T>(r);
+          };
+          lo = inside(t.a, true);
+          hi = std::max(lo, inside(t.b, false));
+        }
+        auto* typed = reinterpret_cast<T*>(values);
+        for (int64_t i = 0; i < c->count; ++i) typed[i] = std::clamp(typed[i], lo, hi);
+      });
+      return arrow::Status::OK();
+    }
+    case TransformOp::kStandardize:
+      ARROW_RETURN_NOT_OK(ConvertValues(c, FloatOf(c->dtype)));
+      return MapValues(c, [&](int64_t, double v) { return (v - t.a) / t.b; });
+    case TransformOp::kLog1p:
+      ARROW_RETURN_NOT_OK(ConvertValues(c, FloatOf(c->dtype)));
+      return MapValues(c, [&](int64_t, double v) { return std::log1p(v); });
+    case TransformOp::kHashBucket: {
+      const auto n = static_cast<uint64_t>(t.n);
+      if (!c->from_strings) {
+        // Integer ids: splitmix64 of the id's two's-complement bits.
+        ARROW_RETURN_NOT_OK(ConvertValues(c, DType::kInt64));
+      }
+      ARROW_ASSIGN_OR_RAISE(uint8_t * values, MutableValues(c));
+      auto* typed = reinterpret_cast<uint64_t*>(values);
+      for (int64_t i = 0; i < c->count; ++i) {
+        const uint64_t h = c->from_strings ? typed[i] : SplitMix64(typed[i]);
+        typed[i] = h % n;
+      }
+      c->dtype = DType::kInt64;
+      c->from_strings = false;
+      return arrow::Status::OK();
+    }
+    case TransformOp::kBucketize: {
+      ARROW_RETURN_NOT_OK(ConvertValues(c, DType::kFloat64));
+      ARROW_RETURN_NOT_OK(MapValues(c, [&](int64_t, double v) {
+        return static_cast<double>(std::upper_bound(t.boundaries.begin(), t.boundaries.end(), v) -
+                                   t.boundaries.begin());
+      }));
+      return ConvertValues(c, DType::kInt64);
+    }
+    case TransformOp::kGaussianNoise: {
+      ARROW_RETURN_NOT_OK(ConvertValues(c, FloatOf(c->dtype)));
+      std::vector<double> noise(static_cast<size_t>(c->count), 0.0);
+      ForEachRowElement(*c, key, position, first_row, rows, [&](CounterRng& rng, int64_t i) {
+        // Box-Muller, one normal per element from two uniforms.
+        const double u1 = 1.0 - rng.Uniform(), u2 = rng.Uniform();
+        noise[static_cast<size_t>(i)] =
+            t.a * std::sqrt(-2.0 * std::log(u1)) * std::cos(2 * std::numbers::pi * u2);
+      });
+      return MapValues(c, [&](int64_t i, double v) { return v + noise[static_cast<size_t>(i)]; });
+    }
+    case TransformOp::kRandomMask: {
+      std::vector<uint8_t> mask(static_cast<size_t>(c->count), 0);
+      ForEachRowElement(*c, key, position, first_row, rows, [&](CounterRng& rng, int64_t i) {
+        mask[static_cast<size_t>(i)] = rng.Uniform() < t.a ? 1 : 0;
+      });
+      return MapValues(c,
+                       [&](int64_t i, double v) { return mask[static_cast<size_t>(i)] ? t.b : v; });
+    }
+    case TransformOp::kRandomCrop: {
+      const uint64_t purpose = static_cast<uint64_t>(Purpose::kTransformBase) + position;
+      for (int64_t r = 0; r < rows; ++r) {
+        auto& len = c->list_lengths[static_cast<size_t>(r)];
+        if (len <= t.n) continue;
+        CounterRng rng(key.seed, key.epoch, purpose, static_cast<uint64_t>(first_row + r));
+        const auto offset = static_cast<int64_t>(rng.Bounded(static_cast<uint64_t>(len - t.n + 1)));
+        c->list_starts[static_cast<size_t>(r)] += offset;
+        len = t.n;
+      }
+      return arrow::Status::OK();
+    }
+  }
+  return Error(ErrorKind::kInvalidArgument, "unknown transform");
+}
+
+}  // namespace shardfeed

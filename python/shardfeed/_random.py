@@ -1,0 +1,57 @@
+"""Per-sample randomness for Python transforms, keyed like the built-in ones."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from . import _core
+from ._errors import InvalidArgumentError
+
+# Counter words for Python streams; the engine's own streams sit far below.
+_USER_BASE = 1 << 20
+
+
+def _ids(batch_or_ids: Mapping[str, Any] | Any) -> np.ndarray:
+    if isinstance(batch_or_ids, Mapping):
+        if "sample_id" not in batch_or_ids:
+            raise InvalidArgumentError("the batch has no 'sample_id': pass with_sample_id=True")
+        batch_or_ids = batch_or_ids["sample_id"]
+    ids = np.asarray(batch_or_ids.numpy() if hasattr(batch_or_ids, "numpy") else batch_or_ids)
+    return ids.astype(np.int64, copy=False).reshape(-1)
+
+
+def sample_rng(
+    batch: Mapping[str, Any] | Any, seed: int, epoch: int, stream: int = 0
+) -> list[np.random.Generator]:
+    """One NumPy generator per sample of ``batch``, keyed by (seed, epoch, stream, sample id).
+
+    ``batch`` is a batch made with ``with_sample_id=True`` (or an array of sample
+    ids).  The generator of a sample is the same in every process, worker, rank
+    and after a resume, and differs between epochs: Philox4x64 with key
+    ``(seed, epoch)`` and counter ``(2**20 + stream, sample_id, 0, 0)``.  For
+    whole-batch draws without a Python object per sample, use ``sample_uniform``.
+    """
+    return [
+        np.random.Generator(
+            np.random.Philox(key=[seed, epoch], counter=[_USER_BASE + stream, int(i), 0, 0])
+        )
+        for i in _ids(batch)
+    ]
+
+
+def sample_uniform(
+    batch: Mapping[str, Any] | Any, seed: int, epoch: int, stream: int = 0, size: int = 1
+) -> np.ndarray:
+    """``[n, size]`` uniforms in [0, 1), row i keyed by (seed, epoch, stream, sample id i).
+
+    Drawn in C++ by the same counter-based generator as the built-in random
+    transforms, so it costs no Python per sample.
+    """
+    if size < 1:
+        raise InvalidArgumentError(f"size must be >= 1, got {size}")
+    ids = _ids(batch)
+    flat = _core.sample_uniform(ids.tolist(), seed, epoch, stream, size)
+    return np.asarray(flat, dtype=np.float64).reshape(len(ids), size)
