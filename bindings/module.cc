@@ -62,6 +62,14 @@ class EngineHandle {
   }
 
   int64_t num_units() const { return engine_->num_units(); }
+
+  std::vector<std::tuple<int, std::string, double, double, int64_t>> Trace() const {
+    std::vector<std::tuple<int, std::string, double, double, int64_t>> out;
+    for (const auto& e : engine_->trace()) {
+      out.emplace_back(e.worker, e.stage, e.start_us, e.duration_us, e.arg);
+    }
+    return out;
+  }
   int64_t num_batches() const { return num_batches_; }
 
   nb::dict Stats() const {
@@ -72,8 +80,17 @@ class EngineHandle {
     d["bytes_decoded"] = s.bytes_decoded;
     d["batches"] = s.batches;
     d["rows_delivered"] = s.rows_delivered;
-    d["decode_seconds"] = s.decode_seconds;
-    d["assemble_seconds"] = s.assemble_seconds;
+    d["threads"] = s.threads;
+    d["elapsed_seconds"] = s.elapsed_seconds;
+    nb::dict stages;
+    for (const auto& st : s.stages) {
+      nb::dict one;
+      one["seconds"] = st.seconds;
+      one["bytes"] = st.bytes;
+      one["rows"] = st.rows;
+      stages[st.name.c_str()] = one;
+    }
+    d["stages"] = stages;
     d["worker_wait_seconds"] = s.worker_wait_seconds;
     d["consumer_wait_seconds"] = s.consumer_wait_seconds;
     d["decoded_row_groups"] = s.decoded_row_groups;
@@ -149,7 +166,10 @@ NB_MODULE(_core, m) {
       .def_rw("start_batch", &EngineOptions::start_batch)
       .def_rw("batch_offset", &EngineOptions::batch_offset)
       .def_rw("batch_stride", &EngineOptions::batch_stride)
-      .def_rw("debug_max_delay_us", &EngineOptions::debug_max_delay_us);
+      .def_rw("trace", &EngineOptions::trace)
+      .def_rw("debug_max_delay_us", &EngineOptions::debug_max_delay_us)
+      .def_rw("debug_slow_stage", &EngineOptions::debug_slow_stage)
+      .def_rw("debug_slow_us", &EngineOptions::debug_slow_us);
 
   nb::class_<DatasetHandle>(m, "Dataset")
       .def(
@@ -229,6 +249,8 @@ NB_MODULE(_core, m) {
       .def("close", &EngineHandle::Close)
       .def_prop_ro("num_units", &EngineHandle::num_units)
       .def_prop_ro("num_batches", &EngineHandle::num_batches)
+      .def("trace", &EngineHandle::Trace,
+           "Timeline events (worker, stage, start_us, duration_us, arg); needs options.trace.")
       .def("stats", &EngineHandle::Stats, nb::sig("def stats(self) -> dict[str, typing.Any]"));
 
   m.def(

@@ -194,10 +194,28 @@ class EngineOptions:
     def batch_stride(self, arg: int, /) -> None: ...
 
     @property
+    def trace(self) -> bool: ...
+
+    @trace.setter
+    def trace(self, arg: bool, /) -> None: ...
+
+    @property
     def debug_max_delay_us(self) -> int: ...
 
     @debug_max_delay_us.setter
     def debug_max_delay_us(self, arg: int, /) -> None: ...
+
+    @property
+    def debug_slow_stage(self) -> str: ...
+
+    @debug_slow_stage.setter
+    def debug_slow_stage(self, arg: str, /) -> None: ...
+
+    @property
+    def debug_slow_us(self) -> int: ...
+
+    @debug_slow_us.setter
+    def debug_slow_us(self, arg: int, /) -> None: ...
 
 class Dataset:
     def __init__(self, sources: Sequence[str], num_threads: int = 8) -> None: ...
@@ -242,6 +260,11 @@ class Engine:
 
     @property
     def num_batches(self) -> int: ...
+
+    def trace(self) -> list[tuple[int, str, float, float, int]]:
+        """
+        Timeline events (worker, stage, start_us, duration_us, arg); needs options.trace.
+        """
 
     def stats(self) -> dict[str, Any]: ...
 

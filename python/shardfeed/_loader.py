@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import time
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
@@ -43,7 +44,17 @@ def convert(batch: dict[str, Any], output: str) -> dict[str, Any]:
     return {k: torch.from_numpy(v) if isinstance(v, np.ndarray) else v for k, v in batch.items()}
 
 
-def iterate(engine: _core.Engine, settings: Settings) -> Iterator[dict[str, Any]]:
+class DeliverClock:
+    """Time spent in Python per batch: the user's transform and the conversion."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self.batches = 0
+
+
+def iterate(
+    engine: _core.Engine, settings: Settings, clock: DeliverClock | None = None
+) -> Iterator[dict[str, Any]]:
     """Yields batches (after the Python transform, if any); closes the engine however
     the loop ends."""
     try:
@@ -51,10 +62,15 @@ def iterate(engine: _core.Engine, settings: Settings) -> Iterator[dict[str, Any]
             arrays = engine.next()
             if arrays is None:
                 return
+            t0 = time.perf_counter()
             batch: dict[str, Any] = arrays
             if settings.transform is not None:
                 batch = settings.transform(arrays)
-            yield convert(batch, settings.output)
+            batch = convert(batch, settings.output)
+            if clock is not None:
+                clock.seconds += time.perf_counter() - t0
+                clock.batches += 1
+            yield batch
     finally:
         engine.close()
 
@@ -134,6 +150,7 @@ class Loader:
         self._resume_at = 0  # where the next pass starts
         self._len = self._dataset.num_batches(self._settings.plan_options(0))
         self._last_engine: _core.Engine | None = None
+        self._deliver = DeliverClock()
 
     # -- the stream ------------------------------------------------------------------
     def __len__(self) -> int:
@@ -162,7 +179,8 @@ class Loader:
             self._settings.engine_options(start_batch=start),
         )
         self._last_engine = engine
-        for batch in iterate(engine, self._settings):
+        self._deliver = DeliverClock()
+        for batch in iterate(engine, self._settings, self._deliver):
             self._consumed += 1
             yield batch
 
@@ -201,11 +219,30 @@ class Loader:
         return [(n, d, list(s)) for n, d, s in self._outputs]
 
     def stats(self) -> dict[str, Any]:
-        """Counters of the latest pass (decode time, waits, row groups decoded, ...)."""
+        """Counters of the latest pass.
+
+        ``stages`` maps fetch, read, decode, transform, assemble (busy time of the
+        engine's workers, summed over threads) and deliver (the consumer's Python
+        time: ``transform=`` and conversion) to ``{"seconds", "bytes", "rows"}``;
+        ``worker_wait_seconds`` is time workers sat on a full queue (the consumer
+        is the bottleneck), ``consumer_wait_seconds`` time the consumer waited on
+        an empty one (the loader is).  Also ``elapsed_seconds``, ``threads``,
+        ``row_groups_decoded``, ``rows_delivered`` and ``peak_live_row_groups``.
+        """
         stats: dict[str, Any] = {"epoch": self._epoch, "batches_consumed": self._consumed}
         if self._last_engine is not None:
             stats.update(self._last_engine.stats())
+            stats["stages"]["deliver"] = {
+                "seconds": self._deliver.seconds,
+                "bytes": 0,
+                "rows": int(stats["rows_delivered"]),
+            }
         return stats
+
+    def trace_events(self) -> list[tuple[int, str, float, float, int]]:
+        """(worker, stage, start_us, duration_us, arg) of the latest pass, when it was
+        made with tracing on (see ``shardfeed profile --trace``); worker -1 is the consumer."""
+        return [] if self._last_engine is None else list(self._last_engine.trace())
 
 
 def check_state(

@@ -185,7 +185,10 @@ class Settings:
         e.start_batch = start_batch
         e.batch_offset = offset
         e.batch_stride = stride
+        e.trace = bool(self.extra.get("trace", False))
         e.debug_max_delay_us = int(self.extra.get("debug_max_delay_us", 0))
+        e.debug_slow_stage = str(self.extra.get("debug_slow_stage", ""))
+        e.debug_slow_us = int(self.extra.get("debug_slow_us", 0))
         return e
 
     def stream_settings(self) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""The ``shardfeed`` command line: ``shardfeed demo`` and ``shardfeed info SOURCE``."""
+"""The ``shardfeed`` command line: ``demo``, ``info SOURCE`` and ``profile SOURCE``."""
 
 from __future__ import annotations
 
@@ -33,6 +33,17 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _profile(args: argparse.Namespace) -> int:
+    from ._profile import format_table, profile
+
+    report = profile(
+        args.source, columns=args.columns, stack=args.stack, batch_size=args.batch_size,
+        batches=args.batches, step_ms=args.step_ms, threads=args.threads, trace=args.trace,
+    )  # fmt: skip
+    print(json.dumps(report, indent=2) if args.json else format_table(report))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="shardfeed", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -47,6 +58,18 @@ def main(argv: list[str] | None = None) -> int:
     info = sub.add_parser("info", help="print a dataset's catalog (footers only)")
     info.add_argument("source", nargs="+", help="a folder, a file, or several files")
     info.set_defaults(func=_info)
+
+    prof = sub.add_parser("profile", help="find the bottleneck stage under a simulated step")
+    prof.add_argument("source", nargs="+", help="a folder, a file, or several files")
+    prof.add_argument("--columns", help="comma-separated names or patterns (default: all)")
+    prof.add_argument("--stack", help="NAME=PATTERNS: stack matching columns into one array")
+    prof.add_argument("--batch-size", type=int, default=1024)
+    prof.add_argument("--batches", type=int, default=200)
+    prof.add_argument("--step-ms", type=float, default=0.0, help="simulated training step")
+    prof.add_argument("--threads", type=int, default=None)
+    prof.add_argument("--json", action="store_true", help="print one JSON object")
+    prof.add_argument("--trace", metavar="FILE", help="write a Chrome/Perfetto trace")
+    prof.set_defaults(func=_profile)
 
     args = parser.parse_args(argv)
     try:

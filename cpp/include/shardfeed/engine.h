@@ -46,8 +46,28 @@ struct EngineOptions {
   int64_t start_batch = 0;
   int64_t batch_offset = 0;
   int64_t batch_stride = 1;
-  // Test hook: each unit sleeps a random 0..debug_max_delay_us microseconds.
+  // Record every worker's timeline (for a Chrome/Perfetto trace).
+  bool trace = false;
+  // Test hooks: each unit sleeps a random 0..debug_max_delay_us microseconds;
+  // each row group sleeps debug_slow_us in stage debug_slow_stage.
   int debug_max_delay_us = 0;
+  std::string debug_slow_stage;
+  int debug_slow_us = 0;
+};
+
+struct StageStats {
+  std::string name;  // fetch, read, decode, transform, assemble
+  double seconds = 0;
+  int64_t bytes = 0;
+  int64_t rows = 0;
+};
+
+struct TraceRecord {
+  int worker = 0;  // -1: the consumer
+  std::string stage;
+  double start_us = 0;
+  double duration_us = 0;
+  int64_t arg = 0;
 };
 
 struct EngineStats {
@@ -56,8 +76,9 @@ struct EngineStats {
   int64_t bytes_decoded = 0;  // compressed bytes of the decoded column chunks
   int64_t batches = 0;
   int64_t rows_delivered = 0;
-  double decode_seconds = 0;
-  double assemble_seconds = 0;
+  int threads = 0;
+  double elapsed_seconds = 0;               // since the engine started
+  std::vector<StageStats> stages;           // busy time of the workers, per stage
   double worker_wait_seconds = 0;           // workers blocked on a full queue
   double consumer_wait_seconds = 0;         // consumer blocked on an empty queue
   std::vector<int32_t> decoded_row_groups;  // catalog indices, in decode order
@@ -88,6 +109,7 @@ class Engine {
   virtual void Stop() = 0;
   virtual int64_t num_units() const = 0;
   virtual EngineStats stats() const = 0;
+  virtual std::vector<TraceRecord> trace() const = 0;
 };
 
 }  // namespace shardfeed

@@ -2,13 +2,17 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
+#include <arrow/io/interfaces.h>
 #include <arrow/result.h>
 #include <arrow/type_fwd.h>
 
 #include "exec/layout.h"
+#include "exec/stage_clock.h"
 #include "shardfeed/catalog.h"
 #include "transform/column.h"
 #include "transform/transform.h"
@@ -25,11 +29,22 @@ struct DecodedRowGroup {
   std::vector<std::shared_ptr<arrow::Buffer>> stacks;
 };
 
+// How DecodeRowGroup opens files and where it books its time.
+struct DecodeHooks {
+  std::shared_ptr<StageClock> clock;  // required
+  // Opens a catalog file; empty: the catalog's filesystem directly.
+  std::function<arrow::Result<std::shared_ptr<arrow::io::RandomAccessFile>>(int32_t file)> open;
+  Stage io_stage = Stage::kRead;  // kFetch when the bytes come from remote storage
+  std::string slow_stage;         // test hook: sleep slow_us in this stage
+  int slow_us = 0;
+};
+
 // Reads and normalizes row group `rg_index` of the catalog.  Every error names
 // the file and row group, and the column when one can be singled out.
 arrow::Result<std::shared_ptr<const DecodedRowGroup>> DecodeRowGroup(const Catalog& catalog,
                                                                      int32_t rg_index,
                                                                      const Layout& layout,
-                                                                     const RandomKey& key);
+                                                                     const RandomKey& key,
+                                                                     const DecodeHooks& hooks);
 
 }  // namespace shardfeed

@@ -15,6 +15,7 @@
 #include "exec/decode.h"
 #include "exec/layout.h"
 #include "exec/queue.h"
+#include "exec/stage_clock.h"
 #include "shardfeed/status.h"
 
 namespace shardfeed {
@@ -100,7 +101,11 @@ class EngineImpl final : public Engine {
       : catalog_(std::move(catalog)),
         plan_(std::move(plan)),
         options_(std::move(options)),
-        layout_(std::move(layout)) {
+        layout_(std::move(layout)),
+        clock_(std::make_shared<StageClock>(options_.trace)) {
+    hooks_.clock = clock_;
+    hooks_.slow_stage = options_.debug_slow_stage;
+    hooks_.slow_us = options_.debug_slow_us;
     const int64_t nb = plan_->num_batches();
     const int64_t stride = options_.batch_stride;
     // First batch >= start_batch congruent to batch_offset (mod stride).
@@ -125,7 +130,7 @@ class EngineImpl final : public Engine {
     auto& queue = *queues_[static_cast<size_t>(next_unit_ % static_cast<int64_t>(queues_.size()))];
     const auto t0 = Clock::now();
     auto item = queue.Pop();
-    consumer_wait_ns_ += (Clock::now() - t0).count();
+    clock_->Add(Stage::kWaitEmpty, t0, 0, 0, next_unit_);
     if (!item) {
       error_ = arrow::Status::Cancelled("the loader was closed");
       return error_;
@@ -151,6 +156,15 @@ class EngineImpl final : public Engine {
 
   int64_t num_units() const override { return num_units_; }
 
+  std::vector<TraceRecord> trace() const override {
+    std::vector<TraceRecord> out;
+    for (const auto& e : clock_->trace()) {
+      out.push_back({e.worker, StageName(e.stage), static_cast<double>(e.start_ns) * 1e-3,
+                     static_cast<double>(e.duration_ns) * 1e-3, e.arg});
+    }
+    return out;
+  }
+
   EngineStats stats() const override {
     EngineStats s;
     s.row_groups_decoded = row_groups_decoded_;
@@ -158,10 +172,15 @@ class EngineImpl final : public Engine {
     s.bytes_decoded = bytes_decoded_;
     s.batches = batches_;
     s.rows_delivered = rows_delivered_;
-    s.decode_seconds = static_cast<double>(decode_ns_.load()) * 1e-9;
-    s.assemble_seconds = static_cast<double>(assemble_ns_.load()) * 1e-9;
-    s.worker_wait_seconds = static_cast<double>(worker_wait_ns_.load()) * 1e-9;
-    s.consumer_wait_seconds = static_cast<double>(consumer_wait_ns_.load()) * 1e-9;
+    s.threads = static_cast<int>(queues_.size());
+    s.elapsed_seconds = std::chrono::duration<double>(Clock::now() - started_).count();
+    for (int i = 0; i < kBusyStages; ++i) {
+      const auto stage = static_cast<Stage>(i);
+      s.stages.push_back({StageName(stage), static_cast<double>(clock_->ns(stage)) * 1e-9,
+                          clock_->bytes(stage), clock_->rows(stage)});
+    }
+    s.worker_wait_seconds = static_cast<double>(clock_->ns(Stage::kWaitFull)) * 1e-9;
+    s.consumer_wait_seconds = static_cast<double>(clock_->ns(Stage::kWaitEmpty)) * 1e-9;
     std::lock_guard<std::mutex> lock(stats_mu_);
     s.decoded_row_groups = decoded_list_;
     s.peak_live_row_groups = live_->peak.load();
@@ -226,16 +245,17 @@ class EngineImpl final : public Engine {
     if (!status.ok()) return status;
     const auto t0 = Clock::now();
     auto batch = Assemble(layout_, in, b);
-    assemble_ns_ += (Clock::now() - t0).count();
+    if (options_.debug_slow_stage == "assemble" && options_.debug_slow_us > 0) {
+      std::this_thread::sleep_for(std::chrono::microseconds(options_.debug_slow_us));
+    }
+    clock_->Add(Stage::kAssemble, t0, 0, end - begin, b);
     for (int64_t w = w0; w <= w1; ++w) store_.Release(w, UnitsOverlapping(w));
     return batch;
   }
 
   arrow::Result<std::shared_ptr<const DecodedRowGroup>> Decode(int32_t rg) {
-    const auto t0 = Clock::now();
     auto result = DecodeRowGroup(*catalog_, rg, layout_,
-                                 RandomKey{plan_->options().seed, plan_->options().epoch});
-    decode_ns_ += (Clock::now() - t0).count();
+                                 RandomKey{plan_->options().seed, plan_->options().epoch}, hooks_);
     if (!result.ok()) return result;
     row_groups_decoded_ += 1;
     rows_decoded_ += (*result)->num_rows;
@@ -259,6 +279,7 @@ class EngineImpl final : public Engine {
   }
 
   void Work(int w) {
+    StageClock::SetWorker(w);
     const auto n = static_cast<int64_t>(queues_.size());
     auto& queue = *queues_[static_cast<size_t>(w)];
     std::mt19937_64 jitter(static_cast<uint64_t>(Clock::now().time_since_epoch().count()) +
@@ -273,7 +294,7 @@ class EngineImpl final : public Engine {
       const bool failed = !item.ok();
       const auto t0 = Clock::now();
       if (!queue.Push(std::move(item))) return;
-      worker_wait_ns_ += (Clock::now() - t0).count();
+      clock_->Add(Stage::kWaitFull, t0, 0, 0, unit);
       if (failed) return;  // the consumer stops at this unit
     }
   }
@@ -282,6 +303,9 @@ class EngineImpl final : public Engine {
   std::shared_ptr<const EpochPlan> plan_;
   const EngineOptions options_;
   const Layout layout_;
+  const Clock::time_point started_ = Clock::now();
+  std::shared_ptr<StageClock> clock_;
+  DecodeHooks hooks_;
   int64_t first_batch_ = 0;
   int64_t num_units_ = 0;
 
@@ -297,7 +321,7 @@ class EngineImpl final : public Engine {
 
   std::atomic<int64_t> row_groups_decoded_{0}, rows_decoded_{0}, bytes_decoded_{0};
   std::atomic<int64_t> batches_{0}, rows_delivered_{0};
-  std::atomic<int64_t> decode_ns_{0}, assemble_ns_{0}, worker_wait_ns_{0}, consumer_wait_ns_{0};
+
   mutable std::mutex stats_mu_;
   std::vector<int32_t> decoded_list_;
   struct LiveCount {

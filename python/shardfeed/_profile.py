@@ -1,0 +1,150 @@
+"""``shardfeed profile``: run the pipeline against a simulated training step and
+say which stage keeps the accelerator waiting."""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from ._loader import Loader
+
+_STAGES = ("fetch", "read", "decode", "transform", "assemble", "deliver")
+_ADVICE = {
+    "fetch": "remote storage is the limit; use a node-local cache (cache_dir=) and prefetch",
+    "read": "storage reads are the limit; use faster local disks or the page cache",
+    "decode": "add threads or enable the decoded cache",
+    "transform": "add threads, or move heavy transforms off the critical path",
+    "assemble": "add threads, or stack fewer columns",
+    "deliver": "the Python transform or conversion is slow; use built-in transforms or "
+    "TorchDataset worker processes",
+}
+# The consumer waiting more than this share of the time means the loader is the bottleneck.
+INPUT_BOUND = 0.05
+
+
+def verdict(report: dict[str, Any]) -> str:
+    """Plain words for a profile report (see ``profile``)."""
+    wait = report["consumer_wait_fraction"]
+    stages = report["stages"]
+    busy = {s: stages[s] for s in _STAGES if stages.get(s, 0) > 0}
+    worker_total = max(report["threads"] * report["wall_seconds"], 1e-12)
+    if wait > INPUT_BOUND and busy:
+        worst = max(busy, key=lambda s: busy[s])
+        if worst == "deliver":
+            share = stages["deliver"] / max(report["wall_seconds"], 1e-12)
+            return (f"input-bound: the consumer waited {wait:.0%} of the time; deliver takes "
+                    f"{share:.0%} of wall time; {_ADVICE['deliver']}")  # fmt: skip
+        share = busy[worst] / worker_total
+        return (f"input-bound: {worst} takes {share:.0%} of worker time (the consumer waited "
+                f"{wait:.0%} of the time); {_ADVICE[worst]}")  # fmt: skip
+    return (f"compute-bound: the training step is the bottleneck; the loader kept up (the "
+            f"consumer waited {wait:.1%} of the time)")  # fmt: skip
+
+
+def _columns(names: list[str], pattern: str) -> list[str]:
+    picked: list[str] = []
+    for part in pattern.split(","):
+        part = part.strip()
+        matches = [n for n in names if fnmatch.fnmatchcase(n, part)]
+        picked.extend(m for m in (matches or [part]) if m not in picked)
+    return picked
+
+
+def profile(
+    source: str | list[str],
+    columns: str | None = None,
+    stack: str | None = None,
+    batch_size: int = 1024,
+    batches: int = 200,
+    step_ms: float = 0.0,
+    threads: int | None = None,
+    trace: str | None = None,
+    _hooks: dict[str, Any] | None = None,
+    **loader_args: Any,
+) -> dict[str, Any]:
+    """Runs up to ``batches`` batches, sleeping ``step_ms`` per batch as a stand-in for
+    the training step, and returns the report (also the ``--json`` output).
+
+    ``columns``: comma-separated names or shell patterns; ``stack``: ``NAME=PATTERNS``.
+    """
+    from ._options import open_dataset
+
+    sources = [source] if isinstance(source, str) else source
+    names = [n for n, _ in open_dataset(sources).schema()]
+    stack_arg = None
+    if stack:
+        name, _, pattern = stack.partition("=")
+        stack_arg = {name: _columns(names, pattern)}
+    cols = _columns(names, columns) if columns else None
+    if cols is None and stack_arg:
+        cols = [n for n in names if n not in stack_arg[next(iter(stack_arg))]]
+    loader = Loader(sources, columns=cols, batch_size=batch_size, num_threads=threads,
+                    stack=stack_arg, output="numpy", **loader_args)  # fmt: skip
+    loader._settings.extra["trace"] = trace is not None
+    loader._settings.extra.update(_hooks or {})  # tests slow a stage down on purpose
+    rows = n = 0
+    start = time.perf_counter()
+    for batch in loader:
+        rows += len(next(iter(batch.values())))
+        n += 1
+        if step_ms > 0:
+            time.sleep(step_ms / 1000)
+        if n >= batches:
+            break
+    wall = time.perf_counter() - start
+    stats = loader.stats()
+    stages = {s: float(stats["stages"].get(s, {}).get("seconds", 0.0)) for s in _STAGES}
+    report: dict[str, Any] = {
+        "stages": stages,
+        "stage_bytes": {s: int(stats["stages"].get(s, {}).get("bytes", 0)) for s in _STAGES},
+        "consumer_wait_fraction": float(stats["consumer_wait_seconds"]) / max(wall, 1e-12),
+        "worker_wait_seconds": float(stats["worker_wait_seconds"]),
+        "rows_per_second": rows / max(wall, 1e-12),
+        "batches": n,
+        "rows": rows,
+        "threads": int(stats["threads"]),
+        "wall_seconds": wall,
+        "step_ms": step_ms,
+        "row_groups_decoded": int(stats["row_groups_decoded"]),
+    }
+    report["verdict"] = verdict(report)
+    if trace is not None:
+        write_trace(loader.trace_events(), Path(trace))
+        report["trace"] = trace
+    return report
+
+
+def write_trace(events: list[tuple[int, str, float, float, int]], path: Path) -> None:
+    """A Chrome / Perfetto trace (JSON object format): one track per worker."""
+    out: list[dict[str, Any]] = []
+    tids = sorted({w for w, *_ in events})
+    for w in tids:
+        out.append({"name": "thread_name", "ph": "M", "pid": 1, "tid": w,
+                    "args": {"name": "consumer" if w < 0 else f"worker {w}"}})  # fmt: skip
+    for w, stage, start, dur, arg in events:
+        out.append({"name": stage, "cat": "shardfeed", "ph": "X", "pid": 1, "tid": w,
+                    "ts": start, "dur": dur, "args": {"id": arg}})  # fmt: skip
+    path.write_text(json.dumps({"traceEvents": out, "displayTimeUnit": "ms"}))
+
+
+def format_table(report: dict[str, Any]) -> str:
+    threads, wall = report["threads"], report["wall_seconds"]
+    capacity = max(threads * wall, 1e-12)
+    lines = [f"{'stage':<11}{'seconds':>10}{'share':>9}{'MB':>10}"]
+    for s in _STAGES:
+        secs = report["stages"][s]
+        share = secs / (wall if s == "deliver" else capacity)
+        mb = report["stage_bytes"][s] / 1e6
+        lines.append(f"{s:<11}{secs:>10.3f}{share:>8.1%}{mb:>10.1f}")
+    lines.append(
+        f"\n{report['batches']} batches, {report['rows_per_second']:,.0f} rows/s, "
+        f"{threads} threads, {wall:.2f} s; consumer waited "
+        f"{report['consumer_wait_fraction']:.1%}, workers on full queues "
+        f"{report['worker_wait_seconds'] / capacity:.1%}"
+    )
+    lines.append("(share: of worker time for engine stages, of wall time for deliver)")
+    lines.append(f"\nverdict: {report['verdict']}")
+    return "\n".join(lines)

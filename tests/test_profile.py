@@ -1,0 +1,66 @@
+"""The profiler: stage times that add up, and a verdict that names the slowed stage."""
+
+from __future__ import annotations
+
+import json
+
+import shardfeed
+from shardfeed import cli
+from shardfeed._profile import profile
+
+FEATS = [f"f{i}" for i in range(8)]
+
+
+def test_stage_times_are_consistent_with_wall_time_and_threads(dataset):
+    ld = shardfeed.Loader(dataset, batch_size=64, stack={"feats": FEATS}, num_threads=3,
+                          output="numpy")  # fmt: skip
+    rows = sum(len(b["feats"]) for b in ld)
+    s = ld.stats()
+    assert set(s["stages"]) == {"fetch", "read", "decode", "transform", "assemble", "deliver"}
+    assert s["threads"] == 3 and s["rows_delivered"] == rows
+    busy = sum(v["seconds"] for k, v in s["stages"].items() if k != "deliver")
+    assert 0 < busy
+    # Workers can be busy or waiting on a full queue at most threads x elapsed in all.
+    assert busy + s["worker_wait_seconds"] <= 3 * s["elapsed_seconds"] * 1.05 + 0.01
+    assert s["consumer_wait_seconds"] <= s["elapsed_seconds"] + 0.01
+    assert s["stages"]["decode"]["rows"] == s["rows_decoded"]
+    assert s["stages"]["read"]["bytes"] > 0  # the column chunks' bytes were read
+
+
+def slowed(dataset, stage: str, us: int, **kw) -> dict:
+    hooks = {"debug_slow_stage": stage, "debug_slow_us": us}
+    return profile(str(dataset), batch_size=64, batches=20, threads=2, _hooks=hooks, **kw)
+
+
+def test_verdict_names_a_slow_transform(dataset):
+    report = slowed(dataset, "transform", 40_000)
+    assert report["verdict"].startswith("input-bound: transform")
+    assert report["stages"]["transform"] == max(report["stages"].values())
+
+
+def test_verdict_names_a_throttled_source(dataset):
+    report = slowed(dataset, "read", 3_000)
+    assert report["verdict"].startswith("input-bound: read")
+
+
+def test_verdict_is_compute_bound_when_the_step_dominates(dataset):
+    report = profile(str(dataset), batch_size=64, batches=15, threads=2, step_ms=30)
+    assert report["verdict"].startswith("compute-bound")
+    assert report["consumer_wait_fraction"] < 0.5
+
+
+def test_cli_json_and_trace(dataset, tmp_path, capsys):
+    trace = tmp_path / "t.json"
+    code = cli.main(["profile", str(dataset), "--stack", "x=f*", "--columns", "label",
+                     "--batch-size", "100", "--batches", "5", "--threads", "2", "--json",
+                     "--trace", str(trace)])  # fmt: skip
+    assert code == 0
+    report = json.loads(capsys.readouterr().out)
+    for key in ("stages", "consumer_wait_fraction", "rows_per_second", "verdict"):
+        assert key in report
+    assert report["batches"] == 5 and report["rows"] == 500
+    events = json.loads(trace.read_text())["traceEvents"]
+    spans = [e for e in events if e["ph"] == "X"]
+    assert {e["name"] for e in spans} >= {"decode", "assemble", "consumer_wait"}
+    assert {e["tid"] for e in spans} >= {0, 1, -1}  # both workers and the consumer
+    assert all(e["dur"] >= 0 for e in spans)
