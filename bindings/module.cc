@@ -26,6 +26,7 @@
 #include "shardfeed/rng.h"
 #include "shardfeed/status.h"
 #include "shardfeed/transform.h"
+#include "tier/decoded_tier.h"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -166,10 +167,33 @@ NB_MODULE(_core, m) {
       .def_rw("start_batch", &EngineOptions::start_batch)
       .def_rw("batch_offset", &EngineOptions::batch_offset)
       .def_rw("batch_stride", &EngineOptions::batch_stride)
+      .def_rw("decoded_tier", &EngineOptions::decoded_tier)
       .def_rw("trace", &EngineOptions::trace)
       .def_rw("debug_max_delay_us", &EngineOptions::debug_max_delay_us)
       .def_rw("debug_slow_stage", &EngineOptions::debug_slow_stage)
       .def_rw("debug_slow_us", &EngineOptions::debug_slow_us);
+
+  nb::class_<DecodedTier>(m, "DecodedTier")
+      .def(
+          "stats",
+          [](const DecodedTier& t) {
+            const auto s = t.stats();
+            nb::dict d;
+            d["decoded_hits"] = s.hits;
+            d["decoded_misses"] = s.misses;
+            d["decoded_stored_bytes"] = s.stored_bytes;
+            d["decoded_skipped"] = s.skipped;
+            d["decoded_bytes"] = s.bytes_on_disk;
+    d["decoded_corrupt"] = s.corrupt;
+            return d;
+          },
+          nb::sig("def stats(self) -> dict[str, int]"));
+  m.def(
+      "open_decoded_tier",
+      [](const std::string& dir, int64_t limit_bytes) {
+        return Unwrap(DecodedTier::Open(dir, limit_bytes));
+      },
+      "dir"_a, "limit_bytes"_a);
 
   nb::class_<DatasetHandle>(m, "Dataset")
       .def(

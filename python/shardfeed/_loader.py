@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import os
 import time
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -12,7 +13,7 @@ import numpy as np
 
 from . import _core
 from ._errors import InvalidArgumentError, StateDictError
-from ._options import Settings, Source, StackArg, open_dataset
+from ._options import CacheSettings, Settings, Source, StackArg, open_dataset, open_tier
 from .transforms import Transform
 
 _STATE_VERSION = 1
@@ -110,6 +111,15 @@ class Loader:
             in order, before ``stack`` (random ones keyed per sample).
         transform: a Python callable ``dict[str, ndarray] -> dict`` applied to each
             batch before conversion (with TorchDataset: in the worker processes).
+        cache_dir: a node-local folder for cached data (created with mode 0700).
+            Remote files are kept there (``files/``), shared by every process
+            on the node; local files are read in place.
+        cache_limit_bytes: at most this many bytes per cache tier (None: no limit).
+        cache_decoded: also keep each row group after decoding, column
+            selection and the deterministic transforms (``decoded/``); later
+            epochs map it from disk instead of decoding again.  Random
+            transforms always run after it.
+        prefetch_bytes: how far ahead of use remote files are fetched.
 
     Iterating yields ``dict[str, Tensor | ndarray]``.  Variable-length list
     columns give ``name`` (zero-padded ``[batch, max_len]``) and
@@ -136,13 +146,19 @@ class Loader:
         fill_null: float | None = None,
         transforms: Sequence[Transform] | None = None,
         transform: Callable[[dict[str, np.ndarray]], dict[str, Any]] | None = None,
+        cache_dir: str | os.PathLike[str] | None = None,
+        cache_limit_bytes: int | None = None,
+        cache_decoded: bool = False,
+        prefetch_bytes: int | None = None,
     ) -> None:
         self._settings = Settings.make(
             source, columns, batch_size, shuffle, seed, rank, world_size, drop_last,
             num_threads, stack, output, shuffle_window, prefetch, with_sample_id, fill_null,
             transforms, transform,
+            CacheSettings.make(cache_dir, cache_limit_bytes, cache_decoded, prefetch_bytes),
         )  # fmt: skip
         self._dataset = open_dataset(self._settings.sources)
+        self._tier = open_tier(self._settings.cache)
         # Column, type and stack errors surface here, before any data is read.
         self._outputs = self._dataset.describe_outputs(self._settings.output_options())
         self._epoch = 0
@@ -176,7 +192,7 @@ class Loader:
         engine = start_engine(
             self._dataset,
             self._settings.plan_options(self._epoch),
-            self._settings.engine_options(start_batch=start),
+            self._settings.engine_options(start_batch=start, tier=self._tier),
         )
         self._last_engine = engine
         self._deliver = DeliverClock()
@@ -237,6 +253,8 @@ class Loader:
                 "bytes": 0,
                 "rows": int(stats["rows_delivered"]),
             }
+        if self._tier is not None:
+            stats.update(self._tier.stats())
         return stats
 
     def trace_events(self) -> list[tuple[int, str, float, float, int]]:

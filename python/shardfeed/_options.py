@@ -56,6 +56,45 @@ def default_threads() -> int:
     return max(1, min(os.cpu_count() or 1, 16))
 
 
+@dataclass(frozen=True)
+class CacheSettings:
+    """Where and how much to cache (see Loader's cache_* arguments)."""
+
+    dir: str | None = None
+    limit_bytes: int = 0  # 0: unlimited
+    decoded: bool = False
+    prefetch_bytes: int = 256 << 20
+
+    @classmethod
+    def make(
+        cls,
+        cache_dir: str | os.PathLike[str] | None,
+        cache_limit_bytes: int | None,
+        cache_decoded: bool,
+        prefetch_bytes: int | None,
+    ) -> CacheSettings:
+        if cache_decoded and cache_dir is None:
+            raise InvalidArgumentError("cache_decoded=True needs a cache_dir")
+        limit = 0 if cache_limit_bytes is None else int(cache_limit_bytes)
+        if limit < 0:
+            raise InvalidArgumentError(f"cache_limit_bytes must be >= 0, got {limit}")
+        ahead = cls.prefetch_bytes if prefetch_bytes is None else int(prefetch_bytes)
+        if ahead < 0:
+            raise InvalidArgumentError(f"prefetch_bytes must be >= 0, got {ahead}")
+        return cls(
+            dir=None if cache_dir is None else os.fspath(cache_dir),
+            limit_bytes=limit,
+            decoded=bool(cache_decoded),
+            prefetch_bytes=ahead,
+        )
+
+    def decoded_dir(self) -> str | None:
+        return os.path.join(self.dir, "decoded") if self.dir and self.decoded else None
+
+    def files_dir(self) -> str | None:
+        return os.path.join(self.dir, "files") if self.dir else None
+
+
 @dataclass
 class Settings:
     """Everything that decides the stream, checked once."""
@@ -77,6 +116,7 @@ class Settings:
     fill_null: float | None
     transforms: list[Transform]
     transform: Callable[[dict[str, np.ndarray]], dict[str, Any]] | None
+    cache: CacheSettings
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -99,6 +139,7 @@ class Settings:
         fill_null: float | None,
         transforms: Sequence[Transform] | None = None,
         transform: Callable[[dict[str, np.ndarray]], dict[str, Any]] | None = None,
+        cache: CacheSettings | None = None,
     ) -> Settings:
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise InvalidArgumentError(f"batch_size must be an integer >= 1, got {batch_size!r}")
@@ -145,6 +186,7 @@ class Settings:
             fill_null=None if fill_null is None else float(fill_null),
             transforms=transform_list,
             transform=transform,
+            cache=cache or CacheSettings(),
         )
 
     def plan_options(self, epoch: int) -> _core.PlanOptions:
@@ -176,9 +218,16 @@ class Settings:
         return o
 
     def engine_options(
-        self, start_batch: int, offset: int = 0, stride: int = 1, threads: int | None = None
+        self,
+        start_batch: int,
+        offset: int = 0,
+        stride: int = 1,
+        threads: int | None = None,
+        tier: _core.DecodedTier | None = None,
     ) -> _core.EngineOptions:
         e = _core.EngineOptions()
+        if tier is not None:
+            e.decoded_tier = tier
         e.output = self.output_options()
         e.num_threads = threads or self.num_threads
         e.queue_depth = self.prefetch
@@ -210,3 +259,9 @@ class Settings:
 
 def open_dataset(sources: list[str]) -> _core.Dataset:
     return _core.Dataset([str(Path(s)) if "://" not in s else s for s in sources], 8)
+
+
+def open_tier(cache: CacheSettings) -> _core.DecodedTier | None:
+    """The decoded tier of this cache, when enabled (one per process)."""
+    folder = cache.decoded_dir()
+    return None if folder is None else _core.open_decoded_tier(folder, cache.limit_bytes)

@@ -12,7 +12,7 @@ import torch.utils.data
 from . import _core
 from ._errors import StateDictError
 from ._loader import check_state, iterate, start_engine
-from ._options import Settings, Source, StackArg, open_dataset
+from ._options import CacheSettings, Settings, Source, StackArg, open_dataset, open_tier
 from .transforms import Transform
 
 
@@ -54,6 +54,10 @@ class TorchDataset(torch.utils.data.IterableDataset):  # type: ignore[type-arg]
         fill_null: float | None = None,
         transforms: Sequence[Transform] | None = None,
         transform: Callable[[dict[str, np.ndarray]], dict[str, Any]] | None = None,
+        cache_dir: str | os.PathLike[str] | None = None,
+        cache_limit_bytes: int | None = None,
+        cache_decoded: bool = False,
+        prefetch_bytes: int | None = None,
     ) -> None:
         super().__init__()
         self._threads_given = num_threads is not None
@@ -61,12 +65,14 @@ class TorchDataset(torch.utils.data.IterableDataset):  # type: ignore[type-arg]
             source, columns, batch_size, shuffle, seed, rank, world_size, drop_last,
             num_threads, stack, output, shuffle_window, prefetch, with_sample_id, fill_null,
             transforms, transform,
+            CacheSettings.make(cache_dir, cache_limit_bytes, cache_decoded, prefetch_bytes),
         )  # fmt: skip
         self._dataset: _core.Dataset | None = open_dataset(self._settings.sources)
         self._dataset.describe_outputs(self._settings.output_options())
         self._fingerprint = self._dataset.fingerprint
         self._len = int(self._dataset.num_batches(self._settings.plan_options(0)))
         self._pid = os.getpid()
+        self._tier: _core.DecodedTier | None = None
         self._epoch = 0
         self._start = 0
 
@@ -96,6 +102,7 @@ class TorchDataset(torch.utils.data.IterableDataset):  # type: ignore[type-arg]
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         state["_dataset"] = None  # the C++ catalog is rebuilt in the worker
+        state["_tier"] = None
         return state
 
     def _own_dataset(self) -> _core.Dataset:
@@ -109,6 +116,7 @@ class TorchDataset(torch.utils.data.IterableDataset):  # type: ignore[type-arg]
                     f"(fingerprint {dataset.fingerprint} != {self._fingerprint})"
                 )
             self._dataset, self._pid = dataset, os.getpid()
+            self._tier = None
         return self._dataset
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
@@ -123,7 +131,10 @@ class TorchDataset(torch.utils.data.IterableDataset):  # type: ignore[type-arg]
             stride=workers,
             threads=threads,
         )
-        engine = start_engine(
-            self._own_dataset(), self._settings.plan_options(self._epoch), options
-        )
+        dataset = self._own_dataset()
+        if self._tier is None:
+            self._tier = open_tier(self._settings.cache)
+        if self._tier is not None:
+            options.decoded_tier = self._tier
+        engine = start_engine(dataset, self._settings.plan_options(self._epoch), options)
         yield from iterate(engine, self._settings)

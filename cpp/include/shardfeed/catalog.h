@@ -24,6 +24,7 @@ struct FileEntry {
   std::string path;      // path on `filesystem` (what OpenInputFile takes)
   std::string rel_path;  // path relative to the dataset root; decides the order
   int64_t size = 0;
+  std::string version;  // modification time (ns) as text; empty when unknown
   std::shared_ptr<parquet::FileMetaData> metadata;  // the footer, read once
 };
 

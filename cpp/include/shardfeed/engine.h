@@ -23,6 +23,8 @@
 
 namespace shardfeed {
 
+class DecodedTier;
+
 struct StackSpec {
   std::string name;                  // output name
   std::vector<std::string> columns;  // numeric scalar columns, in output order
@@ -46,6 +48,8 @@ struct EngineOptions {
   int64_t start_batch = 0;
   int64_t batch_offset = 0;
   int64_t batch_stride = 1;
+  // Row groups after decoding and the deterministic transforms, kept on disk.
+  std::shared_ptr<DecodedTier> decoded_tier;
   // Record every worker's timeline (for a Chrome/Perfetto trace).
   bool trace = false;
   // Test hooks: each unit sleeps a random 0..debug_max_delay_us microseconds;

@@ -221,6 +221,10 @@ arrow::Result<std::shared_ptr<Catalog>> Catalog::Open(const std::vector<std::str
     entry.path = listed[i].second.path();
     entry.rel_path = rel;
     entry.size = listed[i].second.size();
+    const auto mtime = listed[i].second.mtime();
+    if (mtime != arrow::fs::kNoTime) {
+      entry.version = std::to_string(mtime.time_since_epoch().count());
+    }
     entry.metadata = footer.metadata;
     const auto file_index = static_cast<int32_t>(catalog->files_.size());
     hash.Update(rel);

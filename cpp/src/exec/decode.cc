@@ -21,6 +21,7 @@
 
 #include "exec/assemble.h"
 #include "shardfeed/status.h"
+#include "tier/decoded_tier.h"
 #include "transform/transform.h"
 
 namespace shardfeed {
@@ -158,21 +159,22 @@ arrow::Status ApplyNullPolicy(const Layout& layout, const std::string& context, 
 
 }  // namespace
 
-arrow::Result<std::shared_ptr<const DecodedRowGroup>> DecodeRowGroup(const Catalog& catalog,
-                                                                     int32_t rg_index,
-                                                                     const Layout& layout,
-                                                                     const RandomKey& key,
-                                                                     const DecodeHooks& hooks) {
-  using Clock = std::chrono::steady_clock;
-  auto slow = [&](const char* stage) {
-    if (hooks.slow_us > 0 && hooks.slow_stage == stage) {
-      std::this_thread::sleep_for(std::chrono::microseconds(hooks.slow_us));
-    }
-  };
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+void Slow(const DecodeHooks& hooks, const char* stage) {
+  if (hooks.slow_us > 0 && hooks.slow_stage == stage) {
+    std::this_thread::sleep_for(std::chrono::microseconds(hooks.slow_us));
+  }
+}
+
+// Opens the file, reads the row group's columns and flattens them.
+arrow::Status ReadColumns(const Catalog& catalog, int32_t rg_index, const Layout& layout,
+                          const DecodeHooks& hooks, const std::string& context,
+                          std::vector<DecodedColumn>* columns) {
   const auto& rg = catalog.row_groups()[static_cast<size_t>(rg_index)];
   const auto& file = catalog.files()[static_cast<size_t>(rg.file)];
-  const std::string context =
-      "file '" + file.rel_path + "', row group " + std::to_string(rg.row_group);
 
   const auto t_open = Clock::now();
   arrow::Result<std::shared_ptr<arrow::io::RandomAccessFile>> maybe_input;
@@ -215,9 +217,10 @@ arrow::Result<std::shared_ptr<const DecodedRowGroup>> DecodeRowGroup(const Catal
     all_leaves.insert(all_leaves.end(), leaves[i].begin(), leaves[i].end());
   }
 
-  auto read = [&](const std::vector<int>& columns) -> arrow::Result<std::shared_ptr<arrow::Table>> {
+  auto read =
+      [&](const std::vector<int>& leaf_columns) -> arrow::Result<std::shared_ptr<arrow::Table>> {
     try {
-      return reader->ReadRowGroup(rg.row_group, columns);
+      return reader->ReadRowGroup(rg.row_group, leaf_columns);
     } catch (const std::exception& e) {
       return arrow::Status::IOError(e.what());
     }
@@ -242,13 +245,8 @@ arrow::Result<std::shared_ptr<const DecodedRowGroup>> DecodeRowGroup(const Catal
                      " rows, the footer says " + std::to_string(rg.num_rows));
   }
 
-  slow("decode");
-  auto decoded = std::make_shared<DecodedRowGroup>();
-  decoded->index = rg_index;
-  decoded->first_row = rg.first_row;
-  decoded->num_rows = rg.num_rows;
-  decoded->bytes = rg.total_bytes;
-  decoded->columns.resize(layout.fields.size());
+  Slow(hooks, "decode");
+  columns->resize(layout.fields.size());
   for (size_t i = 0; i < layout.fields.size(); ++i) {
     const std::string column_context = context + ", column '" + layout.field_names[i] + "'";
     const auto& chunked = table->column(static_cast<int>(i));
@@ -260,25 +258,76 @@ arrow::Result<std::shared_ptr<const DecodedRowGroup>> DecodeRowGroup(const Catal
       if (!maybe.ok()) return WithContext(maybe.status(), column_context);
       array = *maybe;
     }
-    auto& column = decoded->columns[i];
+    auto& column = (*columns)[i];
     ARROW_RETURN_NOT_OK(WithContext(
         Normalize(array, layout.field_raw_dtypes[i], layout.field_from_strings[i], &column),
         column_context));
   }
-  const auto t_transform = Clock::now();
-  hooks.clock->AddSpan(Stage::kDecode, t_decode, t_transform,
-                       (t_transform - t_decode).count() - io_ns->load(), rg.total_bytes,
-                       rg.num_rows, rg_index);
-  slow("transform");
-  for (size_t i = 0; i < layout.fields.size(); ++i) {
-    const std::string column_context = context + ", column '" + layout.field_names[i] + "'";
-    auto& column = decoded->columns[i];
-    for (size_t t : layout.field_transforms[i]) {
-      ARROW_RETURN_NOT_OK(WithContext(
-          ApplyTransform(layout.transforms[t], t, key, rg.first_row, rg.num_rows, &column),
-          column_context + ", " + TransformOpName(layout.transforms[t].op)));
+  const auto t_end = Clock::now();
+  hooks.clock->AddSpan(Stage::kDecode, t_decode, t_end, (t_end - t_decode).count() - io_ns->load(),
+                       rg.total_bytes, rg.num_rows, rg_index);
+  return arrow::Status::OK();
+}
+
+}  // namespace
+
+arrow::Result<std::shared_ptr<const DecodedRowGroup>> DecodeRowGroup(const Catalog& catalog,
+                                                                     int32_t rg_index,
+                                                                     const Layout& layout,
+                                                                     const RandomKey& key,
+                                                                     const DecodeHooks& hooks) {
+  const auto& rg = catalog.row_groups()[static_cast<size_t>(rg_index)];
+  const auto& file = catalog.files()[static_cast<size_t>(rg.file)];
+  const std::string context =
+      "file '" + file.rel_path + "', row group " + std::to_string(rg.row_group);
+  auto decoded = std::make_shared<DecodedRowGroup>();
+  decoded->index = rg_index;
+  decoded->first_row = rg.first_row;
+  decoded->num_rows = rg.num_rows;
+  decoded->bytes = rg.total_bytes;
+
+  // The deterministic part: from the decoded tier when it has the entry, else
+  // read, decode and transform here (and store it there).
+  std::vector<size_t> done(layout.fields.size(), 0);  // transforms applied per column
+  std::string tier_key;
+  bool cached = false;
+  if (hooks.tier) {
+    const auto t_load = Clock::now();
+    tier_key = DecodedTier::Key(catalog, rg_index, layout);
+    ARROW_ASSIGN_OR_RAISE(auto loaded, hooks.tier->Load(tier_key));
+    if (loaded && loaded->size() == layout.fields.size()) {
+      decoded->columns = std::move(*loaded);
+      cached = true;
+      for (size_t i = 0; i < layout.fields.size(); ++i) done[i] = DeterministicPrefix(layout, i);
+      hooks.clock->Add(Stage::kRead, t_load, 0, rg.num_rows, rg_index);
     }
-    ARROW_RETURN_NOT_OK(ApplyNullPolicy(layout, column_context, &column));
+  }
+  if (!cached) {
+    ARROW_RETURN_NOT_OK(ReadColumns(catalog, rg_index, layout, hooks, context, &decoded->columns));
+  }
+  const auto t_transform = Clock::now();
+  Slow(hooks, "transform");
+  auto apply = [&](size_t i, size_t until) -> arrow::Status {
+    const auto& chain = layout.field_transforms[i];
+    for (; done[i] < until; ++done[i]) {
+      const size_t t = chain[done[i]];
+      ARROW_RETURN_NOT_OK(WithContext(ApplyTransform(layout.transforms[t], t, key, rg.first_row,
+                                                     rg.num_rows, &decoded->columns[i]),
+                                      context + ", column '" + layout.field_names[i] + "', " +
+                                          TransformOpName(layout.transforms[t].op)));
+    }
+    return arrow::Status::OK();
+  };
+  if (hooks.tier && !cached) {
+    for (size_t i = 0; i < layout.fields.size(); ++i) {
+      ARROW_RETURN_NOT_OK(apply(i, DeterministicPrefix(layout, i)));
+    }
+    hooks.tier->Store(tier_key, decoded->columns, rg.num_rows);
+  }
+  for (size_t i = 0; i < layout.fields.size(); ++i) {
+    ARROW_RETURN_NOT_OK(apply(i, layout.field_transforms[i].size()));
+    ARROW_RETURN_NOT_OK(ApplyNullPolicy(
+        layout, context + ", column '" + layout.field_names[i] + "'", &decoded->columns[i]));
   }
 
   hooks.clock->Add(Stage::kTransform, t_transform, 0, layout.transforms.empty() ? 0 : rg.num_rows,

@@ -14,6 +14,7 @@
 #include "exec/layout.h"
 #include "exec/stage_clock.h"
 #include "shardfeed/catalog.h"
+#include "tier/decoded_tier.h"
 #include "transform/column.h"
 #include "transform/transform.h"
 
@@ -34,8 +35,9 @@ struct DecodeHooks {
   std::shared_ptr<StageClock> clock;  // required
   // Opens a catalog file; empty: the catalog's filesystem directly.
   std::function<arrow::Result<std::shared_ptr<arrow::io::RandomAccessFile>>(int32_t file)> open;
-  Stage io_stage = Stage::kRead;  // kFetch when the bytes come from remote storage
-  std::string slow_stage;         // test hook: sleep slow_us in this stage
+  Stage io_stage = Stage::kRead;      // kFetch when the bytes come from remote storage
+  std::shared_ptr<DecodedTier> tier;  // the decoded cache tier, when enabled
+  std::string slow_stage;             // test hook: sleep slow_us in this stage
   int slow_us = 0;
 };
 

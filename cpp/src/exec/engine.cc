@@ -104,6 +104,7 @@ class EngineImpl final : public Engine {
         layout_(std::move(layout)),
         clock_(std::make_shared<StageClock>(options_.trace)) {
     hooks_.clock = clock_;
+    hooks_.tier = options_.decoded_tier;
     hooks_.slow_stage = options_.debug_slow_stage;
     hooks_.slow_us = options_.debug_slow_us;
     const int64_t nb = plan_->num_batches();

@@ -13,7 +13,7 @@
 namespace shardfeed {
 
 arrow::Result<uint8_t*> MutableValues(DecodedColumn* c) {
-  if (!c->owned) {
+  if (!c->owned || !c->owned->is_mutable()) {
     const auto bytes = static_cast<int64_t>(static_cast<size_t>(c->count) * DTypeSize(c->dtype));
     ARROW_ASSIGN_OR_RAISE(std::shared_ptr<arrow::Buffer> copy,
                           arrow::AllocateBuffer(std::max<int64_t>(bytes, 1)));

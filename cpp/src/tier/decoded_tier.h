@@ -1,0 +1,76 @@
+// The decoded tier: row groups stored after decoding, column selection and the
+// deterministic transforms, as aligned raw buffers that later epochs map from
+// disk instead of decoding again (internal).
+//
+// One file per (file identity, row group, columns, deterministic transforms):
+//   "SFDT0001" | u64 key length | key | u64 column count | column records |
+//   u64 digest of the buffers | 64-byte-aligned buffers.
+// The key is stored in the file and compared on load, so a hash collision or a
+// changed input can never serve stale data; a truncated or foreign file is a
+// miss, and so is one whose buffers fail the digest (checked the first time a
+// process loads the entry).  Files are written to a temporary name and renamed
+// into place; temporaries of dead processes are removed when a tier opens.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <arrow/result.h>
+#include <arrow/status.h>
+
+#include "exec/layout.h"
+#include "shardfeed/catalog.h"
+#include "transform/column.h"
+
+namespace shardfeed {
+
+struct DecodedTierStats {
+  int64_t hits = 0;
+  int64_t misses = 0;
+  int64_t stored_bytes = 0;   // written by this process
+  int64_t skipped = 0;        // entries not stored: over the limit or a write failed
+  int64_t bytes_on_disk = 0;  // as this process accounts it
+  int64_t corrupt = 0;        // entries that failed their digest (decoded again)
+};
+
+class DecodedTier {
+ public:
+  // `dir` is created (mode 0700) when missing; limit_bytes 0: unlimited.
+  static arrow::Result<std::shared_ptr<DecodedTier>> Open(const std::string& dir,
+                                                          int64_t limit_bytes);
+
+  // The identity of row group `rg` decoded under `layout` (only the
+  // deterministic prefix of each column's transforms counts).
+  static std::string Key(const Catalog& catalog, int32_t rg, const Layout& layout);
+
+  // The columns of an entry, backed by a read-only memory map; nullopt on a miss.
+  arrow::Result<std::optional<std::vector<DecodedColumn>>> Load(const std::string& key);
+  // Stores the columns; a failure to write degrades to not storing (counted).
+  void Store(const std::string& key, const std::vector<DecodedColumn>& columns, int64_t rows);
+
+  DecodedTierStats stats() const;
+
+ private:
+  DecodedTier(std::string dir, int64_t limit, int64_t used);
+  std::string PathOf(const std::string& key) const;
+
+  const std::string dir_;
+  const int64_t limit_;
+  std::atomic<int64_t> used_;
+  std::atomic<int64_t> hits_{0}, misses_{0}, stored_{0}, skipped_{0}, corrupt_{0};
+  std::atomic<bool> warned_{false};
+  std::mutex mu_;
+  std::set<std::string> verified_;  // entries whose digest this process checked
+};
+
+// How many of the column's transforms (from the start of its chain) are
+// deterministic: the part the decoded tier may store.
+size_t DeterministicPrefix(const Layout& layout, size_t field);
+
+}  // namespace shardfeed

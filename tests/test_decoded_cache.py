@@ -1,0 +1,150 @@
+"""The decoded tier: later epochs map row groups from disk; it never serves stale data."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import shardfeed
+from shardfeed.transforms import Clip, GaussianNoise, Standardize
+
+from .conftest import digest
+
+FEATS = [f"f{i}" for i in range(8)]
+N_ROW_GROUPS = 5 + 4 + 4  # conftest.LAYOUT
+
+
+RECIPE = [
+    Standardize("f0", mean=0.5, std=2.0),
+    GaussianNoise("f1", std=0.5),
+    Clip("f1", min=-1, max=1),
+]
+
+
+def loader(dataset, cache, **kw):
+    kw.setdefault("transforms", RECIPE)
+    return shardfeed.Loader(
+        dataset,
+        batch_size=64,
+        stack={"feats": FEATS},
+        columns=["label", "seq"],
+        with_sample_id=True,
+        output="numpy",
+        seed=4,
+        cache_dir=cache,
+        cache_decoded=True,
+        **kw,
+    )
+
+
+def plain(dataset, **kw):
+    kw.setdefault("transforms", RECIPE)
+    return shardfeed.Loader(
+        dataset,
+        batch_size=64,
+        stack={"feats": FEATS},
+        columns=["label", "seq"],
+        with_sample_id=True,
+        output="numpy",
+        seed=4,
+        **kw,
+    )
+
+
+def test_same_stream_cold_and_warm_and_later_epochs_skip_decoding(dataset, tmp_path):
+    cached, reference = loader(dataset, tmp_path), plain(dataset)
+    for epoch in range(3):
+        cached.set_epoch(epoch)
+        reference.set_epoch(epoch)
+        assert digest(cached) == digest(reference)  # random transforms still vary per epoch
+        s = cached.stats()
+        if epoch == 0:
+            assert s["decoded_misses"] == N_ROW_GROUPS and s["decoded_hits"] == 0
+        else:
+            assert s["stages"]["decode"]["seconds"] == 0  # nothing was decoded again
+            assert s["decoded_hits"] == epoch * N_ROW_GROUPS
+    assert (tmp_path / "decoded").stat().st_mode & 0o777 == 0o700
+    # A second process (a new loader) starts warm.
+    again = loader(dataset, tmp_path)
+    reference.set_epoch(0)
+    assert digest(again) == digest(reference)
+    assert again.stats()["decoded_misses"] == 0
+
+
+def test_other_columns_or_deterministic_settings_never_hit_stale_entries(dataset, tmp_path):
+    list(loader(dataset, tmp_path))
+    other = loader(dataset, tmp_path, transforms=[Standardize("f0", mean=0.0, std=2.0)])
+    assert digest(other) == digest(
+        plain(dataset, transforms=[Standardize("f0", mean=0.0, std=2.0)])
+    )
+    assert other.stats()["decoded_hits"] == 0
+
+
+def test_damaged_or_truncated_entries_are_decoded_again(dataset, tmp_path):
+    reference = digest(plain(dataset))
+    list(loader(dataset, tmp_path))
+    files = sorted((tmp_path / "decoded").glob("*.sfd"))
+    assert len(files) == N_ROW_GROUPS
+    raw = bytearray(files[0].read_bytes())
+    raw[-100] ^= 0xFF  # flip a bit in the data
+    files[0].write_bytes(bytes(raw))
+    files[1].write_bytes(files[1].read_bytes()[:200])  # truncate
+    ld = loader(dataset, tmp_path)
+    assert digest(ld) == reference
+    s = ld.stats()
+    assert s["decoded_misses"] == 2 and s["decoded_corrupt"] == 1
+    assert digest(loader(dataset, tmp_path)) == reference  # and they were rewritten
+
+
+def test_limit_is_never_exceeded(dataset, tmp_path):
+    limit = 60_000
+    ld = loader(dataset, tmp_path, cache_limit_bytes=limit)
+    assert digest(ld) == digest(plain(dataset))
+    used = sum(f.stat().st_size for f in (tmp_path / "decoded").iterdir())
+    assert 0 < used <= limit
+    assert ld.stats()["decoded_skipped"] > 0
+
+
+def test_a_killed_writer_leaves_nothing_that_is_served(dataset, tmp_path):
+    # A child writes a temp file, then dies before the rename.
+    folder = tmp_path / "decoded"
+    folder.mkdir(mode=0o700)
+    code = (
+        f"import os; p = {str(folder)!r} + f'/.tmp-{{os.getpid()}}-1.sfd'; "
+        "open(p, 'wb').write(b'SFDT0001garbage'); os._exit(9)"
+    )
+    subprocess.run([sys.executable, "-c", code], check=False)
+    assert len(list(folder.glob(".tmp-*"))) == 1
+    ld = loader(dataset, tmp_path)
+    assert not list(folder.glob(".tmp-*"))  # removed: its writer is gone
+    assert digest(ld) == digest(plain(dataset))
+
+
+def test_cache_decoded_needs_a_folder(dataset):
+    import pytest
+
+    with pytest.raises(ValueError, match="cache_dir"):
+        shardfeed.Loader(dataset, cache_decoded=True)
+    assert os.path.isdir(dataset)
+
+
+def test_torch_dataset_workers_share_the_tier(dataset, tmp_path):
+    import torch
+
+    ds = shardfeed.TorchDataset(
+        dataset,
+        batch_size=64,
+        stack={"feats": FEATS},
+        columns=["label"],
+        with_sample_id=True,
+        output="numpy",
+        seed=4,
+        cache_dir=tmp_path,
+        cache_decoded=True,
+    )
+    first = digest(torch.utils.data.DataLoader(ds, batch_size=None, num_workers=2))
+    second = digest(torch.utils.data.DataLoader(ds, batch_size=None, num_workers=2))
+    assert first == second
+    assert len(list(Path(tmp_path, "decoded").glob("*.sfd"))) == N_ROW_GROUPS
