@@ -35,10 +35,13 @@ class RowGroupStore {
     std::shared_ptr<const DecodedRowGroup> data;
   };
 
-  // Returns the decoded row group, decoding it here if no one else is.
-  template <typename DecodeFn>
+  // Returns the decoded row group, decoding it here if no one else is.  While
+  // another worker decodes it, `help()` may decode a row group needed soon
+  // (returning true if it did) instead of idling.
+  template <typename DecodeFn, typename HelpFn>
   arrow::Result<std::shared_ptr<const DecodedRowGroup>> Get(int64_t window, int64_t uses,
-                                                            int32_t rg, DecodeFn&& decode) {
+                                                            int32_t rg, DecodeFn&& decode,
+                                                            HelpFn&& help) {
     std::unique_lock<std::mutex> lock(mu_);
     auto& entry = Entry(window, uses);
     auto it = entry.slots.find(rg);
@@ -47,21 +50,42 @@ class RowGroupStore {
       entry.slots.emplace(rg, slot);
       lock.unlock();
       auto result = decode();
-      lock.lock();
-      if (result.ok()) {
-        slot->data = *result;
-      } else {
-        slot->status = result.status();
-      }
-      slot->loading = false;
-      ready_.notify_all();
+      Fill(slot, result);
       return result;
     }
     auto slot = it->second;  // keeps the slot alive if the window is released
-    ready_.wait(lock, [&] { return !slot->loading || stopped_; });
+    while (slot->loading && !stopped_) {
+      lock.unlock();
+      const bool helped = help();
+      lock.lock();
+      if (!helped) ready_.wait(lock, [&] { return !slot->loading || stopped_; });
+    }
     if (slot->loading) return arrow::Status::Cancelled("loader stopped");
     if (!slot->status.ok()) return slot->status;
     return slot->data;
+  }
+
+  // Creates the slot of `rg` if nobody has; the caller must then decode and Fill it.
+  std::shared_ptr<Slot> Claim(int64_t window, int64_t uses, int32_t rg) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopped_) return nullptr;
+    auto& entry = Entry(window, uses);
+    if (entry.slots.count(rg)) return nullptr;
+    auto slot = std::make_shared<Slot>();
+    entry.slots.emplace(rg, slot);
+    return slot;
+  }
+
+  void Fill(const std::shared_ptr<Slot>& slot,
+            const arrow::Result<std::shared_ptr<const DecodedRowGroup>>& result) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (result.ok()) {
+      slot->data = *result;
+    } else {
+      slot->status = result.status();
+    }
+    slot->loading = false;
+    ready_.notify_all();
   }
 
   // One unit overlapping `window` is done with it.
@@ -197,22 +221,103 @@ class EngineImpl final : public Engine {
     for (auto& q : queues_) q->Stop();
   }
 
-  // How many of this engine's units overlap window w (they all Release it).
-  int64_t UnitsOverlapping(int64_t w) const {
+  // The first and last of this engine's units that overlap window w (first >
+  // last when none does); each of them Releases the window once.
+  std::pair<int64_t, int64_t> UnitRange(int64_t w) const {
     const int64_t rb = plan_->rank_begin(), re = rb + plan_->rank_size();
     const int64_t gb = std::max(plan_->WindowBegin(w), rb);
     const int64_t ge = std::min(plan_->WindowEnd(w), re);
-    if (gb >= ge) return 0;
+    if (gb >= ge) return {0, -1};
     const int64_t b_lo = std::max(plan_->BatchOf(gb - rb), first_batch_);
     const int64_t b_hi = plan_->BatchOf(ge - 1 - rb);
-    if (b_hi < b_lo) return 0;
+    if (b_hi < b_lo) return {0, -1};
     const int64_t stride = options_.batch_stride;
     const int64_t k_lo = (b_lo - first_batch_ + stride - 1) / stride;
     const int64_t k_hi = std::min((b_hi - first_batch_) / stride, num_units_ - 1);
-    return std::max<int64_t>(0, k_hi - k_lo + 1);
+    return {k_lo, k_hi};
+  }
+
+  int64_t UnitsOverlapping(int64_t w) const {
+    const auto [lo, hi] = UnitRange(w);
+    return std::max<int64_t>(0, hi - lo + 1);
+  }
+
+  // Global positions [begin, end) of unit k.
+  std::pair<int64_t, int64_t> UnitSpan(int64_t k) const {
+    const int64_t b = first_batch_ + k * options_.batch_stride;
+    const int64_t begin = plan_->rank_begin() + plan_->BatchBegin(b);
+    return {begin, begin + plan_->BatchSize(b)};
+  }
+
+  // The row groups of window w that this engine's units read (exactly: a rank
+  // or a DataLoader worker may cover only part of a window).
+  std::vector<int32_t> NeededRowGroups(int64_t w) {
+    {
+      std::lock_guard<std::mutex> lock(needed_mu_);
+      auto it = needed_.find(w);
+      if (it != needed_.end()) return it->second;
+    }
+    const auto [lo, hi] = UnitRange(w);
+    std::vector<int32_t> rgs;
+    const int64_t wb = plan_->WindowBegin(w), we = plan_->WindowEnd(w);
+    bool whole = lo <= hi;  // units lo..hi cover the window without gaps?
+    int64_t covered = wb;
+    for (int64_t k = lo; k <= hi && whole; ++k) {
+      const auto [b, e] = UnitSpan(k);
+      whole = b <= covered;
+      covered = std::max(covered, e);
+    }
+    whole = whole && covered >= we;
+    if (whole) {
+      // Every row of the window is read: every row group of it is needed.
+      const int64_t size = plan_->options().shuffle ? plan_->options().window_row_groups : 1;
+      const auto& order = plan_->order();
+      const auto end = std::min<int64_t>((w + 1) * size, static_cast<int64_t>(order.size()));
+      for (int64_t i = w * size; i < end; ++i) rgs.push_back(order[static_cast<size_t>(i)]);
+    } else {
+      std::vector<SampleRef> samples;
+      std::vector<bool> seen(catalog_->row_groups().size(), false);
+      for (int64_t k = lo; k <= hi; ++k) {
+        const auto [b, e] = UnitSpan(k);
+        plan_->Resolve(std::max(b, wb), std::min(e, we), &samples);
+        for (const auto& sample : samples) {
+          if (!seen[static_cast<size_t>(sample.row_group)]) {
+            seen[static_cast<size_t>(sample.row_group)] = true;
+            rgs.push_back(sample.row_group);
+          }
+        }
+      }
+    }
+    std::lock_guard<std::mutex> lock(needed_mu_);
+    if (needed_.size() >= 8) needed_.erase(needed_.begin());
+    needed_.emplace(w, rgs);
+    return rgs;
+  }
+
+  // Decodes one row group that the current or the next window will need and
+  // that nobody has claimed; false if there is none.  Never reaches into a
+  // window that may already be released (all of whose units have started).
+  bool HelpDecode(int64_t unit) {
+    if (stop_.load()) return false;
+    const int64_t w_cur = plan_->WindowOf(UnitSpan(unit).first);
+    const int64_t w_end = std::min(w_cur + 1, plan_->num_windows() - 1);
+    for (int64_t w = w_cur; w <= w_end; ++w) {
+      const auto [lo, hi] = UnitRange(w);
+      if (lo > hi || (w != w_cur && hi <= max_started_.load())) continue;
+      for (int32_t rg : NeededRowGroups(w)) {
+        auto slot = store_.Claim(w, hi - lo + 1, rg);
+        if (!slot) continue;
+        store_.Fill(slot, Decode(rg));
+        return true;
+      }
+    }
+    return false;
   }
 
   Item BuildUnit(int64_t unit, std::vector<SampleRef>* samples) {
+    int64_t seen = max_started_.load();
+    while (unit > seen && !max_started_.compare_exchange_weak(seen, unit)) {
+    }
     const int64_t b = first_batch_ + unit * options_.batch_stride;
     const int64_t begin = plan_->rank_begin() + plan_->BatchBegin(b);
     const int64_t end = begin + plan_->BatchSize(b);
@@ -230,8 +335,9 @@ class EngineImpl final : public Engine {
       auto it = slot_of.find(s.row_group);
       if (it == slot_of.end()) {
         const int64_t w = plan_->WindowOf(begin + static_cast<int64_t>(i));
-        auto maybe =
-            store_.Get(w, UnitsOverlapping(w), s.row_group, [&] { return Decode(s.row_group); });
+        auto maybe = store_.Get(
+            w, UnitsOverlapping(w), s.row_group, [&] { return Decode(s.row_group); },
+            [&] { return HelpDecode(unit); });
         if (!maybe.ok()) {
           status = maybe.status();
           break;
@@ -330,6 +436,9 @@ class EngineImpl final : public Engine {
     std::atomic<int64_t> peak{0};
   };
   std::shared_ptr<LiveCount> live_ = std::make_shared<LiveCount>();
+  std::atomic<int64_t> max_started_{-1};  // the highest unit any worker has begun
+  std::mutex needed_mu_;
+  std::map<int64_t, std::vector<int32_t>> needed_;
 };
 
 }  // namespace
