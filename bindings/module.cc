@@ -20,6 +20,7 @@
 
 #include "convert.h"
 #include "shardfeed/batch.h"
+#include "shardfeed/cache.h"
 #include "shardfeed/catalog.h"
 #include "shardfeed/engine.h"
 #include "shardfeed/plan.h"
@@ -168,6 +169,8 @@ NB_MODULE(_core, m) {
       .def_rw("batch_offset", &EngineOptions::batch_offset)
       .def_rw("batch_stride", &EngineOptions::batch_stride)
       .def_rw("decoded_tier", &EngineOptions::decoded_tier)
+      .def_rw("file_cache", &EngineOptions::file_cache)
+      .def_rw("prefetch_bytes", &EngineOptions::prefetch_bytes)
       .def_rw("trace", &EngineOptions::trace)
       .def_rw("debug_max_delay_us", &EngineOptions::debug_max_delay_us)
       .def_rw("debug_slow_stage", &EngineOptions::debug_slow_stage)
@@ -184,10 +187,64 @@ NB_MODULE(_core, m) {
             d["decoded_stored_bytes"] = s.stored_bytes;
             d["decoded_skipped"] = s.skipped;
             d["decoded_bytes"] = s.bytes_on_disk;
-    d["decoded_corrupt"] = s.corrupt;
+            d["decoded_corrupt"] = s.corrupt;
             return d;
           },
           nb::sig("def stats(self) -> dict[str, int]"));
+  nb::class_<FileCache>(m, "FileCache")
+      .def(
+          "stats",
+          [](const FileCache& c) {
+            const auto s = c.stats();
+            nb::dict d;
+            d["remote_bytes"] = s.remote_bytes;
+            d["cache_hits"] = s.cache_hits;
+            d["cache_misses"] = s.cache_misses;
+            d["cache_bytes"] = s.cache_bytes;
+            d["evictions"] = s.evictions;
+            d["uncached_reads"] = s.uncached_reads;
+            d["fetch_seconds"] = s.fetch_seconds;
+            d["prefetch_wait_seconds"] = s.prefetch_wait_seconds;
+            return d;
+          },
+          nb::sig("def stats(self) -> dict[str, typing.Any]"))
+      .def("usage",
+           [](const FileCache& c) {
+             CacheUsage u;
+             {
+               nb::gil_scoped_release release;
+               u = Unwrap(c.Usage());
+             }
+             return std::make_pair(u.entries, u.bytes);
+           })
+      .def("clear",
+           [](FileCache& c) {
+             nb::gil_scoped_release release;
+             return Unwrap(c.Clear());
+           })
+      .def(
+          "warm",
+          [](FileCache& c, const DatasetHandle& d, size_t file) {
+            nb::gil_scoped_release release;
+            const auto& catalog = *d.catalog;
+            if (file >= catalog.files().size()) {
+              throw StatusError(Error(ErrorKind::kInvalidArgument, "no such file"));
+            }
+            const auto& f = catalog.files()[file];
+            return Unwrap(c.Warm(catalog.filesystem(),
+                                 {catalog.storage_id() + "|" + f.path, f.path, f.size, f.version}));
+          },
+          "dataset"_a, "file"_a, "Downloads file number `file` of the dataset unless cached.");
+  m.def(
+      "open_file_cache",
+      [](const std::string& dir, int64_t limit_bytes) {
+        nb::gil_scoped_release release;
+        CacheOptions options;
+        options.dir = dir;
+        options.limit_bytes = limit_bytes;
+        return Unwrap(FileCache::Open(options));
+      },
+      "dir"_a, "limit_bytes"_a);
   m.def(
       "open_decoded_tier",
       [](const std::string& dir, int64_t limit_bytes) {
@@ -215,6 +272,13 @@ NB_MODULE(_core, m) {
                    [](const DatasetHandle& d) { return d.catalog->row_groups().size(); })
       .def_prop_ro("fingerprint", [](const DatasetHandle& d) { return d.catalog->fingerprint(); })
       .def_prop_ro("root", [](const DatasetHandle& d) { return d.catalog->root(); })
+      .def_prop_ro("is_local", [](const DatasetHandle& d) { return d.catalog->is_local(); })
+      .def("file_sizes",
+           [](const DatasetHandle& d) {
+             std::vector<int64_t> out;
+             for (const auto& f : d.catalog->files()) out.push_back(f.size);
+             return out;
+           })
       .def("files",
            [](const DatasetHandle& d) {
              std::vector<std::string> out;

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import pyarrow  # noqa: F401  (loads Arrow's shared libraries before the extension)
+import pyarrow  # loads Arrow's shared libraries before the extension
+import pyarrow.fs  # noqa: F401  (registers S3/GCS/HDFS with Arrow, and S3's shutdown hook)
 
 from . import transforms
 from ._errors import (

@@ -13,7 +13,7 @@ import numpy as np
 
 from . import _core
 from ._errors import InvalidArgumentError, StateDictError
-from ._options import CacheSettings, Settings, Source, StackArg, open_dataset, open_tier
+from ._options import Caches, CacheSettings, Settings, Source, StackArg, open_dataset
 from .transforms import Transform
 
 _STATE_VERSION = 1
@@ -158,7 +158,7 @@ class Loader:
             CacheSettings.make(cache_dir, cache_limit_bytes, cache_decoded, prefetch_bytes),
         )  # fmt: skip
         self._dataset = open_dataset(self._settings.sources)
-        self._tier = open_tier(self._settings.cache)
+        self._caches = Caches.open(self._settings.cache, self._dataset)
         # Column, type and stack errors surface here, before any data is read.
         self._outputs = self._dataset.describe_outputs(self._settings.output_options())
         self._epoch = 0
@@ -192,7 +192,7 @@ class Loader:
         engine = start_engine(
             self._dataset,
             self._settings.plan_options(self._epoch),
-            self._settings.engine_options(start_batch=start, tier=self._tier),
+            self._settings.engine_options(start_batch=start, caches=self._caches),
         )
         self._last_engine = engine
         self._deliver = DeliverClock()
@@ -244,6 +244,9 @@ class Loader:
         is the bottleneck), ``consumer_wait_seconds`` time the consumer waited on
         an empty one (the loader is).  Also ``elapsed_seconds``, ``threads``,
         ``row_groups_decoded``, ``rows_delivered`` and ``peak_live_row_groups``.
+        Caches: ``remote_bytes``, ``cache_hits``, ``cache_misses``, ``cache_bytes``,
+        ``prefetch_wait_seconds`` (file cache, this process, all passes) and
+        ``decoded_hits``/``decoded_misses``/``decoded_bytes`` with ``cache_decoded``.
         """
         stats: dict[str, Any] = {"epoch": self._epoch, "batches_consumed": self._consumed}
         if self._last_engine is not None:
@@ -253,8 +256,7 @@ class Loader:
                 "bytes": 0,
                 "rows": int(stats["rows_delivered"]),
             }
-        if self._tier is not None:
-            stats.update(self._tier.stats())
+        stats.update(self._caches.stats())
         return stats
 
     def trace_events(self) -> list[tuple[int, str, float, float, int]]:

@@ -223,11 +223,11 @@ class Settings:
         offset: int = 0,
         stride: int = 1,
         threads: int | None = None,
-        tier: _core.DecodedTier | None = None,
+        caches: Caches | None = None,
     ) -> _core.EngineOptions:
         e = _core.EngineOptions()
-        if tier is not None:
-            e.decoded_tier = tier
+        if caches is not None:
+            caches.apply(e, self.cache)
         e.output = self.output_options()
         e.num_threads = threads or self.num_threads
         e.queue_depth = self.prefetch
@@ -261,7 +261,41 @@ def open_dataset(sources: list[str]) -> _core.Dataset:
     return _core.Dataset([str(Path(s)) if "://" not in s else s for s in sources], 8)
 
 
-def open_tier(cache: CacheSettings) -> _core.DecodedTier | None:
-    """The decoded tier of this cache, when enabled (one per process)."""
-    folder = cache.decoded_dir()
-    return None if folder is None else _core.open_decoded_tier(folder, cache.limit_bytes)
+@dataclass
+class Caches:
+    """The cache objects of one process (they hold locks and counters)."""
+
+    tier: _core.DecodedTier | None = None
+    files: _core.FileCache | None = None
+
+    @classmethod
+    def open(cls, cache: CacheSettings, dataset: _core.Dataset) -> Caches:
+        tier_dir, files_dir = cache.decoded_dir(), cache.files_dir()
+        return cls(
+            tier=None if tier_dir is None else _core.open_decoded_tier(tier_dir, cache.limit_bytes),
+            # Local files are read in place: caching them would only copy them.
+            files=None
+            if files_dir is None or dataset.is_local
+            else _core.open_file_cache(files_dir, cache.limit_bytes),
+        )
+
+    def apply(self, options: _core.EngineOptions, cache: CacheSettings) -> None:
+        if self.tier is not None:
+            options.decoded_tier = self.tier
+        if self.files is not None:
+            options.file_cache = self.files
+            options.prefetch_bytes = cache.prefetch_bytes
+
+    def stats(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "remote_bytes": 0,
+            "cache_hits": 0,
+            "cache_misses": 0,
+            "cache_bytes": 0,
+            "prefetch_wait_seconds": 0.0,
+        }
+        if self.files is not None:
+            out.update(self.files.stats())
+        if self.tier is not None:
+            out.update(self.tier.stats())
+        return out

@@ -12,7 +12,7 @@ import torch.utils.data
 from . import _core
 from ._errors import StateDictError
 from ._loader import check_state, iterate, start_engine
-from ._options import CacheSettings, Settings, Source, StackArg, open_dataset, open_tier
+from ._options import Caches, CacheSettings, Settings, Source, StackArg, open_dataset
 from .transforms import Transform
 
 
@@ -72,7 +72,7 @@ class TorchDataset(torch.utils.data.IterableDataset):  # type: ignore[type-arg]
         self._fingerprint = self._dataset.fingerprint
         self._len = int(self._dataset.num_batches(self._settings.plan_options(0)))
         self._pid = os.getpid()
-        self._tier: _core.DecodedTier | None = None
+        self._caches: Caches | None = None
         self._epoch = 0
         self._start = 0
 
@@ -102,7 +102,7 @@ class TorchDataset(torch.utils.data.IterableDataset):  # type: ignore[type-arg]
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         state["_dataset"] = None  # the C++ catalog is rebuilt in the worker
-        state["_tier"] = None
+        state["_caches"] = None
         return state
 
     def _own_dataset(self) -> _core.Dataset:
@@ -116,7 +116,7 @@ class TorchDataset(torch.utils.data.IterableDataset):  # type: ignore[type-arg]
                     f"(fingerprint {dataset.fingerprint} != {self._fingerprint})"
                 )
             self._dataset, self._pid = dataset, os.getpid()
-            self._tier = None
+            self._caches = None
         return self._dataset
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
@@ -132,9 +132,8 @@ class TorchDataset(torch.utils.data.IterableDataset):  # type: ignore[type-arg]
             threads=threads,
         )
         dataset = self._own_dataset()
-        if self._tier is None:
-            self._tier = open_tier(self._settings.cache)
-        if self._tier is not None:
-            options.decoded_tier = self._tier
+        if self._caches is None:
+            self._caches = Caches.open(self._settings.cache, dataset)
+        self._caches.apply(options, self._settings.cache)
         engine = start_engine(dataset, self._settings.plan_options(self._epoch), options)
         yield from iterate(engine, self._settings)

@@ -1,4 +1,4 @@
-"""The ``shardfeed`` command line: ``demo``, ``info SOURCE`` and ``profile SOURCE``."""
+"""The ``shardfeed`` command line: ``demo``, ``info``, ``profile`` and ``cache``."""
 
 from __future__ import annotations
 
@@ -44,6 +44,68 @@ def _profile(args: argparse.Namespace) -> int:
     return 0
 
 
+def _progress(done: int, total: int, nbytes: int) -> None:
+    width = 30
+    filled = width * done // max(total, 1)
+    bar = "#" * filled + "." * (width - filled)
+    sys.stderr.write(f"\r[{bar}] {done}/{total} files, {nbytes / 1e6:,.1f} MB")
+    sys.stderr.flush()
+
+
+def _cache(args: argparse.Namespace) -> int:
+    import os
+
+    from . import _core
+    from ._options import CacheSettings, open_dataset
+
+    settings = CacheSettings.make(args.cache_dir, args.limit, False, None)
+    files_dir = settings.files_dir()
+    assert files_dir is not None
+    decoded_dir = os.path.join(args.cache_dir, "decoded")
+    if args.action == "warm":
+        if not args.source:
+            print("shardfeed cache warm: give a SOURCE", file=sys.stderr)
+            return 2
+        dataset = open_dataset(args.source)
+        if dataset.is_local:
+            print("local dataset: nothing to cache (files are read in place)")
+            return 0
+        cache = _core.open_file_cache(files_dir, settings.limit_bytes)
+        sizes = dataset.file_sizes()
+        done_bytes = 0
+        cached = 0
+        for i, size in enumerate(sizes):
+            cached += bool(cache.warm(dataset, i))
+            done_bytes += size
+            _progress(i + 1, len(sizes), done_bytes)
+        sys.stderr.write("\n")
+        print(f"{cached} of {len(sizes)} files cached in {files_dir}")
+        return 0
+    report: dict[str, object] = {}
+    cache = _core.open_file_cache(files_dir, settings.limit_bytes)
+    tier = _core.open_decoded_tier(decoded_dir, settings.limit_bytes)
+    if args.action == "clear":
+        report["freed_bytes"] = int(cache.clear())
+        freed = 0
+        for name in os.listdir(decoded_dir):
+            path = os.path.join(decoded_dir, name)
+            if name.endswith(".sfd") and os.path.isfile(path):
+                freed += os.path.getsize(path)
+                os.remove(path)
+        report["freed_decoded_bytes"] = freed
+    entries, nbytes = cache.usage()
+    report["files"] = {"dir": files_dir, "entries": entries, "bytes": nbytes}
+    decoded = [e for e in os.scandir(decoded_dir) if e.name.endswith(".sfd")]
+    report["decoded"] = {
+        "dir": decoded_dir,
+        "entries": len(decoded),
+        "bytes": sum(e.stat().st_size for e in decoded),
+    }
+    del tier
+    print(json.dumps(report, indent=2))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="shardfeed", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -70,6 +132,13 @@ def main(argv: list[str] | None = None) -> int:
     prof.add_argument("--json", action="store_true", help="print one JSON object")
     prof.add_argument("--trace", metavar="FILE", help="write a Chrome/Perfetto trace")
     prof.set_defaults(func=_profile)
+
+    cache = sub.add_parser("cache", help="inspect, clear or fill the node-local cache")
+    cache.add_argument("action", choices=["stats", "clear", "warm"])
+    cache.add_argument("source", nargs="*", help="for warm: the dataset to download")
+    cache.add_argument("--cache-dir", required=True)
+    cache.add_argument("--limit", type=int, default=None, help="cache_limit_bytes")
+    cache.set_defaults(func=_cache)
 
     args = parser.parse_args(argv)
     try:

@@ -100,8 +100,8 @@ class FileCache {
 
   // The caller's knowledge of the future: next_use(key) is lower for keys
   // needed sooner; INT64_MAX for keys it does not know.  Called from any
-  // thread, with no lock of the caller's held; it must be thread-safe and must
-  // not call back into the cache.
+  // thread while the cache holds its folder lock (other processes wait): it
+  // must be quick and thread-safe, and must not call back into the cache.
   void SetPriority(std::function<int64_t(const std::string& key)> next_use);
 
   CacheStats stats() const;

@@ -57,6 +57,11 @@ class Catalog {
   // Hex digest of (relative paths, row-group row counts, schema): what the
   // sample order depends on.  Stable across roots and machines.
   const std::string& fingerprint() const { return fingerprint_; }
+  // Which storage the files live on, beyond their paths: the filesystem type,
+  // the source URI's options (endpoint_override, ...) and, for S3, the
+  // AWS_ENDPOINT_URL in effect.  Part of every cache key.
+  const std::string& storage_id() const { return storage_id_; }
+  bool is_local() const;
 
   // Row counts of the row groups, in catalog order: the input of the plan.
   std::vector<int64_t> RowGroupRows() const;
@@ -69,6 +74,7 @@ class Catalog {
   std::shared_ptr<arrow::Schema> schema_;
   int64_t num_rows_ = 0;
   std::string fingerprint_;
+  std::string storage_id_;
 };
 
 }  // namespace shardfeed

@@ -24,6 +24,7 @@
 namespace shardfeed {
 
 class DecodedTier;
+class FileCache;
 
 struct StackSpec {
   std::string name;                  // output name
@@ -50,6 +51,10 @@ struct EngineOptions {
   int64_t batch_stride = 1;
   // Row groups after decoding and the deterministic transforms, kept on disk.
   std::shared_ptr<DecodedTier> decoded_tier;
+  // Whole remote files kept on local disk (ignored for local datasets), and
+  // how many bytes of them a background thread fetches ahead of use.
+  std::shared_ptr<FileCache> file_cache;
+  int64_t prefetch_bytes = int64_t{256} << 20;
   // Record every worker's timeline (for a Chrome/Perfetto trace).
   bool trace = false;
   // Test hooks: each unit sleeps a random 0..debug_max_delay_us microseconds;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <filesystem>
 #include <thread>
 #include <utility>
@@ -73,6 +74,11 @@ arrow::Result<Footer> ReadFooter(arrow::fs::FileSystem& fs, const arrow::fs::Fil
   Footer footer;
   try {
     footer.metadata = parquet::ReadMetaData(*maybe_input);
+  } catch (const parquet::ParquetStatusException& e) {
+    // Storage failures (access denied, connection lost) are not bad data.
+    if (e.status().IsIOError()) return WithContext(e.status(), context);
+    return Error(ErrorKind::kInvalidData,
+                 context + ": not a readable Parquet file (" + e.what() + ")");
   } catch (const std::exception& e) {
     return Error(ErrorKind::kInvalidData,
                  context + ": not a readable Parquet file (" + e.what() + ")");
@@ -107,6 +113,8 @@ std::string DescribeDifference(const arrow::Schema& a, const arrow::Schema& b) {
 
 }  // namespace
 
+bool Catalog::is_local() const { return fs_ && fs_->type_name() == "local"; }
+
 std::vector<int64_t> Catalog::RowGroupRows() const {
   std::vector<int64_t> rows;
   rows.reserve(row_groups_.size());
@@ -133,6 +141,12 @@ arrow::Result<std::shared_ptr<Catalog>> Catalog::Open(const std::vector<std::str
     }
     if (!catalog->fs_) {
       catalog->fs_ = *maybe_fs;
+      const auto query = source.find('?');
+      catalog->storage_id_ = catalog->fs_->type_name() + "|" +
+                             (query == std::string::npos ? "" : source.substr(query + 1));
+      const char* endpoint = std::getenv("AWS_ENDPOINT_URL");
+      if (catalog->fs_->type_name() == "s3" && endpoint)
+        catalog->storage_id_ += "|" + std::string(endpoint);
     } else if ((*maybe_fs)->type_name() != catalog->fs_->type_name()) {
       return Error(ErrorKind::kInvalidArgument, "sources must live on one filesystem: '" + raw +
                                                     "' is on " + (*maybe_fs)->type_name() +

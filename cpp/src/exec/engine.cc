@@ -16,6 +16,7 @@
 #include "exec/layout.h"
 #include "exec/queue.h"
 #include "exec/stage_clock.h"
+#include "shardfeed/cache.h"
 #include "shardfeed/status.h"
 
 namespace shardfeed {
@@ -129,6 +130,7 @@ class EngineImpl final : public Engine {
         clock_(std::make_shared<StageClock>(options_.trace)) {
     hooks_.clock = clock_;
     hooks_.tier = options_.decoded_tier;
+    if (!catalog_->is_local()) hooks_.io_stage = Stage::kFetch;
     hooks_.slow_stage = options_.debug_slow_stage;
     hooks_.slow_us = options_.debug_slow_us;
     const int64_t nb = plan_->num_batches();
@@ -143,6 +145,7 @@ class EngineImpl final : public Engine {
       queues_.push_back(std::make_unique<BoundedQueue<Item>>(
           static_cast<size_t>(std::max(1, options_.queue_depth))));
     }
+    if (options_.file_cache && !catalog_->is_local()) UseFileCache();
     for (int w = 0; w < n; ++w) threads_.emplace_back([this, w] { Work(w); });
   }
 
@@ -215,8 +218,41 @@ class EngineImpl final : public Engine {
  private:
   using Item = arrow::Result<std::shared_ptr<Batch>>;
 
+  // Remote files through the node-local cache, fetched ahead in the order in
+  // which this engine first needs them.
+  void UseFileCache() {
+    const auto& files = catalog_->files();
+    file_position_.assign(files.size(), -1);
+    std::vector<RemoteFileInfo> order;
+    for (int64_t w = 0; w < plan_->num_windows(); ++w) {
+      const auto [lo, hi] = UnitRange(w);
+      if (lo > hi) continue;
+      for (int32_t rg : NeededRowGroups(w)) {
+        const auto f = static_cast<size_t>(catalog_->row_groups()[static_cast<size_t>(rg)].file);
+        if (file_position_[f] >= 0) continue;
+        file_position_[f] = static_cast<int64_t>(order.size());
+        order.push_back({catalog_->storage_id() + "|" + files[f].path, files[f].path, files[f].size,
+                         files[f].version});
+      }
+    }
+    remote_files_ = order;
+    prefetcher_ = std::make_unique<Prefetcher>(options_.file_cache, catalog_->filesystem(),
+                                               std::move(order), options_.prefetch_bytes);
+    options_.file_cache->SetPriority(prefetcher_->NextUse());
+    hooks_.io_stage = Stage::kRead;  // cache entries are local files
+    hooks_.open = [this](int32_t file) {
+      const int64_t pos = file_position_[static_cast<size_t>(file)];
+      if (pos < 0)
+        return arrow::Result<std::shared_ptr<arrow::io::RandomAccessFile>>(
+            Error(ErrorKind::kStorage, "file not in the engine's plan"));
+      return options_.file_cache->OpenFile(catalog_->filesystem(),
+                                           remote_files_[static_cast<size_t>(pos)]);
+    };
+  }
+
   void StopWorkers() {
     stop_.store(true);
+    if (prefetcher_) prefetcher_->Stop();
     store_.Stop();
     for (auto& q : queues_) q->Stop();
   }
@@ -322,6 +358,14 @@ class EngineImpl final : public Engine {
     const int64_t begin = plan_->rank_begin() + plan_->BatchBegin(b);
     const int64_t end = begin + plan_->BatchSize(b);
     plan_->Resolve(begin, end, samples);
+    if (prefetcher_ && !samples->empty()) {
+      const auto f = catalog_->row_groups()[static_cast<size_t>((*samples)[0].row_group)].file;
+      const int64_t pos = file_position_[static_cast<size_t>(f)];
+      int64_t furthest = furthest_file_.load();
+      while (pos > furthest && !furthest_file_.compare_exchange_weak(furthest, pos)) {
+      }
+      if (pos >= furthest) prefetcher_->Advance(static_cast<size_t>(pos));
+    }
     const int64_t w0 = plan_->WindowOf(begin), w1 = plan_->WindowOf(end - 1);
 
     GatherInput in;
@@ -437,6 +481,10 @@ class EngineImpl final : public Engine {
   };
   std::shared_ptr<LiveCount> live_ = std::make_shared<LiveCount>();
   std::atomic<int64_t> max_started_{-1};  // the highest unit any worker has begun
+  std::vector<int64_t> file_position_;    // catalog file -> position in remote_files_
+  std::vector<RemoteFileInfo> remote_files_;
+  std::unique_ptr<Prefetcher> prefetcher_;
+  std::atomic<int64_t> furthest_file_{-1};
   std::mutex needed_mu_;
   std::map<int64_t, std::vector<int32_t>> needed_;
 };

@@ -1,0 +1,118 @@
+// Downloading an entry into its temp files and renaming them into place.
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <arrow/buffer.h>
+#include <arrow/util/future.h>
+
+#include "cache/file_cache.h"
+#include "shardfeed/status.h"
+
+namespace shardfeed {
+
+using cache_internal::EntryMeta;
+using cache_internal::ErrnoError;
+using cache_internal::Fd;
+using cache_internal::Fsync;
+using cache_internal::WriteAllAt;
+
+namespace {
+
+constexpr int64_t kChunkBytes = 8 << 20;  // per remote read; two in flight
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+arrow::Result<uint64_t> FileCache::Impl::Download(const std::shared_ptr<arrow::fs::FileSystem>& fs,
+                                                  const RemoteFileInfo& file, Temp& temp,
+                                                  const cache_internal::Interrupt* interrupt,
+                                                  bool* local_failure) {
+  arrow::Status local;
+  auto attempt = [&]() -> arrow::Result<uint64_t> {
+    arrow::fs::FileInfo info(file.path, arrow::fs::FileType::File);
+    info.set_size(file.size);
+    ARROW_ASSIGN_OR_RAISE(auto input, fs->OpenInputFile(info));
+    cache_internal::Checksum checksum;
+    const auto& io = arrow::io::default_io_context();
+    auto read = [&](int64_t offset) {
+      return input->ReadAsync(io, offset, std::min(kChunkBytes, file.size - offset));
+    };
+    // Two reads in flight: the next chunk travels while this one is written.
+    arrow::Future<std::shared_ptr<arrow::Buffer>> next;
+    if (file.size > 0) next = read(0);
+    struct Drain {
+      arrow::Future<std::shared_ptr<arrow::Buffer>>* f;
+      ~Drain() {
+        if (f->is_valid()) f->Wait();
+      }
+    } drain{&next};
+    int64_t offset = 0;
+    while (offset < file.size) {
+      if (interrupt && interrupt->requested()) return arrow::Status::Cancelled("stopped");
+      ARROW_ASSIGN_OR_RAISE(auto buffer, next.result());
+      next = {};
+      remote_bytes->fetch_add(buffer->size(), std::memory_order_relaxed);
+      if (buffer->size() == 0) {
+        return arrow::Status::Invalid("the remote file has ", offset, " bytes, expected ",
+                                      file.size, " (it changed since it was listed)");
+      }
+      const int64_t after = offset + buffer->size();
+      if (after < file.size) next = read(after);
+      local = WriteAllAt(temp.data.get(), buffer->data(), buffer->size(), offset, temp.data_path);
+      if (!local.ok()) return arrow::Status::Invalid("local write failed");  // not retried
+      checksum.Update(buffer->data(), static_cast<size_t>(buffer->size()));
+      offset = after;
+    }
+    return checksum.Digest();
+  };
+  const int64_t start = NowNs();
+  auto result = cache_internal::Retry(retry, interrupt, attempt);
+  fetch_ns.fetch_add(NowNs() - start, std::memory_order_relaxed);
+  if (!local.ok()) {
+    *local_failure = true;
+    return local;
+  }
+  if (!result.ok() && !result.status().IsCancelled()) {
+    return Error(ErrorKind::kStorage,
+                 "cannot fetch remote file '" + file.key + "': " + result.status().message());
+  }
+  return result;
+}
+
+arrow::Status FileCache::Impl::Commit(const std::string& name, const EntryMeta& meta, Temp& temp) {
+  ARROW_RETURN_NOT_OK(Fsync(temp.data.get(), temp.data_path));
+  const std::string text = cache_internal::FormatMeta(meta);
+  ARROW_RETURN_NOT_OK(WriteAllAt(temp.meta.get(), reinterpret_cast<const uint8_t*>(text.data()),
+                                 static_cast<int64_t>(text.size()), 0, temp.meta_path));
+  ARROW_RETURN_NOT_OK(Fsync(temp.meta.get(), temp.meta_path));
+  // Old metadata goes first: a crash between the renames leaves data without
+  // metadata (never served), not new data under old metadata.
+  const std::string data = PathOf(name, ".data");
+  const std::string meta_path = PathOf(name, ".meta");
+  if (::unlink(meta_path.c_str()) != 0 && errno != ENOENT) {
+    return ErrnoError(errno, "cannot replace '" + meta_path + "'");
+  }
+  if (::rename(temp.data_path.c_str(), data.c_str()) != 0) {
+    return ErrnoError(errno, "cannot rename into '" + data + "'");
+  }
+  temp.data_path.clear();
+  if (::rename(temp.meta_path.c_str(), meta_path.c_str()) != 0) {
+    return ErrnoError(errno, "cannot rename into '" + meta_path + "'");
+  }
+  temp.meta_path.clear();
+  temp.committed = true;
+  Fd dir(::open(options.dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (dir.valid()) ::fsync(dir.get());  // best effort: the renames survive a power loss
+  return arrow::Status::OK();
+}
+
+}  // namespace shardfeed

@@ -1,0 +1,287 @@
+#include "cache/file_cache.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <filesystem>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <arrow/io/file.h>
+
+#include "shardfeed/status.h"
+
+namespace shardfeed {
+
+using cache_internal::EntryMeta;
+using cache_internal::ErrnoError;
+using cache_internal::Fd;
+using cache_internal::LockedFd;
+using cache_internal::LockMode;
+using cache_internal::LockOutcome;
+using cache_internal::LockWait;
+using cache_internal::OpenLocked;
+using cache_internal::ReadSmallFile;
+using cache_internal::RemoveQuietly;
+
+namespace {
+
+arrow::Status CheckFolder(const std::string& dir) {
+  struct stat st;
+  if (::stat(dir.c_str(), &st) != 0) {
+    return Error(ErrorKind::kStorage,
+                 "cannot use cache folder '" + dir + "': " + ErrnoError(errno, "stat").message());
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    return Error(ErrorKind::kInvalidArgument,
+                 "cache folder '" + dir + "' exists and is not a directory");
+  }
+  return arrow::Status::OK();
+}
+
+// Makes the folder (mode 0700: other users must not read or plant entries)
+// unless it exists; refuses a path that is not a directory.
+arrow::Status MakeFolder(const std::string& dir) {
+  struct stat st;
+  if (::stat(dir.c_str(), &st) == 0 || errno != ENOENT) return CheckFolder(dir);
+  const std::filesystem::path path(dir);
+  std::error_code ec;
+  if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path(), ec);
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    return Error(ErrorKind::kStorage, "cannot create cache folder '" + dir +
+                                          "': " + ErrnoError(errno, "mkdir").message());
+  }
+  return CheckFolder(dir);
+}
+
+// What identifies one checksummed version of an entry's data file.
+std::string VerifiedKey(const std::string& name, const struct stat& st, uint64_t checksum) {
+  return name + ":" + std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) + ":" +
+         std::to_string(st.st_size) + ":" + std::to_string(st.st_mtim.tv_sec) + "." +
+         std::to_string(st.st_mtim.tv_nsec) + ":" + std::to_string(checksum);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- Impl ---
+
+FileCache::Impl::Impl(CacheOptions opts)
+    : options(std::move(opts)), remote_bytes(std::make_shared<std::atomic<int64_t>>(0)) {
+  retry.max_retries = std::max(0, options.max_retries);
+  retry.base_seconds = std::max(0.0, options.retry_base_seconds);
+  folder_lock_path = options.dir + "/shardfeed.lock";
+}
+
+FileCache::Impl::Temp::~Temp() {
+  if (committed) return;
+  if (!data_path.empty()) RemoveQuietly(data_path);
+  if (!meta_path.empty()) RemoveQuietly(meta_path);
+}
+
+std::string FileCache::Impl::PathOf(const std::string& name, const char* suffix) const {
+  return options.dir + "/" + name + suffix;
+}
+
+int64_t FileCache::Impl::NextUse(const std::string& key) {
+  std::shared_ptr<const std::function<int64_t(const std::string&)>> fn;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    fn = priority;
+  }
+  return fn && *fn ? (*fn)(key) : INT64_MAX;
+}
+
+std::atomic<bool>& FileCache::Impl::warned_in_process() {
+  static std::atomic<bool> warned{false};
+  return warned;
+}
+
+void FileCache::Impl::Degrade(const arrow::Status& why) {
+  if (degraded.exchange(true)) return;
+  if (warned_in_process().exchange(true)) return;
+  std::fprintf(stderr,
+               "shardfeed: warning: cannot write to the cache folder '%s' (%s); reading remote "
+               "files without caching from now on\n",
+               options.dir.c_str(), why.message().c_str());
+}
+
+arrow::Result<FileCache::Impl::Fetched> FileCache::Impl::Uncached(
+    const std::shared_ptr<arrow::fs::FileSystem>& fs, const RemoteFileInfo& file) {
+  uncached_reads.fetch_add(1, std::memory_order_relaxed);
+  Fetched out;
+  out.outcome = Outcome::kUncacheable;
+  ARROW_ASSIGN_OR_RAISE(out.file, cache_internal::RemoteFile::Open(fs, file.path, file.size,
+                                                                   file.key, retry, remote_bytes));
+  return out;
+}
+
+Fd FileCache::Impl::TryPin(const std::string& name, const RemoteFileInfo& file) {
+  auto locked = OpenLocked(PathOf(name, ".data"), O_RDONLY, LockMode::kShared, LockWait::kWait);
+  if (!locked.ok() || locked->outcome != LockOutcome::kLocked) return Fd();
+  Fd fd = std::move(locked->fd);
+  auto text = ReadSmallFile(PathOf(name, ".meta"));
+  if (!text) return Fd();
+  auto meta = cache_internal::ParseMeta(*text);
+  if (!meta || meta->key != file.key || meta->size != file.size ||
+      (!file.version.empty() && meta->version != file.version)) {
+    return Fd();
+  }
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0 || st.st_size != meta->size) return Fd();
+  const std::string seen = VerifiedKey(name, st, meta->checksum);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (verified.count(seen)) return fd;
+  }
+  auto checksum = cache_internal::ChecksumOfFd(fd.get(), meta->size);
+  if (!checksum.ok() || *checksum != meta->checksum) return Fd();
+  std::lock_guard<std::mutex> lock(mu);
+  verified.insert(seen);
+  return fd;
+}
+
+void FileCache::Impl::DropInvalid(const std::string& name) {
+  const std::string data = PathOf(name, ".data");
+  auto locked = OpenLocked(data, O_RDONLY, LockMode::kExclusive, LockWait::kNoWait);
+  if (!locked.ok() || locked->outcome == LockOutcome::kBusy) return;  // pinned: replaced later
+  RemoveQuietly(PathOf(name, ".meta"));
+  if (locked->outcome == LockOutcome::kLocked) RemoveQuietly(data);
+}
+
+arrow::Result<FileCache::Impl::Fetched> FileCache::Impl::Fetch(
+    const std::shared_ptr<arrow::fs::FileSystem>& fs, const RemoteFileInfo& file, Purpose purpose,
+    LockWait fill_wait, const cache_internal::Interrupt* interrupt) {
+  const bool open = purpose == Purpose::kOpen;
+  const std::string name = cache_internal::EntryName(file.key);
+  auto serve = [&](Fd pin) -> arrow::Result<Fetched> {
+    Fetched out;
+    if (!open) return out;
+    hits.fetch_add(1, std::memory_order_relaxed);
+    ARROW_ASSIGN_OR_RAISE(out.file, arrow::io::ReadableFile::Open(pin.Release()));
+    return out;
+  };
+  auto give_up = [&](Outcome outcome) -> arrow::Result<Fetched> {
+    if (open) return Uncached(fs, file);
+    Fetched out;
+    out.outcome = outcome;
+    return out;
+  };
+
+  // 1. A valid entry: pin it and go.
+  if (Fd pin = TryPin(name, file); pin.valid()) return serve(std::move(pin));
+  if (degraded.load()) {
+    if (open) misses.fetch_add(1, std::memory_order_relaxed);
+    return give_up(Outcome::kUncacheable);
+  }
+
+  // 2. Become the one that fills it; whoever filled it before us wins.
+  auto fill = OpenLocked(PathOf(name, ".lock"), O_RDWR | O_CREAT, LockMode::kExclusive, fill_wait);
+  if (!fill.ok()) {
+    Degrade(fill.status());
+    if (open) misses.fetch_add(1, std::memory_order_relaxed);
+    return give_up(Outcome::kUncacheable);
+  }
+  if (fill->outcome == LockOutcome::kBusy) return give_up(Outcome::kBusy);
+  if (open) {
+    wait_ns.fetch_add(static_cast<int64_t>(fill->waited_seconds * 1e9), std::memory_order_relaxed);
+  }
+  if (Fd pin = TryPin(name, file); pin.valid()) return serve(std::move(pin));
+  if (open) misses.fetch_add(1, std::memory_order_relaxed);
+  DropInvalid(name);
+
+  // 3. Room, a download into a temp file, and the rename into place.
+  if (options.limit_bytes > 0 && file.size > options.limit_bytes) {
+    return give_up(Outcome::kUncacheable);
+  }
+  auto reserved = Reserve(name, file, purpose);
+  if (!reserved.ok()) {
+    Degrade(reserved.status());
+    return give_up(Outcome::kUncacheable);
+  }
+  if (*reserved == nullptr) return give_up(Outcome::kNoRoom);
+  Temp& temp = **reserved;
+  bool local_failure = false;
+  auto checksum = Download(fs, file, temp, interrupt, &local_failure);
+  if (!checksum.ok()) {
+    if (!local_failure) return checksum.status();
+    Degrade(checksum.status());
+    return give_up(Outcome::kUncacheable);
+  }
+  EntryMeta meta{file.key, file.size, file.version, *checksum};
+  if (auto st = Commit(name, meta, temp); !st.ok()) {
+    Degrade(st);
+    return give_up(Outcome::kUncacheable);
+  }
+  temp.data.Reset();  // drops the writer's lock on what is now <name>.data
+  temp.meta.Reset();
+  if (!open) return Fetched{};
+  // We computed the checksum while writing: no need to read it back.
+  if (struct stat st; ::stat(PathOf(name, ".data").c_str(), &st) == 0) {
+    std::lock_guard<std::mutex> lock(mu);
+    verified.insert(VerifiedKey(name, st, *checksum));
+  }
+  Fd pin = TryPin(name, file);
+  if (!pin.valid()) return give_up(Outcome::kUncacheable);  // cannot happen: we hold the fill lock
+  Fetched out;
+  ARROW_ASSIGN_OR_RAISE(out.file, arrow::io::ReadableFile::Open(pin.Release()));
+  return out;
+}
+
+// ----------------------------------------------------------- FileCache ---
+
+FileCache::FileCache(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+FileCache::~FileCache() = default;
+
+arrow::Result<std::shared_ptr<FileCache>> FileCache::Open(const CacheOptions& options) {
+  if (options.dir.empty()) return Error(ErrorKind::kInvalidArgument, "cache_dir is empty");
+  if (options.limit_bytes < 0) {
+    return Error(ErrorKind::kInvalidArgument, "cache_limit_bytes must be >= 0 (0: unlimited)");
+  }
+  ARROW_RETURN_NOT_OK(MakeFolder(options.dir));
+  auto impl = std::make_unique<Impl>(options);
+  auto st = impl->Init();
+  if (!st.ok()) return WithContext(st, "cache folder '" + options.dir + "'");
+  return std::shared_ptr<FileCache>(new FileCache(std::move(impl)));
+}
+
+arrow::Result<std::shared_ptr<arrow::io::RandomAccessFile>> FileCache::OpenFile(
+    const std::shared_ptr<arrow::fs::FileSystem>& fs, const RemoteFileInfo& file) {
+  ARROW_ASSIGN_OR_RAISE(auto fetched,
+                        impl_->Fetch(fs, file, Impl::Purpose::kOpen, LockWait::kWait, nullptr));
+  return fetched.file;
+}
+
+arrow::Result<bool> FileCache::Warm(const std::shared_ptr<arrow::fs::FileSystem>& fs,
+                                    const RemoteFileInfo& file) {
+  ARROW_ASSIGN_OR_RAISE(auto fetched,
+                        impl_->Fetch(fs, file, Impl::Purpose::kWarm, LockWait::kWait, nullptr));
+  return fetched.outcome == Impl::Outcome::kCached;
+}
+
+void FileCache::SetPriority(std::function<int64_t(const std::string& key)> next_use) {
+  auto fn = std::make_shared<const std::function<int64_t(const std::string&)>>(std::move(next_use));
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->priority = std::move(fn);
+}
+
+CacheStats FileCache::stats() const {
+  CacheStats s;
+  s.remote_bytes = impl_->remote_bytes->load(std::memory_order_relaxed);
+  s.cache_hits = impl_->hits.load(std::memory_order_relaxed);
+  s.cache_misses = impl_->misses.load(std::memory_order_relaxed);
+  s.cache_bytes = impl_->cache_bytes.load(std::memory_order_relaxed);
+  s.evictions = impl_->evictions.load(std::memory_order_relaxed);
+  s.uncached_reads = impl_->uncached_reads.load(std::memory_order_relaxed);
+  s.fetch_seconds = static_cast<double>(impl_->fetch_ns.load(std::memory_order_relaxed)) * 1e-9;
+  s.prefetch_wait_seconds =
+      static_cast<double>(impl_->wait_ns.load(std::memory_order_relaxed)) * 1e-9;
+  return s;
+}
+
+arrow::Result<CacheUsage> FileCache::Usage() const { return impl_->Usage(); }
+arrow::Result<int64_t> FileCache::Clear() { return impl_->Clear(); }
+const CacheOptions& FileCache::options() const { return impl_->options; }
+
+}  // namespace shardfeed

@@ -1,0 +1,144 @@
+#include "cache/posix_file.h"
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <optional>
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <arrow/util/io_util.h>
+
+namespace shardfeed::cache_internal {
+
+Fd& Fd::operator=(Fd&& other) noexcept {
+  if (this != &other) {
+    Reset();
+    fd_ = other.Release();
+  }
+  return *this;
+}
+
+int Fd::Release() {
+  const int fd = fd_;
+  fd_ = -1;
+  return fd;
+}
+
+void Fd::Reset() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
+arrow::Status ErrnoError(int errnum, const std::string& what) {
+  return arrow::internal::IOErrorFromErrno(errnum, what, ": ",
+                                           arrow::internal::ErrnoMessage(errnum));
+}
+
+namespace {
+
+int Flock(int fd, int op) {
+  int rc;
+  do {
+    rc = ::flock(fd, op);
+  } while (rc != 0 && errno == EINTR);
+  return rc;
+}
+
+}  // namespace
+
+arrow::Result<LockedFd> OpenLocked(const std::string& path, int open_flags, LockMode mode,
+                                   LockWait wait) {
+  const int op = mode == LockMode::kShared ? LOCK_SH : LOCK_EX;
+  LockedFd out;
+  // Each pass loses only to an unlink or rename that happened between open
+  // and flock, so this ends as soon as the file stops changing.
+  for (;;) {
+    Fd fd(::open(path.c_str(), open_flags | O_CLOEXEC, 0600));
+    if (!fd.valid()) {
+      if (errno == ENOENT && !(open_flags & O_CREAT)) {
+        out.outcome = LockOutcome::kMissing;
+        return out;
+      }
+      return ErrnoError(errno, "cannot open '" + path + "'");
+    }
+    if (Flock(fd.get(), op | LOCK_NB) != 0) {
+      if (errno != EWOULDBLOCK) return ErrnoError(errno, "cannot lock '" + path + "'");
+      if (wait == LockWait::kNoWait) {
+        out.outcome = LockOutcome::kBusy;
+        return out;
+      }
+      const auto start = std::chrono::steady_clock::now();
+      if (Flock(fd.get(), op) != 0) return ErrnoError(errno, "cannot lock '" + path + "'");
+      out.waited_seconds +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    }
+    struct stat locked, named;
+    if (::fstat(fd.get(), &locked) != 0) return ErrnoError(errno, "cannot stat '" + path + "'");
+    if (::stat(path.c_str(), &named) != 0) {
+      if (errno != ENOENT) return ErrnoError(errno, "cannot stat '" + path + "'");
+      if (!(open_flags & O_CREAT)) {
+        out.outcome = LockOutcome::kMissing;
+        return out;
+      }
+      continue;  // removed while we waited: create it again
+    }
+    if (locked.st_ino == named.st_ino && locked.st_dev == named.st_dev) {
+      out.fd = std::move(fd);
+      out.outcome = LockOutcome::kLocked;
+      return out;
+    }
+  }
+}
+
+std::optional<std::string> ReadSmallFile(const std::string& path) {
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return std::nullopt;
+  std::string text;
+  char buf[4096];
+  for (;;) {
+    const ssize_t got = ::read(fd.get(), buf, sizeof(buf));
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) return std::nullopt;
+    if (got == 0) return text;
+    text.append(buf, static_cast<size_t>(got));
+    if (text.size() > (1 << 20)) return std::nullopt;  // not ours
+  }
+}
+
+arrow::Status WriteAllAt(int fd, const uint8_t* data, int64_t size, int64_t offset,
+                         const std::string& path) {
+  while (size > 0) {
+    const ssize_t put = ::pwrite(fd, data, static_cast<size_t>(size), offset);
+    if (put < 0 && errno == EINTR) continue;
+    if (put < 0) return ErrnoError(errno, "cannot write '" + path + "'");
+    data += put;
+    size -= put;
+    offset += put;
+  }
+  return arrow::Status::OK();
+}
+
+arrow::Status Fsync(int fd, const std::string& path) {
+  if (::fsync(fd) != 0) return ErrnoError(errno, "cannot fsync '" + path + "'");
+  return arrow::Status::OK();
+}
+
+arrow::Status Allocate(int fd, int64_t size, const std::string& path) {
+  if (size == 0) return arrow::Status::OK();
+  const int rc = ::posix_fallocate(fd, 0, size);
+  if (rc == 0) return arrow::Status::OK();
+  if (rc == EOPNOTSUPP || rc == EINVAL || rc == ENOSYS) {
+    // A filesystem without fallocate: a sparse file still shows the size.
+    if (::ftruncate(fd, size) == 0) return arrow::Status::OK();
+    return ErrnoError(errno, "cannot size '" + path + "'");
+  }
+  return ErrnoError(rc, "cannot allocate " + std::to_string(size) + " bytes for '" + path + "'");
+}
+
+void RemoveQuietly(const std::string& path) { ::unlink(path.c_str()); }
+
+}  // namespace shardfeed::cache_internal

@@ -1,0 +1,73 @@
+// File descriptors, flock(2) locks and small POSIX helpers for the cache folder.
+//
+// flock locks belong to an open file description, so two opens of one file
+// conflict even inside one process: threads and processes follow the same
+// rules.  A lock dies with its process, so a crash leaves nothing locked.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include <arrow/result.h>
+#include <arrow/status.h>
+
+namespace shardfeed::cache_internal {
+
+// An owned file descriptor (closed on destruction).
+class Fd {
+ public:
+  Fd() = default;
+  explicit Fd(int fd) : fd_(fd) {}
+  ~Fd() { Reset(); }
+  Fd(Fd&& other) noexcept : fd_(other.Release()) {}
+  Fd& operator=(Fd&& other) noexcept;
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+
+  int get() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+  int Release();
+  void Reset();
+
+ private:
+  int fd_ = -1;
+};
+
+enum class LockMode { kShared, kExclusive };
+enum class LockWait { kNoWait, kWait };
+enum class LockOutcome { kLocked, kBusy, kMissing };
+
+struct LockedFd {
+  Fd fd;  // valid only when outcome == kLocked
+  LockOutcome outcome = LockOutcome::kMissing;
+  double waited_seconds = 0;  // time spent blocked on a lock held elsewhere
+};
+
+// Opens `path` with `open_flags` (O_CLOEXEC is added; with O_CREAT the mode is
+// 0600) and locks it.  After locking it checks that `path` still names the
+// locked inode, and starts over if the file was replaced or removed meanwhile,
+// so callers may unlink a file while they hold its exclusive lock.
+// kBusy: held elsewhere (kNoWait only).  kMissing: no such file (no O_CREAT).
+arrow::Result<LockedFd> OpenLocked(const std::string& path, int open_flags, LockMode mode,
+                                   LockWait wait);
+
+// An IOError naming `what` and the errno text; errno is kept in the detail.
+arrow::Status ErrnoError(int errnum, const std::string& what);
+
+// The whole of a small file (entry metadata); nullopt if unreadable or > 1 MiB.
+std::optional<std::string> ReadSmallFile(const std::string& path);
+
+arrow::Status WriteAllAt(int fd, const uint8_t* data, int64_t size, int64_t offset,
+                         const std::string& path);
+
+arrow::Status Fsync(int fd, const std::string& path);
+
+// Allocates `size` bytes for the file now: a full disk shows up here, before
+// any download, and other processes see the reserved size when they scan.
+arrow::Status Allocate(int fd, int64_t size, const std::string& path);
+
+// unlink(2), ignoring errors (the file may be gone already).
+void RemoveQuietly(const std::string& path);
+
+}  // namespace shardfeed::cache_internal

@@ -1,0 +1,146 @@
+#include "cache/retry.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <random>
+#include <string_view>
+
+#include <arrow/buffer.h>
+#include <arrow/util/io_util.h>
+
+#include "shardfeed/status.h"
+
+namespace shardfeed::cache_internal {
+
+void Interrupt::Request() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    requested_.store(true, std::memory_order_release);
+  }
+  cv_.notify_all();
+}
+
+bool Interrupt::SleepFor(double seconds) const {
+  std::unique_lock<std::mutex> lock(mu_);
+  return !cv_.wait_for(lock, std::chrono::duration<double>(std::max(0.0, seconds)),
+                       [this] { return requested(); });
+}
+
+double RetryPolicy::Delay(int attempt) const {
+  thread_local std::minstd_rand rng{std::random_device{}()};
+  const double exp = base_seconds * std::ldexp(1.0, std::min(attempt, 30));
+  const double capped = std::min(exp, max_seconds);
+  return capped * std::uniform_real_distribution<double>(0.5, 1.0)(rng);
+}
+
+bool IsRetryable(const arrow::Status& status) {
+  if (status.ok() || status.IsCancelled() || status.IsInvalid() || status.IsKeyError() ||
+      status.IsTypeError() || status.IsNotImplemented() || status.IsOutOfMemory()) {
+    return false;
+  }
+  switch (arrow::internal::ErrnoFromStatus(status)) {
+    case ENOENT:
+    case ENOTDIR:
+    case EISDIR:
+    case EACCES:
+    case EPERM:
+      return false;
+    default:
+      break;
+  }
+  // Arrow's S3 and GCS filesystems report these in the message only.
+  static constexpr std::string_view kPermanent[] = {
+      "NO_SUCH_KEY",           "NoSuchKey",
+      "NO_SUCH_BUCKET",        "NoSuchBucket",
+      "ACCESS_DENIED",         "AccessDenied",
+      "RESOURCE_NOT_FOUND",    "Path does not exist",
+      "INVALID_ACCESS_KEY_ID", "SIGNATURE_DOES_NOT_MATCH"};
+  for (auto needle : kPermanent) {
+    if (status.message().find(needle) != std::string::npos) return false;
+  }
+  return true;
+}
+
+arrow::Result<std::shared_ptr<RemoteFile>> RemoteFile::Open(
+    const std::shared_ptr<arrow::fs::FileSystem>& fs, const std::string& path, int64_t size,
+    const std::string& key, RetryPolicy policy,
+    std::shared_ptr<std::atomic<int64_t>> remote_bytes) {
+  arrow::fs::FileInfo info(path, arrow::fs::FileType::File);
+  info.set_size(size);
+  auto inner = Retry(policy, nullptr, [&] { return fs->OpenInputFile(info); });
+  if (!inner.ok()) {
+    return Error(ErrorKind::kStorage,
+                 "cannot open remote file '" + key + "': " + inner.status().message());
+  }
+  return std::make_shared<RemoteFile>(std::move(*inner), key, policy, std::move(remote_bytes));
+}
+
+RemoteFile::RemoteFile(std::shared_ptr<arrow::io::RandomAccessFile> inner, std::string key,
+                       RetryPolicy policy, std::shared_ptr<std::atomic<int64_t>> remote_bytes)
+    : inner_(std::move(inner)),
+      key_(std::move(key)),
+      policy_(policy),
+      remote_bytes_(std::move(remote_bytes)) {}
+
+arrow::Status RemoteFile::Named(const arrow::Status& status) const {
+  if (status.ok() || status.IsCancelled()) return status;
+  return Error(ErrorKind::kStorage, "reading remote file '" + key_ + "': " + status.message());
+}
+
+template <typename R>
+R RemoteFile::Count(R result) {
+  if (!result.ok()) return Named(result.status());
+  int64_t bytes;
+  if constexpr (std::is_same_v<R, arrow::Result<int64_t>>) {
+    bytes = *result;
+  } else {
+    bytes = (*result)->size();
+  }
+  remote_bytes_->fetch_add(bytes, std::memory_order_relaxed);
+  return result;
+}
+
+arrow::Status RemoteFile::Close() { return inner_->Close(); }
+bool RemoteFile::closed() const { return inner_->closed(); }
+arrow::Result<int64_t> RemoteFile::Tell() const { return inner_->Tell(); }
+arrow::Status RemoteFile::Seek(int64_t position) { return inner_->Seek(position); }
+
+arrow::Result<int64_t> RemoteFile::GetSize() {
+  auto size = Retry(policy_, nullptr, [&] { return inner_->GetSize(); });
+  if (!size.ok()) return Named(size.status());
+  return size;
+}
+
+// Sequential reads are not retried (a failed read may have moved the
+// position); the engine reads through ReadAt.
+arrow::Result<int64_t> RemoteFile::Read(int64_t nbytes, void* out) {
+  return Count(inner_->Read(nbytes, out));
+}
+
+arrow::Result<std::shared_ptr<arrow::Buffer>> RemoteFile::Read(int64_t nbytes) {
+  return Count(inner_->Read(nbytes));
+}
+
+arrow::Result<int64_t> RemoteFile::ReadAt(int64_t position, int64_t nbytes, bool allow_short_read,
+                                          void* out) {
+  return Count(Retry(policy_, nullptr,
+                     [&] { return inner_->ReadAt(position, nbytes, allow_short_read, out); }));
+}
+
+arrow::Result<int64_t> RemoteFile::ReadAt(int64_t position, int64_t nbytes, void* out) {
+  return Count(Retry(policy_, nullptr, [&] { return inner_->ReadAt(position, nbytes, out); }));
+}
+
+arrow::Result<std::shared_ptr<arrow::Buffer>> RemoteFile::ReadAt(int64_t position, int64_t nbytes,
+                                                                 bool allow_short_read) {
+  return Count(
+      Retry(policy_, nullptr, [&] { return inner_->ReadAt(position, nbytes, allow_short_read); }));
+}
+
+arrow::Result<std::shared_ptr<arrow::Buffer>> RemoteFile::ReadAt(int64_t position, int64_t nbytes) {
+  return Count(Retry(policy_, nullptr, [&] { return inner_->ReadAt(position, nbytes); }));
+}
+
+}  // namespace shardfeed::cache_internal

@@ -1,0 +1,109 @@
+// Retries of remote reads: bounded exponential backoff with jitter, a stop
+// request that interrupts the wait, and a remote file whose reads retry.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include <arrow/filesystem/filesystem.h>
+#include <arrow/io/interfaces.h>
+#include <arrow/result.h>
+#include <arrow/status.h>
+
+namespace shardfeed::cache_internal {
+
+// A stop request that sleeping threads wait on (a condition variable, so a
+// stop wakes them at once).
+class Interrupt {
+ public:
+  void Request();
+  bool requested() const { return requested_.load(std::memory_order_acquire); }
+  // Sleeps `seconds` unless a stop is requested first; false when stopped.
+  bool SleepFor(double seconds) const;
+
+ private:
+  mutable std::mutex mu_;
+  mutable std::condition_variable cv_;
+  std::atomic<bool> requested_{false};
+};
+
+struct RetryPolicy {
+  int max_retries = 5;
+  double base_seconds = 0.05;
+  double max_seconds = 5.0;
+  // The wait before retry `attempt` (0-based): base * 2^attempt, capped at
+  // max_seconds, times a random factor in [0.5, 1] so that many readers
+  // throttled together (S3 503 SlowDown) do not retry in lockstep.  The jitter
+  // only spaces requests; it never touches the data or its order.
+  double Delay(int attempt) const;
+};
+
+// Whether retrying can help: not for a missing key or bucket, a denied
+// access, invalid arguments, or a cancellation.
+bool IsRetryable(const arrow::Status& status);
+
+inline const arrow::Status& StatusOf(const arrow::Status& status) { return status; }
+template <typename T>
+const arrow::Status& StatusOf(const arrow::Result<T>& result) {
+  return result.status();
+}
+
+// Runs `op` until it succeeds, fails in a way retrying cannot fix, or has
+// failed 1 + max_retries times; waits Delay(attempt) in between.  Returns
+// Cancelled when `interrupt` is requested during a wait.
+template <typename Op>
+auto Retry(const RetryPolicy& policy, const Interrupt* interrupt, Op&& op) -> decltype(op()) {
+  static const Interrupt kNever;
+  const Interrupt& stop = interrupt ? *interrupt : kNever;
+  for (int attempt = 0;; ++attempt) {
+    auto result = op();
+    if (result.ok() || attempt >= policy.max_retries || !IsRetryable(StatusOf(result))) {
+      return result;
+    }
+    if (!stop.SleepFor(policy.Delay(attempt))) return arrow::Status::Cancelled("stopped");
+  }
+}
+
+// A remote file read straight from its filesystem (an uncached read): every
+// read is retried under `policy` and its bytes are added to `remote_bytes`;
+// errors name `key`.
+class RemoteFile : public arrow::io::RandomAccessFile {
+ public:
+  static arrow::Result<std::shared_ptr<RemoteFile>> Open(
+      const std::shared_ptr<arrow::fs::FileSystem>& fs, const std::string& path, int64_t size,
+      const std::string& key, RetryPolicy policy,
+      std::shared_ptr<std::atomic<int64_t>> remote_bytes);
+
+  arrow::Status Close() override;
+  bool closed() const override;
+  arrow::Result<int64_t> Tell() const override;
+  arrow::Status Seek(int64_t position) override;
+  arrow::Result<int64_t> GetSize() override;
+  arrow::Result<int64_t> Read(int64_t nbytes, void* out) override;
+  arrow::Result<std::shared_ptr<arrow::Buffer>> Read(int64_t nbytes) override;
+  arrow::Result<int64_t> ReadAt(int64_t position, int64_t nbytes, bool allow_short_read,
+                                void* out) override;
+  arrow::Result<int64_t> ReadAt(int64_t position, int64_t nbytes, void* out) override;
+  arrow::Result<std::shared_ptr<arrow::Buffer>> ReadAt(int64_t position, int64_t nbytes,
+                                                       bool allow_short_read) override;
+  arrow::Result<std::shared_ptr<arrow::Buffer>> ReadAt(int64_t position, int64_t nbytes) override;
+
+  RemoteFile(std::shared_ptr<arrow::io::RandomAccessFile> inner, std::string key,
+             RetryPolicy policy, std::shared_ptr<std::atomic<int64_t>> remote_bytes);
+
+ private:
+  arrow::Status Named(const arrow::Status& status) const;
+  template <typename R>
+  R Count(R result);
+
+  std::shared_ptr<arrow::io::RandomAccessFile> inner_;
+  std::string key_;
+  RetryPolicy policy_;
+  std::shared_ptr<std::atomic<int64_t>> remote_bytes_;
+};
+
+}  // namespace shardfeed::cache_internal

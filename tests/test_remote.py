@@ -1,0 +1,185 @@
+"""Remote datasets through a real S3 server (moto, on loopback) and the node-local cache."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import shardfeed
+from shardfeed import cli
+
+from .conftest import LAYOUT, digest, make_table
+from .s3_server import s3_env, s3_server
+
+ARGS = dict(batch_size=64, seed=8, with_sample_id=True, output="numpy",
+            stack={"feats": [f"f{i}" for i in range(8)]}, columns=["label", "seq"])  # fmt: skip
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def s3():
+    with s3_server() as server, s3_env(server):
+        yield server
+
+
+@pytest.fixture(scope="module")
+def remote(s3, dataset):
+    """The session dataset, uploaded; the same files under a bucket."""
+    return s3.upload_folder(dataset, "data", "ds")
+
+
+def total_bytes(dataset: Path) -> int:
+    return sum(os.path.getsize(dataset / name) for name, _, _ in LAYOUT)
+
+
+def folder_bytes(folder: Path) -> int:
+    total = 0
+    for entry in folder.rglob("*"):
+        try:  # the cache evicts while we look
+            total += entry.stat().st_size if entry.is_file() else 0
+        except FileNotFoundError:
+            pass
+    return total
+
+
+def test_the_bucket_gives_the_local_stream(remote, dataset):
+    local = shardfeed.Loader(dataset, **ARGS)
+    bucket = shardfeed.Loader(remote, **ARGS)
+    assert bucket.fingerprint == local.fingerprint  # same relative paths, same order
+    for epoch in (0, 1):
+        local.set_epoch(epoch)
+        bucket.set_epoch(epoch)
+        assert digest(bucket) == digest(local)
+    assert bucket.stats()["stages"]["fetch"]["bytes"] > 0
+
+
+def test_second_epoch_reads_nothing_remote_when_the_dataset_fits(remote, dataset, tmp_path):
+    ld = shardfeed.Loader(remote, cache_dir=tmp_path, **ARGS)
+    reference = shardfeed.Loader(dataset, **ARGS)
+    assert digest(ld) == digest(reference)
+    first = ld.stats()
+    assert first["remote_bytes"] == total_bytes(dataset)  # every file downloaded once
+    # The prefetcher downloads ahead, so most opens are already hits.
+    assert first["cache_hits"] + first["cache_misses"] >= 3
+    for epoch in (1, 2):
+        ld.set_epoch(epoch)
+        reference.set_epoch(epoch)
+        assert digest(ld) == digest(reference)
+    later = ld.stats()
+    assert later["remote_bytes"] == first["remote_bytes"]  # zero remote bytes since
+    assert later["cache_hits"] > first["cache_hits"]
+    assert later["cache_misses"] == first["cache_misses"]
+    assert (tmp_path / "files").stat().st_mode & 0o777 == 0o700
+    # A second run on the node starts warm.
+    again = shardfeed.Loader(remote, cache_dir=tmp_path, **ARGS)
+    assert digest(again) == digest(shardfeed.Loader(dataset, **ARGS))
+    assert again.stats()["remote_bytes"] == 0
+
+
+def test_a_limit_below_the_dataset_size_holds_and_the_stream_is_unchanged(
+    remote, dataset, tmp_path
+):
+    sizes = sorted(os.path.getsize(dataset / name) for name, _, _ in LAYOUT)
+    limit = sizes[-1] + sizes[0]  # room for two files, never three
+    ld = shardfeed.Loader(remote, cache_dir=tmp_path, cache_limit_bytes=limit, num_threads=2,
+                          prefetch_bytes=limit, **ARGS)  # fmt: skip
+    reference = shardfeed.Loader(dataset, **ARGS)
+    for epoch in (0, 1):
+        ld.set_epoch(epoch)
+        reference.set_epoch(epoch)
+        got = []
+        for batch in ld:
+            got.append(batch)
+            assert folder_bytes(tmp_path / "files") <= limit + 4096  # + small .meta files
+        assert digest(got) == digest(reference)
+    assert ld.stats()["evictions"] > 0
+
+
+def test_two_processes_share_one_cache_and_download_once(remote, dataset, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    code = (
+        "import json, sys, shardfeed\n"
+        "from tests.conftest import digest\n"
+        f"args = json.loads({json.dumps(ARGS)!r})\n"
+        f"ld = shardfeed.Loader({remote!r}, cache_dir={str(tmp_path / 'cache')!r}, **args)\n"
+        "d = digest(ld)\n"
+        "json.dump({'digest': d, 'remote': ld.stats()['remote_bytes']},"
+        " open(sys.argv[1], 'w'))\n"
+    )
+    env = dict(
+        os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
+    )
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(out / f"{i}.json")], cwd=ROOT,
+                              env=env) for i in range(2)]  # fmt: skip
+    assert all(p.wait(timeout=120) == 0 for p in procs)
+    results = [json.loads((out / f"{i}.json").read_text()) for i in range(2)]
+    want = digest(shardfeed.Loader(dataset, **ARGS))
+    assert all(r["digest"] == want for r in results)
+    assert sum(r["remote"] for r in results) == total_bytes(dataset)  # once per node
+
+
+def test_damaged_entries_and_changed_remote_files_are_fetched_again(s3, dataset, tmp_path):
+    src = tmp_path / "src"
+    for name, rows, rg in LAYOUT:
+        (src / name).parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(make_table(0, rows, seed=1), src / name, row_group_size=rg)
+    uri = s3.upload_folder(src, "mutable", "ds")
+    cache = tmp_path / "cache"
+    first = shardfeed.Loader(uri, cache_dir=cache, **ARGS)
+    assert digest(first) == digest(shardfeed.Loader(src, **ARGS))
+    # Truncate one entry and flip a byte in another: both are refetched, never served.
+    entries = sorted((cache / "files").glob("*.data"))
+    assert len(entries) == 3
+    entries[0].write_bytes(entries[0].read_bytes()[:100])
+    raw = bytearray(entries[1].read_bytes())
+    raw[len(raw) // 2] ^= 0xFF
+    entries[1].write_bytes(bytes(raw))
+    second = shardfeed.Loader(uri, cache_dir=cache, **ARGS)
+    assert digest(second) == digest(shardfeed.Loader(src, **ARGS))
+    assert second.stats()["remote_bytes"] > 0
+    # Overwrite a remote file: the entry is stale and is not served.
+    name, rows, rg = LAYOUT[0]
+    changed = make_table(0, rows, seed=1)
+    col = changed.schema.get_field_index("noise")
+    changed = changed.set_column(col, "noise", pa.array(np.full(rows, 7, np.float32)))
+    pq.write_table(changed, src / name, row_group_size=rg)
+    s3.upload_folder(src, "mutable", "ds")
+    third = shardfeed.Loader(uri, cache_dir=cache, columns=["noise"], output="numpy",
+                             batch_size=64, shuffle=False)  # fmt: skip
+    noise = np.concatenate([b["noise"] for b in third])
+    assert (noise[: LAYOUT[0][1]] == 7).all()
+
+
+def test_decoded_tier_over_s3(remote, dataset, tmp_path):
+    ld = shardfeed.Loader(remote, cache_dir=tmp_path, cache_decoded=True, **ARGS)
+    reference = shardfeed.Loader(dataset, **ARGS)
+    assert digest(ld) == digest(reference)
+    ld.set_epoch(1)
+    reference.set_epoch(1)
+    assert digest(ld) == digest(reference)
+    s = ld.stats()
+    assert s["stages"]["decode"]["seconds"] == 0 and s["decoded_hits"] > 0
+
+
+def test_cache_cli(remote, tmp_path, capsys):
+    assert cli.main(["cache", "warm", remote, "--cache-dir", str(tmp_path)]) == 0
+    assert "3 of 3 files cached" in capsys.readouterr().out
+    assert cli.main(["cache", "stats", "--cache-dir", str(tmp_path)]) == 0
+    stats = json.loads(capsys.readouterr().out)
+    assert stats["files"]["entries"] == 3 and stats["files"]["bytes"] > 0
+    assert cli.main(["cache", "clear", "--cache-dir", str(tmp_path)]) == 0
+    cleared = json.loads(capsys.readouterr().out)
+    assert cleared["files"]["entries"] == 0 and cleared["freed_bytes"] > 0
+
+
+def test_remote_errors_name_the_uri(s3):
+    with pytest.raises(FileNotFoundError, match="nothing-here"):
+        shardfeed.Loader(s3.uri("data", "nothing-here"))
