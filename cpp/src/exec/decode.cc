@@ -23,6 +23,7 @@
 #include "shardfeed/status.h"
 #include "tier/decoded_tier.h"
 #include "transform/transform.h"
+#include "util/memory.h"
 
 namespace shardfeed {
 
@@ -62,7 +63,8 @@ arrow::Status Flatten(const std::shared_ptr<arrow::Array>& array, DType dtype, b
   out->count = n;
   out->from_strings = from_strings;
   if (from_strings) {
-    ARROW_ASSIGN_OR_RAISE(out->owned, arrow::AllocateBuffer(std::max<int64_t>(n * 8, 1)));
+    ARROW_ASSIGN_OR_RAISE(out->owned,
+                          arrow::AllocateBuffer(std::max<int64_t>(n * 8, 1), EnginePool()));
     auto* hashes = reinterpret_cast<uint64_t*>(out->owned->mutable_data());
     for (int64_t i = 0; i < n; ++i) {
       auto scalar = array->GetScalar(i);
@@ -71,7 +73,7 @@ arrow::Status Flatten(const std::shared_ptr<arrow::Array>& array, DType dtype, b
       hashes[i] = s.is_valid ? Fnv1a64(static_cast<const arrow::BaseBinaryScalar&>(s).view()) : 0;
     }
   } else if (dtype == DType::kBool) {
-    ARROW_ASSIGN_OR_RAISE(out->owned, arrow::AllocateBuffer(std::max<int64_t>(n, 1)));
+    ARROW_ASSIGN_OR_RAISE(out->owned, arrow::AllocateBuffer(std::max<int64_t>(n, 1), EnginePool()));
     auto* dst = out->owned->mutable_data();
     const auto& bools = static_cast<const arrow::BooleanArray&>(*array);
     for (int64_t i = 0; i < n; ++i) dst[i] = bools.Value(i) ? 1 : 0;
@@ -194,15 +196,17 @@ arrow::Status ReadColumns(const Catalog& catalog, int32_t rg_index, const Layout
 
   std::unique_ptr<parquet::arrow::FileReader> reader;
   try {
-    auto pq = parquet::ParquetFileReader::Open(*maybe_input, parquet::default_reader_properties(),
-                                               file.metadata);
+    auto pq = parquet::ParquetFileReader::Open(
+        *maybe_input, parquet::ReaderProperties(EnginePool()), file.metadata);
     parquet::ArrowReaderProperties props;
     props.set_use_threads(false);  // the engine parallelizes across row groups
+    // One chunk per column: with the default (64Ki rows) a larger row group came
+    // back in pieces that then had to be concatenated, copying everything again.
+    props.set_batch_size(std::max<int64_t>(rg.num_rows, 1));
     // Coalesced reads pay off on object stores; locally they would only blur
     // the read/decode split of the stage timings.
     props.set_pre_buffer(hooks.io_stage == Stage::kFetch);
-    auto maybe_reader =
-        parquet::arrow::FileReader::Make(arrow::default_memory_pool(), std::move(pq), props);
+    auto maybe_reader = parquet::arrow::FileReader::Make(EnginePool(), std::move(pq), props);
     if (!maybe_reader.ok()) return WithContext(maybe_reader.status(), context);
     reader = std::move(*maybe_reader);
   } catch (const std::exception& e) {
@@ -342,7 +346,7 @@ arrow::Result<std::shared_ptr<const DecodedRowGroup>> DecodeRowGroup(const Catal
     const auto t_stack = Clock::now();
     const int64_t bytes = rg.num_rows * plan.width * static_cast<int64_t>(DTypeSize(plan.dtype));
     ARROW_ASSIGN_OR_RAISE(std::shared_ptr<arrow::Buffer> matrix,
-                          arrow::AllocateBuffer(std::max<int64_t>(bytes, 1)));
+                          arrow::AllocateBuffer(std::max<int64_t>(bytes, 1), EnginePool()));
     ARROW_RETURN_NOT_OK(
         TransposeStack(layout, plan, decoded->columns, rg.num_rows, matrix->mutable_data()));
     decoded->stacks[o] = std::move(matrix);

@@ -9,6 +9,7 @@
 #include <arrow/util/float16.h>
 
 #include "exec/dtype_dispatch.h"
+#include "util/memory.h"
 
 namespace shardfeed {
 
@@ -16,7 +17,7 @@ arrow::Result<uint8_t*> MutableValues(DecodedColumn* c) {
   if (!c->owned || !c->owned->is_mutable()) {
     const auto bytes = static_cast<int64_t>(static_cast<size_t>(c->count) * DTypeSize(c->dtype));
     ARROW_ASSIGN_OR_RAISE(std::shared_ptr<arrow::Buffer> copy,
-                          arrow::AllocateBuffer(std::max<int64_t>(bytes, 1)));
+                          arrow::AllocateBuffer(std::max<int64_t>(bytes, 1), EnginePool()));
     if (bytes > 0) std::memcpy(copy->mutable_data(), c->values, static_cast<size_t>(bytes));
     c->owned = std::move(copy);
     c->values = c->owned->data();
@@ -28,7 +29,7 @@ arrow::Status ConvertValues(DecodedColumn* c, DType to) {
   if (to == c->dtype) return arrow::Status::OK();
   const auto bytes = static_cast<int64_t>(static_cast<size_t>(c->count) * DTypeSize(to));
   ARROW_ASSIGN_OR_RAISE(std::shared_ptr<arrow::Buffer> out,
-                        arrow::AllocateBuffer(std::max<int64_t>(bytes, 1)));
+                        arrow::AllocateBuffer(std::max<int64_t>(bytes, 1), EnginePool()));
   VisitDType(c->dtype, [&](auto s) {
     using Src = decltype(s);
     VisitDType(to, [&](auto d) {
