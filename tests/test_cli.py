@@ -18,3 +18,18 @@ def test_info_prints_the_catalog(dataset, capsys):
 def test_info_reports_bad_input_without_a_traceback(tmp_path, capsys):
     assert cli.main(["info", str(tmp_path / "missing")]) == 2
     assert "DatasetNotFoundError" in capsys.readouterr().err
+
+
+def test_demo_trains_and_prints_the_same_order_fingerprint_twice(tmp_path, capsys):
+    assert cli.main(["demo", "--data-dir", str(tmp_path / "demo"), "--epochs", "2"]) == 0
+    first = capsys.readouterr().out
+    assert cli.main(["demo", "--data-dir", str(tmp_path / "demo"), "--epochs", "2",
+                     "--threads", "1"]) == 0  # fmt: skip
+    second = capsys.readouterr().out
+
+    def fingerprint(out: str) -> str:
+        (line,) = [line for line in out.splitlines() if "fingerprint" in line]
+        return line.split()[-1]
+
+    assert fingerprint(first) == fingerprint(second)
+    assert "rows/s" in first and "wait" in first
