@@ -23,22 +23,6 @@ RECIPE = [
 ]
 
 
-def loader(dataset, cache, **kw):
-    kw.setdefault("transforms", RECIPE)
-    return shardfeed.Loader(
-        dataset,
-        batch_size=64,
-        stack={"feats": FEATS},
-        columns=["label", "seq"],
-        with_sample_id=True,
-        output="numpy",
-        seed=4,
-        cache_dir=cache,
-        cache_decoded=True,
-        **kw,
-    )
-
-
 def plain(dataset, **kw):
     kw.setdefault("transforms", RECIPE)
     return shardfeed.Loader(
@@ -51,6 +35,10 @@ def plain(dataset, **kw):
         seed=4,
         **kw,
     )
+
+
+def loader(dataset, cache, **kw):
+    return plain(dataset, cache_dir=cache, cache_decoded=True, **kw)
 
 
 def test_same_stream_cold_and_warm_and_later_epochs_skip_decoding(dataset, tmp_path):
