@@ -304,7 +304,8 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"  {system:<22} {result['rows_per_second_median']:>12,.0f} rows/s "
             f"(runs {[round(r['rows_per_second']) for r in result['runs']]}, "
-            f"peak RSS {result['peak_rss_mb']:.0f} MB, {time.perf_counter() - t0:.1f} s)",
+            f"peak RSS {result['peak_rss_mb']:.0f} MB, {time.perf_counter() - t0:.1f} s, "
+            f"other load {result.get('background', {}).get('other_cpu_share', float('nan')):.0%})",
             file=sys.stderr,
             flush=True,
         )

@@ -57,7 +57,9 @@ def test_the_bucket_gives_the_local_stream(remote, dataset):
         local.set_epoch(epoch)
         bucket.set_epoch(epoch)
         assert digest(bucket) == digest(local)
-    assert bucket.stats()["stages"]["fetch"]["bytes"] > 0
+    fetched = bucket.stats()
+    assert fetched["stages"]["fetch"]["bytes"] > 0
+    assert fetched["remote_bytes"] == fetched["stages"]["fetch"]["bytes"]
 
 
 def test_second_epoch_reads_nothing_remote_when_the_dataset_fits(remote, dataset, tmp_path):

@@ -245,7 +245,8 @@ class Loader:
         an empty one (the loader is).  Also ``elapsed_seconds``, ``threads``,
         ``row_groups_decoded``, ``rows_delivered`` and ``peak_live_row_groups``.
         Caches: ``remote_bytes``, ``cache_hits``, ``cache_misses``, ``cache_bytes``,
-        ``prefetch_wait_seconds`` (file cache, this process, all passes) and
+        ``prefetch_wait_seconds`` (file cache, this process, all passes; without a
+        file cache ``remote_bytes`` is what the latest pass fetched) and
         ``decoded_hits``/``decoded_misses``/``decoded_bytes`` with ``cache_decoded``.
         """
         stats: dict[str, Any] = {"epoch": self._epoch, "batches_consumed": self._consumed}
@@ -257,6 +258,9 @@ class Loader:
                 "rows": int(stats["rows_delivered"]),
             }
         stats.update(self._caches.stats())
+        if self._caches.files is None and "stages" in stats:
+            # Without the file cache, what the workers fetched is what came over the wire.
+            stats["remote_bytes"] = int(stats["stages"]["fetch"]["bytes"])
         return stats
 
     def trace_events(self) -> list[tuple[int, str, float, float, int]]:
