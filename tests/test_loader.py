@@ -208,7 +208,15 @@ def test_a_rank_decodes_only_the_row_groups_it_needs(dataset):
         assert len(needed) < len(starts)
 
 
+def warm_io_pool(dataset) -> None:
+    """Arrow's global I/O thread pool starts threads on first use and keeps them;
+    one full pass first, so that the baseline counts them."""
+    for _ in loader(dataset, num_threads=6, batch_size=8):
+        pass
+
+
 def test_breaking_out_stops_the_workers(dataset):
+    warm_io_pool(dataset)
     baseline = os_threads()
     ld = loader(dataset, num_threads=6, batch_size=8)
     for i, _ in enumerate(ld):
@@ -220,6 +228,7 @@ def test_breaking_out_stops_the_workers(dataset):
 
 
 def test_exception_in_consumer_and_garbage_collection_stop_the_workers(dataset):
+    warm_io_pool(dataset)
     baseline = os_threads()
     ld = loader(dataset, num_threads=4, batch_size=8)
     with pytest.raises(RuntimeError, match="boom"):
@@ -276,7 +285,8 @@ def test_torch_tensors_have_the_right_dtypes(dataset):
 def test_decoded_memory_follows_the_prefetch_settings_not_the_dataset(tmp_path):
     # 40 row groups of 100 rows.  With 2 threads x (1 queued + 1 building) batches of 10,
     # in-flight batches span at most 50 rows, so at most two mixing windows of 2 row
-    # groups are alive: never more than 4 decoded row groups, whatever the dataset size.
+    # groups are in use, and workers decode at most one window ahead: never more than
+    # 6 decoded row groups alive, whatever the dataset size.
     from .conftest import write_dataset
 
     write_dataset(tmp_path, [(f"p{i}.parquet", 1000, 100) for i in range(4)])
@@ -286,4 +296,4 @@ def test_decoded_memory_follows_the_prefetch_settings_not_the_dataset(tmp_path):
         time.sleep(0.0005)  # a slow consumer lets the workers run as far ahead as allowed
     stats = ld.stats()
     assert stats["row_groups_decoded"] == 40
-    assert 2 <= stats["peak_live_row_groups"] <= 4
+    assert 2 <= stats["peak_live_row_groups"] <= 6

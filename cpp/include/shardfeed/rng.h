@@ -37,6 +37,8 @@ class CounterRng {
   uint64_t Bounded(uint64_t bound);
   // Uniform in [0, 1) with 53 random bits.
   double Uniform();
+  // The id this stream is keyed by.
+  uint64_t id() const { return counter_[1]; }
 
  private:
   PhiloxKey key_;

@@ -443,6 +443,13 @@ class EngineImpl final : public Engine {
       }
       Item item = BuildUnit(unit, &samples);
       const bool failed = !item.ok();
+      // A full queue means the consumer is slower than the workers: use the
+      // time to decode the next window ahead, so that crossing into it does
+      // not stall the consumer while every row group of it is decoded.
+      // (Seen from this worker's next unit, which has not started: its windows
+      // cannot have been released.)
+      while (!failed && unit + n < num_units_ && queue.Full() && HelpDecode(unit + n)) {
+      }
       const auto t0 = Clock::now();
       if (!queue.Push(std::move(item))) return;
       clock_->Add(Stage::kWaitFull, t0, 0, 0, unit);

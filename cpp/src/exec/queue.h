@@ -38,6 +38,12 @@ class BoundedQueue {
     return item;
   }
 
+  // True if Push() would block now.
+  bool Full() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return !stopped_ && items_.size() >= capacity_;
+  }
+
   // True if Pop() would not block (used to account for consumer waiting).
   bool Ready() const {
     std::lock_guard<std::mutex> lock(mu_);

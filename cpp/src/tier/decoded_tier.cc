@@ -265,10 +265,14 @@ void DecodedTier::Store(const std::string& key, const std::vector<DecodedColumn>
     records.push_back(r);
   }
   const int64_t total = offset;
-  if (limit_ > 0 && used_.load() + total > limit_) {
-    ++skipped_;
-    return;
-  }
+  // Reserve the space first, so that threads storing at once never overshoot.
+  int64_t used = used_.load();
+  do {
+    if (limit_ > 0 && used + total > limit_) {
+      ++skipped_;
+      return;
+    }
+  } while (!used_.compare_exchange_weak(used, used + total));
   for (const auto& r : records) Append(&header, &r, sizeof(r));
   // The digest of every buffer, checked the first time a process loads the entry.
   uint64_t digest = 0;
@@ -316,6 +320,7 @@ void DecodedTier::Store(const std::string& key, const std::vector<DecodedColumn>
   if (ok) std::filesystem::rename(temp, path, ec);
   if (!ok || ec) {
     std::filesystem::remove(temp, ec);
+    used_ -= total;
     ++skipped_;
     if (!warned_.exchange(true)) {
       std::cerr << "shardfeed: cannot write the decoded cache in '" << dir_
@@ -323,7 +328,6 @@ void DecodedTier::Store(const std::string& key, const std::vector<DecodedColumn>
     }
     return;
   }
-  used_ += total;
   stored_ += total;
 }
 

@@ -226,14 +226,32 @@ arrow::Status ApplyTransform(const TransformSpec& t, size_t position, const Rand
     }
     case TransformOp::kGaussianNoise: {
       ARROW_RETURN_NOT_OK(ConvertValues(c, FloatOf(c->dtype)));
-      std::vector<double> noise(static_cast<size_t>(c->count), 0.0);
-      ForEachRowElement(*c, key, position, first_row, rows, [&](CounterRng& rng, int64_t i) {
-        // Box-Muller, one normal per element from two uniforms.
-        const double u1 = 1.0 - rng.Uniform(), u2 = rng.Uniform();
-        noise[static_cast<size_t>(i)] =
-            t.a * std::sqrt(-2.0 * std::log(u1)) * std::cos(2 * std::numbers::pi * u2);
+      ARROW_ASSIGN_OR_RAISE(uint8_t * values, MutableValues(c));
+      VisitDType(c->dtype, [&](auto z) {
+        using T = decltype(z);
+        auto* typed = reinterpret_cast<T*>(values);
+        // Box-Muller: each pair of uniforms gives two normals (cos and sin), used
+        // for consecutive elements of a row; the row's stream is its own.
+        double spare = 0;
+        bool have_spare = false;
+        int64_t row_of_spare = -1;
+        ForEachRowElement(*c, key, position, first_row, rows, [&](CounterRng& rng, int64_t i) {
+          const auto row = static_cast<int64_t>(rng.id());
+          if (have_spare && row_of_spare == row) {
+            typed[i] = static_cast<T>(static_cast<double>(typed[i]) + t.a * spare);
+            have_spare = false;
+            return;
+          }
+          const double u1 = 1.0 - rng.Uniform(), u2 = rng.Uniform();
+          const double radius = std::sqrt(-2.0 * std::log(u1));
+          const double angle = 2 * std::numbers::pi * u2;
+          typed[i] = static_cast<T>(static_cast<double>(typed[i]) + t.a * radius * std::cos(angle));
+          spare = radius * std::sin(angle);
+          have_spare = true;
+          row_of_spare = row;
+        });
       });
-      return MapValues(c, [&](int64_t i, double v) { return v + noise[static_cast<size_t>(i)]; });
+      return arrow::Status::OK();
     }
     case TransformOp::kRandomMask: {
       std::vector<uint8_t> mask(static_cast<size_t>(c->count), 0);
