@@ -141,7 +141,7 @@ class Loader:
         output: str = "torch",
         *,
         shuffle_window: int = 4,
-        prefetch: int = 2,
+        prefetch: int = 8,
         with_sample_id: bool = False,
         fill_null: float | None = None,
         transforms: Sequence[Transform] | None = None,

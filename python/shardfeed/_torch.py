@@ -49,7 +49,7 @@ class TorchDataset(torch.utils.data.IterableDataset):  # type: ignore[type-arg]
         output: str = "torch",
         *,
         shuffle_window: int = 4,
-        prefetch: int = 2,
+        prefetch: int = 8,
         with_sample_id: bool = False,
         fill_null: float | None = None,
         transforms: Sequence[Transform] | None = None,
