@@ -376,20 +376,29 @@ NB_MODULE(_core, m) {
 
   m.def(
       "sample_uniform",
-      [](const std::vector<int64_t>& sample_ids, uint64_t seed, uint64_t epoch, uint64_t stream,
-         int64_t size) {
+      [](nb::ndarray<const int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu> sample_ids,
+         uint64_t seed, uint64_t epoch, uint64_t stream, int64_t size) {
         // Per-sample uniforms in [0, 1) from the same counter-based generator as
-        // the built-in transforms, keyed by (seed, epoch, stream, sample id).
-        std::vector<double> out;
-        out.reserve(sample_ids.size() * static_cast<size_t>(size));
-        const uint64_t purpose = static_cast<uint64_t>(Purpose::kUserBase) + stream;
-        for (int64_t id : sample_ids) {
-          CounterRng rng(seed, epoch, purpose, static_cast<uint64_t>(id));
-          for (int64_t j = 0; j < size; ++j) out.push_back(rng.Uniform());
+        // the built-in transforms, keyed by (seed, epoch, stream, sample id); one
+        // call per batch, no Python per sample.
+        const auto n = static_cast<int64_t>(sample_ids.shape(0));
+        auto out = std::make_shared<OutputBuffer>(static_cast<size_t>(n * size) * sizeof(double));
+        {
+          nb::gil_scoped_release release;
+          const uint64_t purpose = static_cast<uint64_t>(Purpose::kUserBase) + stream;
+          auto* dst = out->As<double>();
+          for (int64_t i = 0; i < n; ++i) {
+            CounterRng rng(seed, epoch, purpose, static_cast<uint64_t>(sample_ids(i)));
+            for (int64_t j = 0; j < size; ++j) dst[i * size + j] = rng.Uniform();
+          }
         }
-        return out;
+        Batch batch;
+        batch.arrays.push_back({"u", DType::kFloat64, {n, size}, out});
+        return nb::object(BatchToDict(batch)["u"]);
       },
-      "sample_ids"_a, "seed"_a, "epoch"_a, "stream"_a, "size"_a);
+      "sample_ids"_a, "seed"_a, "epoch"_a, "stream"_a, "size"_a,
+      nb::sig("def sample_uniform(sample_ids: numpy.typing.NDArray[numpy.int64], seed: int, "
+              "epoch: int, stream: int, size: int) -> numpy.typing.NDArray[numpy.float64]"));
 
   m.def("live_buffers", &OutputBuffer::live_count,
         "Batch buffers allocated by the engine and not yet freed (for tests).");

@@ -1,6 +1,7 @@
 from collections.abc import Sequence
 from typing import Any
 
+import numpy
 import numpy.typing
 
 
@@ -312,7 +313,7 @@ def plan_sample_ids(row_group_rows: Sequence[int], options: PlanOptions) -> list
 
 def plan_batch_sizes(row_group_rows: Sequence[int], options: PlanOptions) -> list[int]: ...
 
-def sample_uniform(sample_ids: Sequence[int], seed: int, epoch: int, stream: int, size: int) -> list[float]: ...
+def sample_uniform(sample_ids: numpy.typing.NDArray[numpy.int64], seed: int, epoch: int, stream: int, size: int) -> numpy.typing.NDArray[numpy.float64]: ...
 
 def live_buffers() -> int:
     """Batch buffers allocated by the engine and not yet freed (for tests)."""

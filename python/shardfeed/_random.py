@@ -52,6 +52,5 @@ def sample_uniform(
     """
     if size < 1:
         raise InvalidArgumentError(f"size must be >= 1, got {size}")
-    ids = _ids(batch)
-    flat = _core.sample_uniform(ids.tolist(), seed, epoch, stream, size)
-    return np.asarray(flat, dtype=np.float64).reshape(len(ids), size)
+    ids = np.ascontiguousarray(_ids(batch), dtype=np.int64)
+    return _core.sample_uniform(ids, seed, epoch, stream, size)

@@ -66,11 +66,19 @@ arrow::Status Flatten(const std::shared_ptr<arrow::Array>& array, DType dtype, b
     ARROW_ASSIGN_OR_RAISE(out->owned,
                           arrow::AllocateBuffer(std::max<int64_t>(n * 8, 1), EnginePool()));
     auto* hashes = reinterpret_cast<uint64_t*>(out->owned->mutable_data());
+    const auto id = array->type_id();
     for (int64_t i = 0; i < n; ++i) {
-      auto scalar = array->GetScalar(i);
-      if (!scalar.ok()) return scalar.status();
-      const auto& s = **scalar;
-      hashes[i] = s.is_valid ? Fnv1a64(static_cast<const arrow::BaseBinaryScalar&>(s).view()) : 0;
+      if (array->IsNull(i)) {
+        hashes[i] = 0;
+      } else if (id == arrow::Type::STRING || id == arrow::Type::BINARY) {
+        hashes[i] = Fnv1a64(static_cast<const arrow::BinaryArray&>(*array).GetView(i));
+      } else if (id == arrow::Type::LARGE_STRING || id == arrow::Type::LARGE_BINARY) {
+        hashes[i] = Fnv1a64(static_cast<const arrow::LargeBinaryArray&>(*array).GetView(i));
+      } else {  // string and binary views
+        auto scalar = array->GetScalar(i);
+        if (!scalar.ok()) return scalar.status();
+        hashes[i] = Fnv1a64(static_cast<const arrow::BaseBinaryScalar&>(**scalar).view());
+      }
     }
   } else if (dtype == DType::kBool) {
     ARROW_ASSIGN_OR_RAISE(out->owned, arrow::AllocateBuffer(std::max<int64_t>(n, 1), EnginePool()));
