@@ -122,11 +122,6 @@ arrow::Status WriteAllAt(int fd, const uint8_t* data, int64_t size, int64_t offs
   return arrow::Status::OK();
 }
 
-arrow::Status Fsync(int fd, const std::string& path) {
-  if (::fsync(fd) != 0) return ErrnoError(errno, "cannot fsync '" + path + "'");
-  return arrow::Status::OK();
-}
-
 arrow::Status Allocate(int fd, int64_t size, const std::string& path) {
   if (size == 0) return arrow::Status::OK();
   const int rc = ::posix_fallocate(fd, 0, size);

@@ -61,8 +61,6 @@ std::optional<std::string> ReadSmallFile(const std::string& path);
 arrow::Status WriteAllAt(int fd, const uint8_t* data, int64_t size, int64_t offset,
                          const std::string& path);
 
-arrow::Status Fsync(int fd, const std::string& path);
-
 // Allocates `size` bytes for the file now: a full disk shows up here, before
 // any download, and other processes see the reserved size when they scan.
 arrow::Status Allocate(int fd, int64_t size, const std::string& path);

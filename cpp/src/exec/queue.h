@@ -44,12 +44,6 @@ class BoundedQueue {
     return !stopped_ && items_.size() >= capacity_;
   }
 
-  // True if Pop() would not block (used to account for consumer waiting).
-  bool Ready() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return stopped_ || !items_.empty();
-  }
-
   void Stop() {
     std::lock_guard<std::mutex> lock(mu_);
     stopped_ = true;
