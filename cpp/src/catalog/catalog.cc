@@ -16,6 +16,7 @@
 #include <parquet/file_reader.h>
 #include <parquet/metadata.h>
 
+#include "catalog/footer.h"
 #include "shardfeed/status.h"
 #include "util/hash.h"
 
@@ -83,6 +84,13 @@ arrow::Result<Footer> ReadFooter(arrow::fs::FileSystem& fs, const arrow::fs::Fil
     return Error(ErrorKind::kInvalidData,
                  context + ": not a readable Parquet file (" + e.what() + ")");
   }
+  int64_t size = info.size();
+  if (size < 0) {  // a listing that did not say
+    auto maybe_size = (*maybe_input)->GetSize();
+    if (!maybe_size.ok()) return WithContext(maybe_size.status(), context);
+    size = *maybe_size;
+  }
+  ARROW_RETURN_NOT_OK(ValidateFooter(*footer.metadata, size, rel));
   parquet::ArrowReaderProperties props;
   auto st = parquet::arrow::FromParquetSchema(
       footer.metadata->schema(), props, footer.metadata->key_value_metadata(), &footer.schema);
@@ -251,6 +259,12 @@ arrow::Result<std::shared_ptr<Catalog>> Catalog::Open(const std::vector<std::str
       row_group.num_rows = rg->num_rows();
       row_group.first_row = catalog->num_rows_;
       row_group.total_bytes = rg->total_compressed_size();
+      if (row_group.total_bytes == 0) {  // optional in the footer: add up the chunks
+        for (int c = 0; c < rg->num_columns(); ++c) {
+          row_group.total_bytes += rg->ColumnChunk(c)->total_compressed_size();
+        }
+        row_group.total_bytes = std::min(row_group.total_bytes, entry.size);
+      }
       catalog->num_rows_ += rg->num_rows();
       catalog->row_groups_.push_back(row_group);
       hash.Update(rg->num_rows());

@@ -210,7 +210,14 @@ arrow::Status ReadColumns(const Catalog& catalog, int32_t rg_index, const Layout
     props.set_use_threads(false);  // the engine parallelizes across row groups
     // One chunk per column: with the default (64Ki rows) a larger row group came
     // back in pieces that then had to be concatenated, copying everything again.
-    props.set_batch_size(std::max<int64_t>(rg.num_rows, 1));
+    // But Arrow reserves the whole batch up front, and the footer's row count
+    // is only checked against the pages by reading them: for a count beyond
+    // kOneChunkRowsPerByte rows per byte of the row group (more than real data
+    // compresses to; a footer's lie or runs of constants) the row group is read
+    // in 64Ki-row pieces, so memory follows the rows that are really there.
+    constexpr int64_t kOneChunkRowsPerByte = 256;
+    const bool plausible = rg.num_rows / kOneChunkRowsPerByte <= rg.total_bytes;
+    props.set_batch_size(plausible ? std::max<int64_t>(rg.num_rows, 1) : int64_t{1} << 16);
     // Coalesced, read-ahead column chunks: fewer, larger reads (also locally,
     // where it measured 8-15% less read+decode time than chunk-by-chunk reads).
     props.set_pre_buffer(true);

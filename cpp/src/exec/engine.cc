@@ -119,6 +119,20 @@ class RowGroupStore {
   bool stopped_ = false;
 };
 
+// Runs `fn` at the engine's thread boundary: an exception (std::bad_alloc from
+// a size no check caught, a throw inside Arrow) becomes an error naming `what`
+// instead of terminating the process.
+template <typename Fn>
+auto Guarded(const std::string& what, Fn&& fn) -> decltype(fn()) {
+  try {
+    return fn();
+  } catch (const std::bad_alloc&) {
+    return arrow::Status::OutOfMemory(what + ": out of memory");
+  } catch (const std::exception& e) {
+    return Error(ErrorKind::kInvalidData, what + ": " + e.what());
+  }
+}
+
 class EngineImpl final : public Engine {
  public:
   EngineImpl(std::shared_ptr<const Catalog> catalog, std::shared_ptr<const EpochPlan> plan,
@@ -405,8 +419,16 @@ class EngineImpl final : public Engine {
   }
 
   arrow::Result<std::shared_ptr<const DecodedRowGroup>> Decode(int32_t rg) {
-    auto result = DecodeRowGroup(*catalog_, rg, layout_,
-                                 RandomKey{plan_->options().seed, plan_->options().epoch}, hooks_);
+    // An exception must not leave the slot loading (its waiters would hang) nor
+    // end the worker thread (std::terminate): it becomes this row group's error.
+    const auto& entry = catalog_->row_groups()[static_cast<size_t>(rg)];
+    const std::string context = "file '" +
+                                catalog_->files()[static_cast<size_t>(entry.file)].rel_path +
+                                "', row group " + std::to_string(entry.row_group);
+    auto result = Guarded(context, [&] {
+      return DecodeRowGroup(*catalog_, rg, layout_,
+                            RandomKey{plan_->options().seed, plan_->options().epoch}, hooks_);
+    });
     if (!result.ok()) return result;
     row_groups_decoded_ += 1;
     rows_decoded_ += (*result)->num_rows;
@@ -441,7 +463,8 @@ class EngineImpl final : public Engine {
         std::this_thread::sleep_for(std::chrono::microseconds(
             jitter() % static_cast<uint64_t>(options_.debug_max_delay_us + 1)));
       }
-      Item item = BuildUnit(unit, &samples);
+      Item item = Guarded("batch " + std::to_string(first_batch_ + unit * options_.batch_stride),
+                          [&] { return BuildUnit(unit, &samples); });
       const bool failed = !item.ok();
       // A full queue means the consumer is slower than the workers: use the
       // time to decode the next window ahead, so that crossing into it does
