@@ -46,6 +46,17 @@ for variant in plain asan; do
     ctest --test-dir "build/cpp-$variant" --output-on-failure -j "$JOBS"
 done
 
+# ThreadSanitizer over the tests whose code runs threads (engine, queues,
+# prefetcher, caches, catalog), clean: cpp/tsan.supp says why Arrow's own
+# frames are suppressed.
+echo "== C++ unit tests (tsan)"
+cmake -S . -B build/cpp-tsan -G Ninja -DSHARDFEED_BUILD_PYTHON=OFF -DSHARDFEED_BUILD_TESTS=ON \
+  -DPython_EXECUTABLE="$PY" -DSHARDFEED_SANITIZE=thread -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build build/cpp-tsan -j "$JOBS"
+TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/cpp/tsan.supp" \
+  build/cpp-tsan/shardfeed_tests \
+  --gtest_filter='Engine*:BoundedQueue*:Prefetcher*:FileCache*:CacheLock*:Catalog*'
+
 echo "== Python tests"
 # Run from tests' parent with the installed package (not python/ on sys.path).
 python -m pytest -q "$@"

@@ -173,6 +173,42 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// Whether columns loaded from the decoded tier have the types and shapes that
+// `layout` decodes for a row group of `rows` rows (the entry's key says they
+// should; this makes sure that no forged or stale entry can make a batch read
+// past a buffer).
+bool FitsLayout(const std::vector<DecodedColumn>& columns, const Layout& layout, int64_t rows) {
+  if (columns.size() != layout.fields.size()) return false;
+  for (size_t i = 0; i < columns.size(); ++i) {
+    const auto& c = columns[i];
+    DType dtype = layout.field_raw_dtypes[i];
+    bool strings = layout.field_from_strings[i];
+    for (size_t k = 0; k < DeterministicPrefix(layout, i); ++k) {
+      const auto& t = layout.transforms[layout.field_transforms[i][k]];
+      auto next = TransformedType(t, dtype, layout.field_shapes[i], strings);
+      if (!next.ok()) return false;
+      dtype = *next;
+      strings = false;
+    }
+    int64_t elements = 0;
+    bool fits = c.dtype == dtype;
+    switch (layout.field_shapes[i]) {
+      case ColumnShape::kScalar:
+        fits = fits && c.list_size == 0 && c.list_starts.empty() && c.count == rows;
+        break;
+      case ColumnShape::kFixedList:
+        fits = fits && c.list_size > 0 && c.list_starts.empty() &&
+               !__builtin_mul_overflow(rows, c.list_size, &elements) && c.count == elements;
+        break;
+      case ColumnShape::kList:
+        fits = fits && c.list_size == 0 && c.list_starts.size() == static_cast<size_t>(rows);
+        break;
+    }
+    if (!fits) return false;
+  }
+  return true;
+}
+
 void Slow(const DecodeHooks& hooks, const char* stage) {
   if (hooks.slow_us > 0 && hooks.slow_stage == stage) {
     std::this_thread::sleep_for(std::chrono::microseconds(hooks.slow_us));
@@ -316,7 +352,7 @@ arrow::Result<std::shared_ptr<const DecodedRowGroup>> DecodeRowGroup(const Catal
     const auto t_load = Clock::now();
     tier_key = DecodedTier::Key(catalog, rg_index, layout);
     ARROW_ASSIGN_OR_RAISE(auto loaded, hooks.tier->Load(tier_key));
-    if (loaded && loaded->size() == layout.fields.size()) {
+    if (loaded && FitsLayout(*loaded, layout, rg.num_rows)) {
       decoded->columns = std::move(*loaded);
       cached = true;
       for (size_t i = 0; i < layout.fields.size(); ++i) done[i] = DeterministicPrefix(layout, i);

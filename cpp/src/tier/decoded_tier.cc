@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -24,7 +25,9 @@ namespace shardfeed {
 
 namespace {
 
-constexpr char kMagic[8] = {'S', 'F', 'D', 'T', '0', '0', '0', '1'};
+// Version 2: the header has its own digest (issue 10), and a buffer that ends
+// the file is no longer cut short by the padding byte.
+constexpr char kMagic[8] = {'S', 'F', 'D', 'T', '0', '0', '0', '2'};
 constexpr int64_t kAlign = 64;
 
 // A column's fixed-size record in the file.
@@ -53,6 +56,68 @@ uint64_t Digest(const uint8_t* p, int64_t n) {
   }
   for (; i < n; ++i) h = (h ^ p[i]) * 0x100000001B3ULL;
   return h ^ (h >> 32);
+}
+
+// Bounds on numbers read from an entry: unsigned and overflow-checked, so that
+// no value of a field can wrap around a check.
+bool InFile(int64_t offset, int64_t bytes, uint64_t size) {
+  if (offset < 0 || bytes < 0) return false;
+  const auto off = static_cast<uint64_t>(offset), n = static_cast<uint64_t>(bytes);
+  return off <= size && n <= size - off;
+}
+
+bool Aligned(int64_t offset) { return offset % kAlign == 0; }
+
+// Whether a record's fields agree with each other and every buffer it names
+// lies inside a file of `size` bytes, at an aligned offset.
+bool ValidRecord(const Record& r, uint64_t size) {
+  if (r.dtype < 0 || r.dtype > static_cast<int32_t>(DType::kFloat64) ||
+      (r.from_strings != 0 && r.from_strings != 1) || r.count < 0 || r.list_size < 0 ||
+      r.rows < 0) {
+    return false;
+  }
+  int64_t values_bytes = 0;
+  if (__builtin_mul_overflow(r.count, static_cast<int64_t>(DTypeSize(static_cast<DType>(r.dtype))),
+                             &values_bytes) ||
+      values_bytes != r.values_bytes || !Aligned(r.values_offset) ||
+      !InFile(r.values_offset, r.values_bytes, size)) {
+    return false;
+  }
+  if (r.list_size > 0 && (r.rows > 0 || r.count % r.list_size != 0)) return false;
+  if (r.rows > 0) {
+    int64_t list_bytes = 0;
+    if (__builtin_mul_overflow(r.rows, int64_t{8}, &list_bytes) || !Aligned(r.starts_offset) ||
+        !Aligned(r.lengths_offset) || !InFile(r.starts_offset, list_bytes, size) ||
+        !InFile(r.lengths_offset, list_bytes, size)) {
+      return false;
+    }
+  }
+  return r.nulls_bytes == 0 ||
+         (r.nulls_bytes == r.count && InFile(r.nulls_offset, r.nulls_bytes, size));
+}
+
+// The digest of every buffer of an entry: `at(k, part)` gives record k's part.
+enum class Part { kValues, kStarts, kLengths, kNulls };
+template <typename At>
+uint64_t DataDigest(const std::vector<Record>& records, At&& at) {
+  uint64_t digest = 0;
+  for (size_t k = 0; k < records.size(); ++k) {
+    const Record& r = records[k];
+    digest = digest * 31 + Digest(at(k, Part::kValues), r.values_bytes);
+    if (r.rows > 0) {
+      digest = digest * 31 + Digest(at(k, Part::kStarts), r.rows * 8);
+      digest = digest * 31 + Digest(at(k, Part::kLengths), r.rows * 8);
+    }
+    if (r.nulls_bytes > 0) digest = digest * 31 + Digest(at(k, Part::kNulls), r.nulls_bytes);
+  }
+  return digest;
+}
+
+int64_t OffsetOf(const Record& r, Part part) {
+  return part == Part::kValues    ? r.values_offset
+         : part == Part::kStarts  ? r.starts_offset
+         : part == Part::kLengths ? r.lengths_offset
+                                  : r.nulls_offset;
 }
 
 // Whether the process named in a temp file's name (".tmp-<pid>-...") is gone.
@@ -148,45 +213,63 @@ arrow::Result<std::optional<std::vector<DecodedColumn>>> DecodedTier::Load(const
     ++misses_;
     return std::nullopt;
   };
+  auto corrupt = [&]() {
+    ++corrupt_;
+    return miss();  // damaged: decode again (and the store after it replaces the entry)
+  };
   if (!maybe_file.ok()) return miss();
   auto file = *maybe_file;
-  ARROW_ASSIGN_OR_RAISE(int64_t size, file->GetSize());
-  ARROW_ASSIGN_OR_RAISE(std::shared_ptr<arrow::Buffer> all, file->ReadAt(0, size));
+  ARROW_ASSIGN_OR_RAISE(int64_t file_size, file->GetSize());
+  ARROW_ASSIGN_OR_RAISE(std::shared_ptr<arrow::Buffer> all, file->ReadAt(0, file_size));
   const uint8_t* p = all->data();
-  int64_t pos = 0;
-  auto take = [&](void* out, int64_t n) {
-    if (pos + n > size) return false;
-    std::memcpy(out, p + pos, static_cast<size_t>(n));
+  const auto size = static_cast<uint64_t>(all->size());
+  uint64_t pos = 0;
+  auto take = [&](void* out, uint64_t n) {
+    if (n > size - pos) return false;
+    std::memcpy(out, p + pos, n);
     pos += n;
     return true;
   };
+  // 1. The header, each length bounded by the bytes that are left.
   char magic[8];
   uint64_t key_len = 0, columns = 0;
   if (!take(magic, 8) || std::memcmp(magic, kMagic, 8) != 0 || !take(&key_len, 8) ||
-      static_cast<int64_t>(key_len) > size - pos ||
+      key_len > size - pos ||
       std::string_view(reinterpret_cast<const char*>(p + pos), key_len) != key) {
-    return miss();
+    return miss();  // another format, another key (a hash collision), or truncated
   }
-  pos += static_cast<int64_t>(key_len);
-  if (!take(&columns, 8) || columns > (1u << 20)) return miss();
-  std::vector<DecodedColumn> out(columns);
+  pos += key_len;
+  if (!take(&columns, 8) || columns > (size - pos) / sizeof(Record)) return corrupt();
   std::vector<Record> records(columns);
-  for (auto& r : records) {
-    if (!take(&r, sizeof(r))) return miss();
+  for (auto& r : records) take(&r, sizeof(r));
+  // 2. Its digest, before any field of a record is used.
+  const uint64_t header_end = pos;
+  uint64_t header_digest = 0, data_digest = 0;
+  if (!take(&header_digest, 8) || !take(&data_digest, 8)) return corrupt();
+  if (Digest(p, static_cast<int64_t>(header_end)) != header_digest) return corrupt();
+  // 3. Every record inside the file (checked again: a digest is no proof).
+  for (const Record& r : records) {
+    if (!ValidRecord(r, size)) return corrupt();
   }
-  uint64_t digest = 0;
-  if (!take(&digest, 8)) return miss();
+  // 4. The buffers' digest, the first time this process loads this entry.
+  const std::string verified_id = key + '|' + std::to_string(data_digest);
+  bool verified;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    verified = verified_.count(verified_id) > 0;
+  }
+  if (!verified) {
+    auto at = [&](size_t k, Part part) { return p + OffsetOf(records[k], part); };
+    if (DataDigest(records, at) != data_digest) {
+      return corrupt();
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    verified_.insert(verified_id);
+  }
+  std::vector<DecodedColumn> out(columns);
   for (size_t k = 0; k < out.size(); ++k) {
     auto& c = out[k];
     const Record& r = records[k];
-    auto in_file = [&](int64_t off, int64_t n) { return off >= 0 && n >= 0 && off + n <= size; };
-    if (!in_file(r.values_offset, r.values_bytes) || !in_file(r.nulls_offset, r.nulls_bytes) ||
-        (r.rows > 0 &&
-         (!in_file(r.starts_offset, r.rows * 8) || !in_file(r.lengths_offset, r.rows * 8))) ||
-        r.dtype < 0 || r.dtype > static_cast<int32_t>(DType::kFloat64) ||
-        r.values_bytes != r.count * static_cast<int64_t>(DTypeSize(static_cast<DType>(r.dtype)))) {
-      return miss();
-    }
     c.dtype = static_cast<DType>(r.dtype);
     c.from_strings = r.from_strings != 0;
     c.count = r.count;
@@ -194,38 +277,21 @@ arrow::Result<std::optional<std::vector<DecodedColumn>>> DecodedTier::Load(const
     c.owned = arrow::SliceBuffer(all, r.values_offset, r.values_bytes);  // read-only map
     c.values = c.owned->data();
     if (r.rows > 0) {
-      c.list_starts.resize(static_cast<size_t>(r.rows));
-      c.list_lengths.resize(static_cast<size_t>(r.rows));
-      std::memcpy(c.list_starts.data(), p + r.starts_offset, static_cast<size_t>(r.rows) * 8);
-      std::memcpy(c.list_lengths.data(), p + r.lengths_offset, static_cast<size_t>(r.rows) * 8);
+      const auto rows = static_cast<size_t>(r.rows);
+      c.list_starts.resize(rows);
+      c.list_lengths.resize(rows);
+      std::memcpy(c.list_starts.data(), p + r.starts_offset, rows * 8);
+      std::memcpy(c.list_lengths.data(), p + r.lengths_offset, rows * 8);
+      for (size_t i = 0; i < rows; ++i) {
+        const int64_t start = c.list_starts[i], length = c.list_lengths[i];
+        if (start < 0 || length < 0 || start > c.count || length > c.count - start) {
+          return corrupt();
+        }
+      }
     }
     if (r.nulls_bytes > 0) {
       c.nulls.assign(p + r.nulls_offset, p + r.nulls_offset + r.nulls_bytes);
     }
-  }
-  bool verified;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    verified = verified_.count(key) > 0;
-  }
-  if (!verified) {
-    uint64_t check = 0;
-    for (size_t k = 0; k < out.size(); ++k) {
-      const auto& c = out[k];
-      const Record& r = records[k];
-      check = check * 31 + Digest(c.values, r.values_bytes);
-      if (r.rows > 0) {
-        check = check * 31 + Digest(p + r.starts_offset, r.rows * 8);
-        check = check * 31 + Digest(p + r.lengths_offset, r.rows * 8);
-      }
-      if (r.nulls_bytes > 0) check = check * 31 + Digest(p + r.nulls_offset, r.nulls_bytes);
-    }
-    if (check != digest) {
-      ++corrupt_;
-      return miss();  // damaged: decode again (and the store below replaces it)
-    }
-    std::lock_guard<std::mutex> lock(mu_);
-    verified_.insert(key);
   }
   ++hits_;
   return std::optional<std::vector<DecodedColumn>>(std::move(out));
@@ -239,7 +305,7 @@ void DecodedTier::Store(const std::string& key, const std::vector<DecodedColumn>
   Append(&header, &key_len, 8);
   header += key;
   Append(&header, &n, 8);
-  int64_t offset = Align(static_cast<int64_t>(header.size() + n * sizeof(Record) + 8));
+  int64_t offset = Align(static_cast<int64_t>(header.size() + n * sizeof(Record) + 16));
   std::vector<Record> records;
   for (const auto& c : columns) {
     Record r{};
@@ -274,20 +340,19 @@ void DecodedTier::Store(const std::string& key, const std::vector<DecodedColumn>
     }
   } while (!used_.compare_exchange_weak(used, used + total));
   for (const auto& r : records) Append(&header, &r, sizeof(r));
-  // The digest of every buffer, checked the first time a process loads the entry.
-  uint64_t digest = 0;
-  for (size_t i = 0; i < columns.size(); ++i) {
-    const auto& c = columns[i];
-    digest = digest * 31 + Digest(c.values, records[i].values_bytes);
-    if (records[i].rows > 0) {
-      digest =
-          digest * 31 + Digest(reinterpret_cast<const uint8_t*>(c.list_starts.data()), rows * 8);
-      digest =
-          digest * 31 + Digest(reinterpret_cast<const uint8_t*>(c.list_lengths.data()), rows * 8);
-    }
-    if (records[i].nulls_bytes > 0) digest = digest * 31 + Digest(c.nulls.data(), c.count);
-  }
-  Append(&header, &digest, 8);
+  // The header's digest, checked by every load before a field is used; the
+  // buffers' digest, checked the first time a process loads the entry.
+  const uint64_t header_digest =
+      Digest(reinterpret_cast<const uint8_t*>(header.data()), static_cast<int64_t>(header.size()));
+  const uint64_t data_digest = DataDigest(records, [&](size_t k, Part part) {
+    const auto& c = columns[k];
+    return part == Part::kValues    ? c.values
+           : part == Part::kStarts  ? reinterpret_cast<const uint8_t*>(c.list_starts.data())
+           : part == Part::kLengths ? reinterpret_cast<const uint8_t*>(c.list_lengths.data())
+                                    : c.nulls.data();
+  });
+  Append(&header, &header_digest, 8);
+  Append(&header, &data_digest, 8);
   const std::string path = PathOf(key);
   const std::string temp = dir_ + "/.tmp-" + std::to_string(::getpid()) + "-" +
                            std::to_string(reinterpret_cast<uintptr_t>(&records)) + ".sfd";
@@ -309,9 +374,16 @@ void DecodedTier::Store(const std::string& key, const std::vector<DecodedColumn>
       }
       if (r.nulls_bytes > 0) write_at(r.nulls_offset, c.nulls.data(), r.nulls_bytes);
     }
-    if (total > 0) {
+    // Pad the file to its aligned end, unless the last buffer already ends
+    // there (a zero written over its last byte damaged every such entry).
+    int64_t end = static_cast<int64_t>(header.size());
+    for (const auto& r : records) {
+      end = std::max({end, r.values_offset + r.values_bytes, r.nulls_offset + r.nulls_bytes,
+                      r.rows > 0 ? r.lengths_offset + rows * 8 : 0});
+    }
+    if (end < total) {
       const char zero = 0;
-      write_at(total - 1, &zero, 1);  // pad the last buffer to its aligned end
+      write_at(total - 1, &zero, 1);
     }
     out.flush();
     ok = static_cast<bool>(out);
@@ -329,6 +401,33 @@ void DecodedTier::Store(const std::string& key, const std::vector<DecodedColumn>
     return;
   }
   stored_ += total;
+}
+
+void SealDecodedTierEntryForTesting(std::string* entry) {
+  auto* p = reinterpret_cast<uint8_t*>(entry->data());
+  const uint64_t size = entry->size();
+  uint64_t key_len = 0, columns = 0;
+  if (size < 16) return;
+  std::memcpy(&key_len, p + 8, 8);
+  if (key_len > size - 24) return;
+  uint64_t pos = 16 + key_len;
+  std::memcpy(&columns, p + pos, 8);
+  pos += 8;
+  if (columns > (size - pos) / sizeof(Record)) return;
+  std::vector<Record> records(columns);
+  for (auto& r : records) {
+    std::memcpy(&r, p + pos, sizeof(r));
+    pos += sizeof(r);
+  }
+  if (size - pos < 16) return;
+  const uint64_t header_digest = Digest(p, static_cast<int64_t>(pos));
+  std::memcpy(p + pos, &header_digest, 8);
+  for (const auto& r : records) {
+    if (!ValidRecord(r, size)) return;
+  }
+  const uint64_t data_digest =
+      DataDigest(records, [&](size_t k, Part part) { return p + OffsetOf(records[k], part); });
+  std::memcpy(p + pos + 8, &data_digest, 8);
 }
 
 DecodedTierStats DecodedTier::stats() const {
