@@ -407,7 +407,7 @@ void SealDecodedTierEntryForTesting(std::string* entry) {
   auto* p = reinterpret_cast<uint8_t*>(entry->data());
   const uint64_t size = entry->size();
   uint64_t key_len = 0, columns = 0;
-  if (size < 16) return;
+  if (size < 24) return;  // magic, key length, column count
   std::memcpy(&key_len, p + 8, 8);
   if (key_len > size - 24) return;
   uint64_t pos = 16 + key_len;
