@@ -127,7 +127,7 @@ class TorchDataset(torch.utils.data.IterableDataset):  # type: ignore[type-arg]
             threads = max(1, threads // workers)
         options = self._settings.engine_options(
             start_batch=self._start,
-            offset=(self._start + worker) % workers,
+            offset=worker,
             stride=workers,
             threads=threads,
         )
