@@ -417,6 +417,7 @@ arrow::Result<std::unique_ptr<Engine>> Engine::Make(std::shared_ptr<const Catalo
                                                     std::shared_ptr<const EpochPlan> plan,
                                                     const EngineOptions& options) {
   if (!catalog || !plan) return Error(ErrorKind::kInvalidArgument, "catalog and plan are required");
+  ARROW_RETURN_NOT_OK(options.Validate());
   ARROW_ASSIGN_OR_RAISE(auto schedule, Schedule::Make(std::move(plan), options.start_batch,
                                                       options.batch_offset, options.batch_stride));
   ARROW_ASSIGN_OR_RAISE(Layout layout, MakeLayout(*catalog->schema(), options.output));
