@@ -34,24 +34,33 @@ N_BUCKETS = 97
 
 def write(root: Path, array: pa.Array, name: str = "c.parquet", rg: int = 250) -> Path:
     (root / name).parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(pa.table({"id": np.arange(len(array)), "s": array}), root / name,
-                   row_group_size=rg)  # fmt: skip
+    pq.write_table(
+        pa.table({"id": np.arange(len(array)), "s": array}), root / name, row_group_size=rg
+    )
     return root
 
 
 ENCODINGS = {
     "string": lambda v: pa.array(v, pa.string()),
     "large_string": lambda v: pa.array(v, pa.large_string()),
-    "dictionary_int8": lambda v: pa.array(v, pa.string()).dictionary_encode().cast(
-        pa.dictionary(pa.int8(), pa.string())
+    "dictionary_int8": lambda v: (
+        pa.array(v, pa.string()).dictionary_encode().cast(pa.dictionary(pa.int8(), pa.string()))
     ),
     "dictionary_int32": lambda v: pa.array(v, pa.string()).dictionary_encode(),
 }
 
 
 def read_all(root: Path, transforms, column: str = "s", **kw) -> np.ndarray:
-    ld = shardfeed.Loader(root, batch_size=10_000, shuffle=False, output="numpy",
-                          drop_last=False, columns=[column], transforms=transforms, **kw)  # fmt: skip
+    ld = shardfeed.Loader(
+        root,
+        batch_size=10_000,
+        shuffle=False,
+        output="numpy",
+        drop_last=False,
+        columns=[column],
+        transforms=transforms,
+        **kw,
+    )
     return np.concatenate([b[column] for b in ld])
 
 
@@ -94,8 +103,9 @@ def test_pandas_and_polars_categoricals(tmp_path):
     for sub in ("pandas", "polars"):
         (tmp_path / sub).mkdir()
     frame.to_parquet(tmp_path / "pandas" / "p.parquet", index=False)
-    pl.DataFrame({"id": np.arange(len(VALUES)), "s": pl.Series(VALUES, dtype=pl.Categorical)}
-                 ).write_parquet(tmp_path / "polars" / "p.parquet")  # fmt: skip
+    pl.DataFrame(
+        {"id": np.arange(len(VALUES)), "s": pl.Series(VALUES, dtype=pl.Categorical)}
+    ).write_parquet(tmp_path / "polars" / "p.parquet")
     plain = write(tmp_path / "plain", pa.array(VALUES, pa.string()))
     values = shardfeed.vocabulary(plain, "s")
     for sub in ("pandas", "polars"):
@@ -104,9 +114,10 @@ def test_pandas_and_polars_categoricals(tmp_path):
         assert pa.types.is_dictionary(schema_type), (sub, schema_type)
         assert python_values(root) == VALUES
         buckets = read_all(root, [HashBucket("s", num_buckets=N_BUCKETS)], fill_null=-1)
-        assert buckets.tolist() == read_all(
-            plain, [HashBucket("s", num_buckets=N_BUCKETS)], fill_null=-1
-        ).tolist(), sub
+        assert (
+            buckets.tolist()
+            == read_all(plain, [HashBucket("s", num_buckets=N_BUCKETS)], fill_null=-1).tolist()
+        ), sub
         got = read_all(root, [Vocabulary("s", values)])
         assert got.tolist() == read_all(plain, [Vocabulary("s", values)]).tolist(), sub
         assert shardfeed.vocabulary(root, "s") == values, sub
@@ -114,8 +125,9 @@ def test_pandas_and_polars_categoricals(tmp_path):
 
 def reference_vocabulary(values, min_count=1, max_size=None) -> list[str]:
     counts = Counter(v for v in values if v is not None)
-    ranked = sorted((v for v, n in counts.items() if n >= min_count),
-                    key=lambda v: (-counts[v], v.encode()))  # fmt: skip
+    ranked = sorted(
+        (v for v, n in counts.items() if n >= min_count), key=lambda v: (-counts[v], v.encode())
+    )
     return ranked if max_size is None else ranked[:max_size]
 
 
@@ -138,7 +150,7 @@ def test_vocabulary_builder_errors(tmp_path):
     write(tmp_path, pa.array(["a", "b"]))
     with pytest.raises(shardfeed.ColumnNotFoundError, match="nope"):
         shardfeed.vocabulary(tmp_path, "nope")
-    with pytest.raises(shardfeed.UnsupportedTypeError, match="'id'.*int64"):
+    with pytest.raises(shardfeed.UnsupportedTypeError, match=r"'id'.*int64"):
         shardfeed.vocabulary(tmp_path, "id")
     with pytest.raises(shardfeed.InvalidArgumentError, match="min_count"):
         shardfeed.vocabulary(tmp_path, "s", min_count=0)
@@ -163,7 +175,7 @@ def test_vocabulary_arguments():
         Vocabulary("s", ["a", 1])  # type: ignore[list-item]
     with pytest.raises(TypeError, match="oov"):
         Vocabulary("s", ["a"], oov=1.5)  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="listed twice.*column 's'"):
+    with pytest.raises(ValueError, match=r"listed twice.*column 's'"):
         Vocabulary("s", ["a", "b", "a"])._core_spec()
     # The spec holds a digest, not the list: state dicts stay small.
     big = Vocabulary("s", [f"v{i}" for i in range(100_000)])
@@ -174,9 +186,15 @@ def test_vocabulary_arguments():
 
 
 def stream(root: Path, **kw):
-    return shardfeed.Loader(root, batch_size=64, seed=3, output="numpy", with_sample_id=True,
-                            transforms=[Vocabulary("s", ["us", "ca", "ü", ""]),
-                                        GaussianNoise("x", std=0.1)], **kw)  # fmt: skip
+    return shardfeed.Loader(
+        root,
+        batch_size=64,
+        seed=3,
+        output="numpy",
+        with_sample_id=True,
+        transforms=[Vocabulary("s", ["us", "ca", "ü", ""]), GaussianNoise("x", std=0.1)],
+        **kw,
+    )
 
 
 def test_vocabulary_stream_same_with_threads_and_a_warm_decoded_tier(tmp_path):
@@ -184,9 +202,13 @@ def test_vocabulary_stream_same_with_threads_and_a_warm_decoded_tier(tmp_path):
     for i in range(3):
         part = words(400, 10 + i)
         root.mkdir(exist_ok=True)
-        pq.write_table(pa.table({"s": pa.array(part).dictionary_encode(),
-                                 "x": np.arange(400, dtype=np.float32)}),
-                       root / f"f{i}.parquet", row_group_size=128)  # fmt: skip
+        pq.write_table(
+            pa.table(
+                {"s": pa.array(part).dictionary_encode(), "x": np.arange(400, dtype=np.float32)}
+            ),
+            root / f"f{i}.parquet",
+            row_group_size=128,
+        )
     reference = digest(stream(root, num_threads=1))
     assert digest(stream(root, num_threads=3)) == reference
     cache = tmp_path / "cache"
@@ -196,11 +218,24 @@ def test_vocabulary_stream_same_with_threads_and_a_warm_decoded_tier(tmp_path):
     assert digest(warm) == reference
     assert warm.stats()["decoded_hits"] > 0
     # Another list is another cache entry, never the stale one.
-    other = shardfeed.Loader(root, batch_size=64, seed=3, output="numpy", with_sample_id=True,
-                             transforms=[Vocabulary("s", ["ca", "us"]), GaussianNoise("x", std=0.1)],
-                             cache_dir=cache, cache_decoded=True)  # fmt: skip
-    plain = shardfeed.Loader(root, batch_size=64, seed=3, output="numpy", with_sample_id=True,
-                             transforms=[Vocabulary("s", ["ca", "us"]), GaussianNoise("x", std=0.1)])  # fmt: skip
+    other = shardfeed.Loader(
+        root,
+        batch_size=64,
+        seed=3,
+        output="numpy",
+        with_sample_id=True,
+        transforms=[Vocabulary("s", ["ca", "us"]), GaussianNoise("x", std=0.1)],
+        cache_dir=cache,
+        cache_decoded=True,
+    )
+    plain = shardfeed.Loader(
+        root,
+        batch_size=64,
+        seed=3,
+        output="numpy",
+        with_sample_id=True,
+        transforms=[Vocabulary("s", ["ca", "us"]), GaussianNoise("x", std=0.1)],
+    )
     assert digest(other) == digest(plain) != reference
     # The values are part of the settings a state dict must match.
     with pytest.raises(shardfeed.StateDictError, match="transforms"):
@@ -210,13 +245,15 @@ def test_vocabulary_stream_same_with_threads_and_a_warm_decoded_tier(tmp_path):
 # fill_null: exact or refused at construction, naming the column.
 def fill_dataset(root: Path) -> Path:
     root.mkdir(parents=True, exist_ok=True)
-    t = pa.table({
-        "u8": pa.array([1, None, 3], pa.uint8()),
-        "i8": pa.array([1, None, 3], pa.int8()),
-        "i32": pa.array([1, None, 3], pa.int32()),
-        "b": pa.array([True, None, False]),
-        "f32": pa.array([1.5, None, 3.0], pa.float32()),
-    })  # fmt: skip
+    t = pa.table(
+        {
+            "u8": pa.array([1, None, 3], pa.uint8()),
+            "i8": pa.array([1, None, 3], pa.int8()),
+            "i32": pa.array([1, None, 3], pa.int32()),
+            "b": pa.array([True, None, False]),
+            "f32": pa.array([1.5, None, 3.0], pa.float32()),
+        }
+    )
     pq.write_table(t, root / "n.parquet")
     return root
 
@@ -245,8 +282,15 @@ def test_fill_null_checks_every_stacked_column(tmp_path):
     root = fill_dataset(tmp_path)
     with pytest.raises(ValueError, match="column 'u8'"):
         shardfeed.Loader(root, columns=[], stack={"x": ["f32", "u8"]}, fill_null=-1)
-    ld = shardfeed.Loader(root, columns=[], stack={"x": ["f32", "i8"]}, fill_null=-1,
-                          output="numpy", shuffle=False, batch_size=3)  # fmt: skip
+    ld = shardfeed.Loader(
+        root,
+        columns=[],
+        stack={"x": ["f32", "i8"]},
+        fill_null=-1,
+        output="numpy",
+        shuffle=False,
+        batch_size=3,
+    )
     (batch,) = list(ld)
     assert batch["x"].tolist() == [[1.5, 1], [-1, -1], [3, 3]]
 

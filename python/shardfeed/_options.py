@@ -14,8 +14,8 @@ from . import _core
 from ._check import (
     INT32,
     UINT64,
-    check_bool,
     FillNull,
+    check_bool,
     check_callable,
     check_fill_null,
     check_int,
