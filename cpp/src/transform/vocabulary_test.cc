@@ -1,5 +1,6 @@
 #include "transform/vocabulary.h"
 
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
