@@ -136,6 +136,8 @@ std::string Spec(const TransformSpec& t) {
   out << TransformOpName(t.op) << '(' << t.a << ',' << t.b << ',' << t.n << ','
       << DTypeName(t.dtype);
   for (double b : t.boundaries) out << ',' << b;
+  // A vocabulary by its digest: the key stays short for any number of values.
+  if (t.vocabulary) out << ",vocab:" << t.vocabulary->size() << ':' << t.vocabulary->digest();
   out << ')';
   return out.str();
 }
@@ -359,9 +361,11 @@ void DecodedTier::Store(const std::string& key, const std::vector<DecodedColumn>
   bool ok = true;
   {
     std::ofstream out(temp, std::ios::binary | std::ios::trunc);
+    int64_t end = 0;  // of the data written so far
     auto write_at = [&](int64_t at, const void* data, int64_t bytes) {
       out.seekp(at);
       out.write(static_cast<const char*>(data), bytes);
+      end = std::max(end, at + bytes);
     };
     write_at(0, header.data(), static_cast<int64_t>(header.size()));
     for (size_t i = 0; i < columns.size(); ++i) {
@@ -374,13 +378,9 @@ void DecodedTier::Store(const std::string& key, const std::vector<DecodedColumn>
       }
       if (r.nulls_bytes > 0) write_at(r.nulls_offset, c.nulls.data(), r.nulls_bytes);
     }
-    // Pad the file to its aligned end, unless the last buffer already ends
-    // there (a zero written over its last byte damaged every such entry).
-    int64_t end = static_cast<int64_t>(header.size());
-    for (const auto& r : records) {
-      end = std::max({end, r.values_offset + r.values_bytes, r.nulls_offset + r.nulls_bytes,
-                      r.rows > 0 ? r.lengths_offset + rows * 8 : 0});
-    }
+    // Pad the last buffer to its aligned end; a buffer that ends there already
+    // must keep its last byte (a zero written over it made every entry whose
+    // last buffer was a multiple of 64 bytes fail its digest: never a hit).
     if (end < total) {
       const char zero = 0;
       write_at(total - 1, &zero, 1);
