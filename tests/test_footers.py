@@ -38,13 +38,6 @@ def chunk_field(rg: int, column: int, field: int, value: int) -> Patch:
     return lambda meta: tf.set_i64(tf.column_meta(tf.row_groups(meta)[rg], column), field, value)
 
 
-def chunk_offset(rg: int, column: int, value: int) -> Patch:
-    """The ColumnChunk's own file_offset (not its ColumnMetaData's)."""
-    return lambda meta: tf.set_i64(
-        tf.row_groups(meta)[rg][tf.RG_COLUMNS][1][1][column], tf.CC_FILE_OFFSET, value
-    )
-
-
 def consistent_rows(rg: int, rows: int) -> Patch:
     """Row count, every chunk's num_values and the file total raised together."""
 
@@ -85,7 +78,6 @@ def read_all(path: Path) -> int:
         (chunk_field(2, 1, tf.CM_TOTAL_COMPRESSED, 2**63 - 1), r"row group 2, column 'x': total_c"),
         (chunk_field(2, 1, tf.CM_TOTAL_COMPRESSED, -1), r"row group 2, column 'x': total_comp"),
         (chunk_field(0, 2, tf.CM_DICT_PAGE_OFFSET, 2**40), r"row group 0, column 'f0': dictionary"),
-        (chunk_offset(0, 3, -9), r"row group 0, column 'f1': file_offset -9"),
         (
             lambda m: tf.set_i64(tf.row_groups(m)[1], tf.RG_TOTAL_COMPRESSED, 2**50),
             r"row group 1: total_compressed_size",
