@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from . import _core
-from ._errors import InvalidArgumentError, StateDictError
+from ._errors import InvalidArgumentError, StateDictError, UnsupportedTypeError
 from ._options import Caches, CacheSettings, Settings, Source, StackArg, open_dataset
 from .transforms import Transform
 
@@ -42,7 +42,34 @@ def convert(batch: dict[str, Any], output: str) -> dict[str, Any]:
         return batch
     import torch
 
-    return {k: torch.from_numpy(v) if isinstance(v, np.ndarray) else v for k, v in batch.items()}
+    out: dict[str, Any] = {}
+    for name, value in batch.items():
+        if not isinstance(value, np.ndarray):
+            out[name] = value
+            continue
+        if value.dtype.char in "Qq":
+            # numpy's "unsigned long long" twin of uint64 (what the binding's
+            # arrays carry); torch takes only the canonical one.  A view: no copy.
+            value = value.view(value.dtype.str)
+        try:
+            out[name] = torch.from_numpy(value)
+        except TypeError as e:  # e.g. uint64 with a torch older than 2.3
+            raise UnsupportedTypeError(
+                f"output {name!r} has dtype {value.dtype}, which this torch "
+                f"{torch.__version__} cannot hold; cast it in transform= or use output='numpy'"
+            ) from e
+    return out
+
+
+def describe_output(
+    name: str, dtype: str, shape: Sequence[int], source_type: str, unit: str
+) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": name, "dtype": dtype, "shape": list(shape)}
+    if source_type:
+        out["source_type"] = source_type
+    if unit:
+        out["unit"] = unit
+    return out
 
 
 class DeliverClock:
@@ -80,7 +107,7 @@ class Loader:
     """Batches from a Parquet dataset in one reproducible order.
 
     Args:
-        source: a directory (every ``*.parquet`` below it), a file, or a list of
+        source: a directory (every Parquet file below it), a file, or a list of
             files; local paths or URIs Arrow knows (``file://``, ``s3://``, ...).
         columns: columns to hand out one by one; ``None`` means every column
             that is not part of a ``stack``.
@@ -120,6 +147,22 @@ class Loader:
             epochs map it from disk instead of decoding again.  Random
             transforms always run after it.
         prefetch_bytes: how far ahead of use remote files are fetched.
+        partitioning: ``"hive"`` (default): ``key=value`` folders below the
+            dataset root become columns (int64 when every value is an integer,
+            else string; ``__HIVE_DEFAULT_PARTITION__`` is null), placed after
+            the files' columns; a file column of the same name wins.  ``None``:
+            folder names are only paths.
+
+    Below a folder, paths with a component starting with ``_`` or ``.`` are
+    skipped (Spark's ``_temporary``, ``_SUCCESS``, ``.crc`` files), and files
+    without the ``.parquet`` extension are read when they are Parquet.  Files
+    may differ in their schemas: columns are matched by name, compatible types
+    promoted (integer widths, integers with floats to float64, string with
+    large_string, ...), a column missing from a file reads as null there, and
+    types that cannot be promoted raise ``SchemaMismatchError`` only for a
+    column in use.  Dates are int32 days since the Unix epoch, timestamps int64
+    in their unit since the epoch (UTC), times and durations their integers,
+    decimals float64, dictionary columns their values (``describe_outputs()``).
 
     Iterating yields ``dict[str, Tensor | ndarray]``.  Variable-length list
     columns give ``name`` (zero-padded ``[batch, max_len]``) and
@@ -150,14 +193,16 @@ class Loader:
         cache_limit_bytes: int | None = None,
         cache_decoded: bool = False,
         prefetch_bytes: int | None = None,
+        partitioning: str | None = "hive",
     ) -> None:
         self._settings = Settings.make(
             source, columns, batch_size, shuffle, seed, rank, world_size, drop_last,
             num_threads, stack, output, shuffle_window, prefetch, with_sample_id, fill_null,
             transforms, transform,
             CacheSettings.make(cache_dir, cache_limit_bytes, cache_decoded, prefetch_bytes),
+            partitioning,
         )  # fmt: skip
-        self._dataset = open_dataset(self._settings.sources)
+        self._dataset = open_dataset(self._settings.sources, self._settings.partitioning)
         self._caches = Caches.open(self._settings.cache, self._dataset)
         # Column, type and stack errors surface here, before any data is read.
         self._outputs = self._dataset.describe_outputs(self._settings.output_options())
@@ -232,7 +277,17 @@ class Loader:
     @property
     def outputs(self) -> list[tuple[str, str, list[int]]]:
         """(name, dtype, shape after the batch dimension; -1 varies) of each output."""
-        return [(n, d, list(s)) for n, d, s in self._outputs]
+        return [(n, d, list(s)) for n, d, s, _, _ in self._outputs]
+
+    def describe_outputs(self) -> list[dict[str, Any]]:
+        """Each output as ``{"name", "dtype", "shape"}``, plus ``"source_type"``
+        (the dataset column's Arrow type, after promotion across files) for
+        one-column outputs and ``"unit"`` for times: ``"days"`` since the Unix
+        epoch for dates; ``"s"``, ``"ms"``, ``"us"`` or ``"ns"`` since the
+        epoch in UTC for timestamps, since midnight for times, for durations.
+        E.g. ``{"name": "ts", "dtype": "int64", "shape": [], "unit": "us",
+        "source_type": "timestamp[us, tz=UTC]"}``."""
+        return [describe_output(*info) for info in self._outputs]
 
     def stats(self) -> dict[str, Any]:
         """Counters of the latest pass.

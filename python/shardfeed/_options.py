@@ -18,6 +18,7 @@ Source = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
 StackArg = Mapping[str, Sequence[str]]
 
 _OUTPUTS = ("torch", "numpy")
+_PARTITIONINGS = ("hive", None)
 
 
 def _source_list(source: Source) -> list[str]:
@@ -117,6 +118,7 @@ class Settings:
     transforms: list[Transform]
     transform: Callable[[dict[str, np.ndarray]], dict[str, Any]] | None
     cache: CacheSettings
+    partitioning: str | None = "hive"
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -140,6 +142,7 @@ class Settings:
         transforms: Sequence[Transform] | None = None,
         transform: Callable[[dict[str, np.ndarray]], dict[str, Any]] | None = None,
         cache: CacheSettings | None = None,
+        partitioning: str | None = "hive",
     ) -> Settings:
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise InvalidArgumentError(f"batch_size must be an integer >= 1, got {batch_size!r}")
@@ -153,6 +156,10 @@ class Settings:
             raise InvalidArgumentError(f"shuffle_window must be >= 1, got {shuffle_window}")
         if prefetch < 1:
             raise InvalidArgumentError(f"prefetch must be >= 1, got {prefetch}")
+        if partitioning not in _PARTITIONINGS:
+            raise InvalidArgumentError(
+                f"partitioning must be one of {_PARTITIONINGS}, got {partitioning!r}"
+            )
         if transform is not None and not callable(transform):
             raise InvalidArgumentError(f"transform must be callable, got {transform!r}")
         transform_list = list(transforms or [])
@@ -187,6 +194,7 @@ class Settings:
             transforms=transform_list,
             transform=transform,
             cache=cache or CacheSettings(),
+            partitioning=partitioning,
         )
 
     def plan_options(self, epoch: int) -> _core.PlanOptions:
@@ -257,8 +265,10 @@ class Settings:
         }
 
 
-def open_dataset(sources: list[str]) -> _core.Dataset:
-    return _core.Dataset([str(Path(s)) if "://" not in s else s for s in sources], 8)
+def open_dataset(sources: list[str], partitioning: str | None = "hive") -> _core.Dataset:
+    """The catalog; ``partitioning="hive"`` makes key=value folders columns."""
+    paths = [str(Path(s)) if "://" not in s else s for s in sources]
+    return _core.Dataset(paths, 8, partitioning or "")
 
 
 @dataclass

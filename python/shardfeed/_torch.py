@@ -11,7 +11,7 @@ import torch.utils.data
 
 from . import _core
 from ._errors import StateDictError
-from ._loader import check_state, iterate, start_engine
+from ._loader import check_state, describe_output, iterate, start_engine
 from ._options import Caches, CacheSettings, Settings, Source, StackArg, open_dataset
 from .transforms import Transform
 
@@ -58,6 +58,7 @@ class TorchDataset(torch.utils.data.IterableDataset):  # type: ignore[type-arg]
         cache_limit_bytes: int | None = None,
         cache_decoded: bool = False,
         prefetch_bytes: int | None = None,
+        partitioning: str | None = "hive",
     ) -> None:
         super().__init__()
         self._threads_given = num_threads is not None
@@ -66,9 +67,10 @@ class TorchDataset(torch.utils.data.IterableDataset):  # type: ignore[type-arg]
             num_threads, stack, output, shuffle_window, prefetch, with_sample_id, fill_null,
             transforms, transform,
             CacheSettings.make(cache_dir, cache_limit_bytes, cache_decoded, prefetch_bytes),
+            partitioning,
         )  # fmt: skip
-        self._dataset: _core.Dataset | None = open_dataset(self._settings.sources)
-        self._dataset.describe_outputs(self._settings.output_options())
+        self._dataset: _core.Dataset | None = open_dataset(self._settings.sources, self._settings.partitioning)
+        self._outputs = self._dataset.describe_outputs(self._settings.output_options())
         self._fingerprint = self._dataset.fingerprint
         self._len = int(self._dataset.num_batches(self._settings.plan_options(0)))
         self._pid = os.getpid()
@@ -78,6 +80,10 @@ class TorchDataset(torch.utils.data.IterableDataset):  # type: ignore[type-arg]
 
     def __len__(self) -> int:
         return self._len
+
+    def describe_outputs(self) -> list[dict[str, Any]]:
+        """Each output's name, dtype, shape, source type and unit (see Loader)."""
+        return [describe_output(*info) for info in self._outputs]
 
     def set_epoch(self, epoch: int) -> None:
         self._epoch = int(epoch)
@@ -109,7 +115,7 @@ class TorchDataset(torch.utils.data.IterableDataset):  # type: ignore[type-arg]
         # After a fork (or unpickling) read the footers anew rather than reuse the
         # parent's filesystem handles; the fingerprint proves it is the same data.
         if self._dataset is None or self._pid != os.getpid():
-            dataset = open_dataset(self._settings.sources)
+            dataset = open_dataset(self._settings.sources, self._settings.partitioning)
             if dataset.fingerprint != self._fingerprint:
                 raise StateDictError(
                     "the dataset changed since the TorchDataset was made "

@@ -147,7 +147,7 @@ arrow::Status CatalogBuilder::List(const std::vector<std::string>& sources) {
                             (query == std::string::npos ? "" : source.substr(query + 1));
       const char* endpoint = std::getenv("AWS_ENDPOINT_URL");
       if (catalog.fs_->type_name() == "s3" && endpoint)
-        catalog.storage_id_ += "|" + std::string(endpoint);
+        catalog.storage_id_.append("|").append(endpoint);
     } else if ((*maybe_fs)->type_name() != catalog.fs_->type_name()) {
       return Error(ErrorKind::kInvalidArgument, "sources must live on one filesystem: '" + raw +
                                                     "' is on " + (*maybe_fs)->type_name() +
