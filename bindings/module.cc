@@ -267,9 +267,9 @@ NB_MODULE(_core, m) {
               } else if (partitioning.empty()) {
                 options.partitioning = Partitioning::kNone;
               } else {
-                throw StatusError(Error(ErrorKind::kInvalidArgument,
-                                        "partitioning must be \"hive\" or None, got '" +
-                                            partitioning + "'"));
+                throw StatusError(
+                    Error(ErrorKind::kInvalidArgument,
+                          "partitioning must be \"hive\" or None, got '" + partitioning + "'"));
               }
               catalog = Unwrap(Catalog::Open(sources, options));
             }
@@ -319,8 +319,8 @@ NB_MODULE(_core, m) {
           [](const DatasetHandle& d) {
             // (name, type, partition key index or -1, distinct file types,
             //  files lacking the column, conflict message or "")
-            std::vector<std::tuple<std::string, std::string, int, std::vector<std::string>,
-                                   int64_t, std::string>>
+            std::vector<std::tuple<std::string, std::string, int, std::vector<std::string>, int64_t,
+                                   std::string>>
                 out;
             const auto& schema = d.catalog->schema();
             for (int i = 0; schema && i < schema->num_fields(); ++i) {

@@ -14,7 +14,6 @@ import pyarrow as pa
 import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 import pytest
-
 import shardfeed
 from shardfeed import cli
 from shardfeed.transforms import HashBucket
@@ -42,17 +41,28 @@ def write(path: Path, table: pa.Table, **kw: Any) -> Path:
 def spark_folder(root: Path) -> Path:
     """A Spark job's output: committed files without extension under partition
     folders, a leftover task attempt, markers and checksums."""
-    for date, hours in (("2024-01-01", ["03", "04"]), ("2024-01-02", ["__HIVE_DEFAULT_PARTITION__"])):
+    for date, hours in (
+        ("2024-01-01", ["03", "04"]),
+        ("2024-01-02", ["__HIVE_DEFAULT_PARTITION__"]),
+    ):
         for h, hour in enumerate(hours):
             base = 100 * len(list(root.rglob("part-*"))) if root.exists() else 0
-            rows = pa.table({"row": np.arange(base, base + 50, dtype=np.int64),
-                             "v": np.arange(50, dtype=np.float32) + h})  # fmt: skip
+            rows = pa.table(
+                {
+                    "row": np.arange(base, base + 50, dtype=np.int64),
+                    "v": np.arange(50, dtype=np.float32) + h,
+                }
+            )
             folder = root / f"date={date}" / f"hour={hour}"
             write(folder / "part-00000-5e1f.c000", rows)  # no extension, as Spark writes them
             (folder / ".part-00000-5e1f.c000.crc").write_bytes(b"crc checksum, not data")
     dup = pa.table({"row": np.arange(50, dtype=np.int64), "v": np.zeros(50, np.float32)})
-    write(root / "_temporary/0/_temporary/attempt_202401010000_0001_m_000000_1/date=2024-01-01"
-          / "hour=03/part-00000.parquet", dup)  # fmt: skip
+    write(
+        root
+        / "_temporary/0/_temporary/attempt_202401010000_0001_m_000000_1/date=2024-01-01"
+        / "hour=03/part-00000.parquet",
+        dup,
+    )
     (root / "_SUCCESS").write_bytes(b"")
     (root / "README").write_text("not Parquet, not hidden: ignored")
     return root
@@ -71,7 +81,9 @@ def test_spark_folder_skips_hidden_paths_and_reads_files_without_extension(tmp_p
     order = np.argsort(got["row"], kind="stable")
     assert got["row"][order].tolist() == expected["row"].to_pylist()
     assert got["v"][order].tolist() == expected["v"].to_pylist()
-    assert got["hour"][order].tolist() == [-1 if h is None else h for h in expected["hour"].to_pylist()]
+    assert got["hour"][order].tolist() == [
+        -1 if h is None else h for h in expected["hour"].to_pylist()
+    ]
     # An explicit path is always read, whatever its name.
     one = next(root.rglob("part-00000-5e1f.c000"))
     assert shardfeed.Loader(one, columns=["row"], output="numpy").num_rows == 50
@@ -93,13 +105,19 @@ def test_partition_columns_match_pyarrow_dataset(tmp_path):
     for year in (2023, 2024):
         for city in cities:
             quoted = city.replace("%", "%25").replace(" ", "%20").replace("/", "%2F")
-            t = pa.table({"row": np.arange(row, row + 20, dtype=np.int64),
-                          "city_copy": [city] * 20})  # fmt: skip
+            t = pa.table(
+                {"row": np.arange(row, row + 20, dtype=np.int64), "city_copy": [city] * 20}
+            )
             write(tmp_path / f"year={year}" / f"city={quoted}" / "part-0.parquet", t)
             row += 20
-    got = epoch(tmp_path, columns=["row", "year", "city", "city_copy"],
-                transforms=[HashBucket("city", num_buckets=2**40),
-                            HashBucket("city_copy", num_buckets=2**40)])  # fmt: skip
+    got = epoch(
+        tmp_path,
+        columns=["row", "year", "city", "city_copy"],
+        transforms=[
+            HashBucket("city", num_buckets=2**40),
+            HashBucket("city_copy", num_buckets=2**40),
+        ],
+    )
     expected = pads.dataset(tmp_path, partitioning="hive").to_table().sort_by("row")
     order = np.argsort(got["row"])  # files in path order: city=New%20York < city=Z... < city=a...
     got = {k: v[order] for k, v in got.items()}
@@ -109,8 +127,15 @@ def test_partition_columns_match_pyarrow_dataset(tmp_path):
     # The decoded partition value hashes like the same string stored in the file.
     assert got["city"].tolist() == got["city_copy"].tolist()
     assert len(set(got["city"].tolist())) == 3
-    ld = shardfeed.Loader(tmp_path, columns=["row", "year"], stack={"s": ["row", "year"]},
-                          output="numpy", shuffle=False, batch_size=200, drop_last=False)  # fmt: skip
+    ld = shardfeed.Loader(
+        tmp_path,
+        columns=["row", "year"],
+        stack={"s": ["row", "year"]},
+        output="numpy",
+        shuffle=False,
+        batch_size=200,
+        drop_last=False,
+    )
     s = next(iter(ld))["s"]
     assert s.shape == (120, 2) and sorted(map(tuple, s.tolist())) == list(
         zip(expected["row"].to_pylist(), expected["year"].to_pylist(), strict=True)
@@ -147,8 +172,12 @@ def test_a_file_column_wins_over_a_partition_key(tmp_path):
 def test_mixed_integer_and_text_values_make_a_string_key(tmp_path):
     write(tmp_path / "part=1" / "a.parquet", pa.table({"v": [1]}))
     write(tmp_path / "part=x" / "b.parquet", pa.table({"v": [2]}))
-    ld = shardfeed.Loader(tmp_path, columns=["v", "part"], output="numpy",
-                          transforms=[HashBucket("part", num_buckets=1000)])  # fmt: skip
+    ld = shardfeed.Loader(
+        tmp_path,
+        columns=["v", "part"],
+        output="numpy",
+        transforms=[HashBucket("part", num_buckets=1000)],
+    )
     assert ld.describe_outputs()[1]["source_type"] == "string"
 
 
@@ -178,10 +207,12 @@ EVOLUTIONS = {
         pa.table({"id": ids[3:], "x": pa.array([0.1, 0.2, 0.3], pa.float64())}),
     ),
     "nullable_vs_not": (
-        pa.Table.from_arrays([ids[:3], pa.array([1, 2, 3])],
-                             schema=pa.schema([("id", pa.int64()), pa.field("x", pa.int64(), False)])),
+        pa.Table.from_arrays(
+            [ids[:3], pa.array([1, 2, 3])],
+            schema=pa.schema([("id", pa.int64()), pa.field("x", pa.int64(), False)]),
+        ),
         pa.table({"id": ids[3:], "x": [4, 5, 6]}),
-    ),  # fmt: skip
+    ),
     "column_order": (
         pa.table({"id": ids[:3], "x": [1.0, 2.0, 3.0]}),
         pa.table({"x": [4.0, 5.0, 6.0], "id": ids[3:]}),
@@ -219,8 +250,11 @@ def test_schema_evolution_matches_pyarrow(tmp_path, case):
 
 
 def test_string_and_large_string_hash_alike(tmp_path):
-    root = evolved(tmp_path, pa.table({"s": pa.array(["a", "b"], pa.string())}),
-                   pa.table({"s": pa.array(["b", "a"], pa.large_string())}))  # fmt: skip
+    root = evolved(
+        tmp_path,
+        pa.table({"s": pa.array(["a", "b"], pa.string())}),
+        pa.table({"s": pa.array(["b", "a"], pa.large_string())}),
+    )
     got = epoch(root, transforms=[HashBucket("s", num_buckets=2**40)])
     assert got["s"][0] == got["s"][3] and got["s"][1] == got["s"][2] and got["s"][0] != got["s"][1]
 
@@ -233,8 +267,9 @@ def test_missing_column_is_null_then_fill_null_decides(tmp_path):
 
 
 def test_incompatible_column_fails_only_when_used(tmp_path):
-    root = evolved(tmp_path, pa.table({"id": [0, 1], "bad": [1, 2]}),
-                   pa.table({"id": [2], "bad": ["x"]}))  # fmt: skip
+    root = evolved(
+        tmp_path, pa.table({"id": [0, 1], "bad": [1, 2]}), pa.table({"id": [2], "bad": ["x"]})
+    )
     assert epoch(root, columns=["id"])["id"].tolist() == [0, 1, 2]
     for kw in ({}, {"columns": ["bad"]}, {"columns": ["id"], "stack": {"s": ["id", "bad"]}}):
         with pytest.raises(shardfeed.SchemaMismatchError) as e:
@@ -245,15 +280,23 @@ def test_incompatible_column_fails_only_when_used(tmp_path):
 
 def test_evolved_stream_is_the_same_for_any_thread_count(tmp_path):
     for i in range(4):
-        t = pa.table({"id": np.arange(i * 300, (i + 1) * 300, dtype=np.int64)
-                      .astype(np.int32 if i % 2 else np.int64),
-                      "x": np.linspace(0, 1, 300, dtype=np.float32 if i < 2 else np.float64)})  # fmt: skip
+        t = pa.table(
+            {
+                "id": np.arange(i * 300, (i + 1) * 300, dtype=np.int64).astype(
+                    np.int32 if i % 2 else np.int64
+                ),
+                "x": np.linspace(0, 1, 300, dtype=np.float32 if i < 2 else np.float64),
+            }
+        )
         if i >= 2:
             t = t.append_column("extra", pa.array(np.arange(300) % 7, pa.int8()))
         write(tmp_path / f"p{i}.parquet", t, row_group_size=64)
     hashes = {
-        n: digest(shardfeed.Loader(tmp_path, batch_size=50, seed=11, num_threads=n,
-                                   fill_null=0, output="numpy"))  # fmt: skip
+        n: digest(
+            shardfeed.Loader(
+                tmp_path, batch_size=50, seed=11, num_threads=n, fill_null=0, output="numpy"
+            )
+        )
         for n in (1, 3)
     }
     assert len(set(hashes.values())) == 1
@@ -271,7 +314,9 @@ def test_fingerprint_of_uniform_datasets_is_unchanged(tmp_path):
     fp = shardfeed.Loader(d, columns=["x"]).fingerprint
     assert fp == "05900c10f5cae4f8cfa8992f8db4f75e"
     hive = tmp_path / "hive"
-    assert shardfeed.Loader(hive, partitioning=None).fingerprint == "fccc827fe283b2281f3ee22cd3e8bbd1"
+    assert (
+        shardfeed.Loader(hive, partitioning=None).fingerprint == "fccc827fe283b2281f3ee22cd3e8bbd1"
+    )
     # Partition columns are part of the schema: the digest says so.
     assert shardfeed.Loader(hive).fingerprint != "fccc827fe283b2281f3ee22cd3e8bbd1"
 
@@ -279,8 +324,11 @@ def test_fingerprint_of_uniform_datasets_is_unchanged(tmp_path):
 # -- 4. types ------------------------------------------------------------------------
 
 DAYS = [dt.date(1969, 12, 31), dt.date(1970, 1, 1), dt.date(2024, 2, 29)]
-STAMPS = [dt.datetime(1969, 12, 31, 23, 59, 59), dt.datetime(1970, 1, 1),
-          dt.datetime(2024, 2, 29, 12, 30, 15, 123456)]  # fmt: skip
+STAMPS = [
+    dt.datetime(1969, 12, 31, 23, 59, 59),
+    dt.datetime(1970, 1, 1),
+    dt.datetime(2024, 2, 29, 12, 30, 15, 123456),
+]
 
 
 def test_time_types_become_integers_since_the_epoch(tmp_path):
@@ -309,8 +357,13 @@ def test_time_types_become_integers_since_the_epoch(tmp_path):
     # With a time zone the values are UTC (Arrow's storage), not wall clock.
     assert got["tz_us"][1] == stored["tz_us"][1].value
     outputs = {o["name"]: o for o in shardfeed.Loader(tmp_path).describe_outputs()}
-    assert outputs["d32"] == {"name": "d32", "dtype": "int32", "shape": [], "unit": "days",
-                              "source_type": "date32[day]"}  # fmt: skip
+    assert outputs["d32"] == {
+        "name": "d32",
+        "dtype": "int32",
+        "shape": [],
+        "unit": "days",
+        "source_type": "date32[day]",
+    }
     assert outputs["tz_us"]["unit"] == "us"
     assert outputs["tz_us"]["source_type"] == "timestamp[us, tz=America/New_York]"
     assert outputs["t32"]["dtype"] == "int32" and outputs["t32"]["unit"] == "ms"
@@ -327,8 +380,12 @@ def test_spark_int96_timestamps(tmp_path):
 
 def test_decimals_become_the_nearest_float64(tmp_path):
     values = [decimal.Decimal("1.10"), decimal.Decimal("-12345678.99"), None]
-    table = pa.table({"d128": pa.array(values, pa.decimal128(12, 2)),
-                      "d256": pa.array(values, pa.decimal256(40, 2))})  # fmt: skip
+    table = pa.table(
+        {
+            "d128": pa.array(values, pa.decimal128(12, 2)),
+            "d256": pa.array(values, pa.decimal256(40, 2)),
+        }
+    )
     write(tmp_path / "t.parquet", table)
     got = epoch(tmp_path, fill_null=0)
     for name in ("d128", "d256"):
@@ -338,12 +395,18 @@ def test_decimals_become_the_nearest_float64(tmp_path):
 
 def test_dictionary_columns_are_their_values(tmp_path):
     cats = pa.array(["us", "ca", "us", None, "de"]).dictionary_encode()
-    nums = pa.DictionaryArray.from_arrays(pa.array([0, 1, 0, 1, 1], pa.int8()),
-                                          pa.array([2.5, -1.0]))  # fmt: skip
-    write(tmp_path / "a.parquet", pa.table({"c": cats, "n": nums, "plain": cats.dictionary_decode()}))
+    nums = pa.DictionaryArray.from_arrays(
+        pa.array([0, 1, 0, 1, 1], pa.int8()), pa.array([2.5, -1.0])
+    )
+    write(
+        tmp_path / "a.parquet", pa.table({"c": cats, "n": nums, "plain": cats.dictionary_decode()})
+    )
     assert pa.types.is_dictionary(pq.read_table(tmp_path / "a.parquet")["c"].type)
-    got = epoch(tmp_path, fill_null=-1, transforms=[HashBucket("c", num_buckets=2**40),
-                                                    HashBucket("plain", num_buckets=2**40)])  # fmt: skip
+    got = epoch(
+        tmp_path,
+        fill_null=-1,
+        transforms=[HashBucket("c", num_buckets=2**40), HashBucket("plain", num_buckets=2**40)],
+    )
     assert got["n"].tolist() == [2.5, -1.0, 2.5, -1.0, -1.0]
     assert got["c"].tolist() == got["plain"].tolist()
 
@@ -360,14 +423,13 @@ def test_uint64_reaches_torch(tmp_path):
 
 def test_uint64_with_a_torch_without_it_names_the_column(monkeypatch):
     import torch
-
     from shardfeed import _loader
 
     def refuse(a: np.ndarray) -> Any:
         raise TypeError("can't convert np.ndarray of type numpy.uint64")
 
     monkeypatch.setattr(torch, "from_numpy", refuse)
-    with pytest.raises(shardfeed.UnsupportedTypeError, match="'u'.*uint64"):
+    with pytest.raises(shardfeed.UnsupportedTypeError, match=r"'u'.*uint64"):
         _loader.convert({"u": np.zeros(2, np.uint64)}, "torch")
 
 
@@ -377,12 +439,14 @@ def test_uint64_with_a_torch_without_it_names_the_column(monkeypatch):
 def test_pandas_files(tmp_path):
     pd = pytest.importorskip("pandas")
     for i in range(2):
-        df = pd.DataFrame({
-            "row": np.arange(i * 4, i * 4 + 4),
-            "country": pd.Categorical(["us", "ca", "us", "fr"][: 4]),
-            "when": pd.date_range("2024-01-01", periods=4, freq="h", tz="UTC"),
-            "score": pd.array([1, None, 3, 4], dtype="Int64"),
-        })  # fmt: skip
+        df = pd.DataFrame(
+            {
+                "row": np.arange(i * 4, i * 4 + 4),
+                "country": pd.Categorical(["us", "ca", "us", "fr"][:4]),
+                "when": pd.date_range("2024-01-01", periods=4, freq="h", tz="UTC"),
+                "score": pd.array([1, None, 3, 4], dtype="Int64"),
+            }
+        )
         df.to_parquet(tmp_path / f"p{i}.parquet", index=False)
     got = epoch(tmp_path, fill_null=-1, transforms=[HashBucket("country", num_buckets=100)])
     expected = pads.dataset(tmp_path).to_table()
@@ -393,10 +457,13 @@ def test_pandas_files(tmp_path):
 
 def test_polars_and_pyarrow_files_together(tmp_path):
     pl = pytest.importorskip("polars")
-    pl.DataFrame({"row": [0, 1], "s": ["a", "b"], "x": [1, 2]},
-                 schema={"row": pl.Int64, "s": pl.Utf8, "x": pl.Int32}).write_parquet(
-        tmp_path / "a.parquet")  # fmt: skip
-    write(tmp_path / "b.parquet", pa.table({"row": [2], "s": ["a"], "x": pa.array([7], pa.int64())}))
+    pl.DataFrame(
+        {"row": [0, 1], "s": ["a", "b"], "x": [1, 2]},
+        schema={"row": pl.Int64, "s": pl.Utf8, "x": pl.Int32},
+    ).write_parquet(tmp_path / "a.parquet")
+    write(
+        tmp_path / "b.parquet", pa.table({"row": [2], "s": ["a"], "x": pa.array([7], pa.int64())})
+    )
     got = epoch(tmp_path, transforms=[HashBucket("s", num_buckets=2**40)])
     assert got["x"].dtype == np.int64 and got["x"].tolist() == [1, 2, 7]
     assert got["s"][0] == got["s"][2] != got["s"][1]
@@ -406,7 +473,8 @@ def test_duckdb_hive_partitioned_copy(tmp_path):
     duckdb = pytest.importorskip("duckdb")
     out = tmp_path / "out"
     duckdb.sql(
-        "COPY (SELECT i AS row, i % 3 AS bucket, DATE '2024-01-01' + CAST(i % 2 AS INTEGER) AS day, "
+        "COPY (SELECT i AS row, i % 3 AS bucket, "
+        "DATE '2024-01-01' + CAST(i % 2 AS INTEGER) AS day, "
         "CAST(i AS DECIMAL(10, 2)) / 4 AS price FROM range(60) t(i)) "
         f"TO '{out}' (FORMAT parquet, PARTITION_BY (bucket, day))"
     )
@@ -424,8 +492,10 @@ def test_duckdb_hive_partitioned_copy(tmp_path):
 
 def test_info_shows_partitions_promotions_and_missing_columns(tmp_path, capsys):
     write(tmp_path / "day=1" / "a.parquet", pa.table({"x": pa.array([1], pa.int32()), "bad": [1]}))
-    write(tmp_path / "day=2" / "b.parquet",
-          pa.table({"x": pa.array([2], pa.int64()), "bad": ["s"], "new": [0.5]}))  # fmt: skip
+    write(
+        tmp_path / "day=2" / "b.parquet",
+        pa.table({"x": pa.array([2], pa.int64()), "bad": ["s"], "new": [0.5]}),
+    )
     assert cli.main(["info", str(tmp_path)]) == 0
     info = json.loads(capsys.readouterr().out)
     assert info["partitions"] == {"day": "int64"}

@@ -69,7 +69,9 @@ class TorchDataset(torch.utils.data.IterableDataset):  # type: ignore[type-arg]
             CacheSettings.make(cache_dir, cache_limit_bytes, cache_decoded, prefetch_bytes),
             partitioning,
         )  # fmt: skip
-        self._dataset: _core.Dataset | None = open_dataset(self._settings.sources, self._settings.partitioning)
+        self._dataset: _core.Dataset | None = open_dataset(
+            self._settings.sources, self._settings.partitioning
+        )
         self._outputs = self._dataset.describe_outputs(self._settings.output_options())
         self._fingerprint = self._dataset.fingerprint
         self._len = int(self._dataset.num_batches(self._settings.plan_options(0)))

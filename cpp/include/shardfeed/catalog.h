@@ -70,8 +70,9 @@ struct CatalogOptions {
 class Catalog {
  public:
   // `sources`: one directory (every Parquet file below it), one file, or a
-  // list of files (always read, whatever their names).  Local paths and URIs that Arrow's filesystems know (file://, s3://,
-  // gs://, hdfs://) are accepted; a list must live on one filesystem.
+  // list of files (always read, whatever their names).  Local paths and URIs that Arrow's
+  // filesystems know (file://, s3://, gs://, hdfs://) are accepted; a list must live on one
+  // filesystem.
   static arrow::Result<std::shared_ptr<Catalog>> Open(const std::vector<std::string>& sources,
                                                       const CatalogOptions& options = {});
 

@@ -204,7 +204,7 @@ arrow::Status CatalogBuilder::List(const std::vector<std::string>& sources) {
 // 2. Reads the footers in parallel; the first error (in file order) wins.
 arrow::Result<std::vector<std::optional<Footer>>> CatalogBuilder::ReadFooters() {
   std::vector<arrow::Result<std::optional<Footer>>> results(listed.size(),
-                                                           arrow::Status::Cancelled("unread"));
+                                                            arrow::Status::Cancelled("unread"));
   std::atomic<size_t> next{0};
   auto work = [&] {
     for (size_t i = next++; i < listed.size(); i = next++) {

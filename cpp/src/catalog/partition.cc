@@ -42,7 +42,8 @@ std::string UrlDecode(const std::string& text) {
   std::string out;
   out.reserve(text.size());
   for (size_t i = 0; i < text.size(); ++i) {
-    if (text[i] == '%' && i + 2 < text.size() && HexValue(text[i + 1]) >= 0 && HexValue(text[i + 2]) >= 0) {
+    if (text[i] == '%' && i + 2 < text.size() && HexValue(text[i + 1]) >= 0 &&
+        HexValue(text[i + 2]) >= 0) {
       out.push_back(static_cast<char>(HexValue(text[i + 1]) * 16 + HexValue(text[i + 2])));
       i += 2;
     } else {
@@ -82,9 +83,9 @@ arrow::Result<PartitionTable> InferPartitions(const std::vector<std::string>& re
     for (size_t k = 0; same && k < pairs.size(); ++k) same = pairs[k].first == first[k].first;
     if (!same) {
       return Error(ErrorKind::kSchemaMismatch,
-                   "files disagree on their Hive partition keys: file '" + rel_paths[0] +
-                       "' has " + Keys(first) + ", file '" + rel_paths[i] + "' has " +
-                       Keys(pairs) + " (pass partitioning=None to read the folders as they are)");
+                   "files disagree on their Hive partition keys: file '" + rel_paths[0] + "' has " +
+                       Keys(first) + ", file '" + rel_paths[i] + "' has " + Keys(pairs) +
+                       " (pass partitioning=None to read the folders as they are)");
     }
   }
   const size_t num_keys = parsed.empty() ? 0 : parsed.front().size();

@@ -32,9 +32,10 @@ TEST(Partition, DecodesEscapesAndTheDefaultPartition) {
 }
 
 TEST(Partition, TypesKeysAcrossAllFiles) {
-  auto table = InferPartitions({"d=2024-01-01/h=03/a", "d=2024-01-02/h=__HIVE_DEFAULT_PARTITION__/b",
-                                "d=2024-01-02/h=-7/c"})
-                   .ValueOrDie();
+  auto table =
+      InferPartitions({"d=2024-01-01/h=03/a", "d=2024-01-02/h=__HIVE_DEFAULT_PARTITION__/b",
+                       "d=2024-01-02/h=-7/c"})
+          .ValueOrDie();
   ASSERT_EQ(table.schema->num_fields(), 2);
   EXPECT_TRUE(table.schema->field(0)->type()->Equals(arrow::utf8()));
   EXPECT_TRUE(table.schema->field(1)->type()->Equals(arrow::int64()));

@@ -52,8 +52,7 @@ arrow::TimeUnit::type Finer(arrow::TimeUnit::type a, arrow::TimeUnit::type b) {
 }
 
 arrow::Status Incompatible(const TypePtr& a, const TypePtr& b) {
-  return arrow::Status::TypeError(a->ToString(), " and ", b->ToString(),
-                                  " have no common type");
+  return arrow::Status::TypeError(a->ToString(), " and ", b->ToString(), " have no common type");
 }
 
 arrow::Result<TypePtr> PromoteIntegers(const TypePtr& a, const TypePtr& b) {
@@ -73,8 +72,8 @@ arrow::Result<TypePtr> PromoteLists(const TypePtr& a, const TypePtr& b) {
   ARROW_ASSIGN_OR_RAISE(TypePtr values, PromoteTypes(la.value_type(), lb.value_type()));
   // The element field keeps the first type's name ("item", "element") and is
   // nullable when either is.
-  auto element = la.value_field()->WithType(values)->WithNullable(
-      la.value_field()->nullable() || lb.value_field()->nullable());
+  auto element = la.value_field()->WithType(values)->WithNullable(la.value_field()->nullable() ||
+                                                                  lb.value_field()->nullable());
   if (a->id() == Type::FIXED_SIZE_LIST) {
     const auto size = static_cast<const arrow::FixedSizeListType&>(*a).list_size();
     if (b->id() != Type::FIXED_SIZE_LIST ||
@@ -128,8 +127,8 @@ TypePtr StripDictionary(const TypePtr& type) {
       auto element = list.value_field()->WithType(values);
       if (type->id() == Type::LIST) return arrow::list(element);
       if (type->id() == Type::LARGE_LIST) return arrow::large_list(element);
-      return arrow::fixed_size_list(element,
-                                    static_cast<const arrow::FixedSizeListType&>(*type).list_size());
+      return arrow::fixed_size_list(
+          element, static_cast<const arrow::FixedSizeListType&>(*type).list_size());
     }
     default:
       return type;
@@ -220,8 +219,8 @@ std::vector<UnifiedColumn> SchemaUnifier::Columns() const {
     UnifiedColumn info = column.info;
     info.missing_files = static_cast<int64_t>(maps_.size()) - column.present;
     if (!info.conflict.empty()) {
-      info.field = info.field->WithMetadata(
-          arrow::key_value_metadata({kConflictKey}, {info.conflict}));
+      info.field =
+          info.field->WithMetadata(arrow::key_value_metadata({kConflictKey}, {info.conflict}));
     }
     out.push_back(std::move(info));
   }

@@ -60,16 +60,16 @@ TEST(Promote, StringsBinariesAndLists) {
 }
 
 TEST(Promote, TimesAndNulls) {
-  EXPECT_EQ(Promote(arrow::timestamp(arrow::TimeUnit::MILLI),
-                    arrow::timestamp(arrow::TimeUnit::MICRO)),
-            "timestamp[us]");
+  EXPECT_EQ(
+      Promote(arrow::timestamp(arrow::TimeUnit::MILLI), arrow::timestamp(arrow::TimeUnit::MICRO)),
+      "timestamp[us]");
   EXPECT_EQ(Promote(arrow::timestamp(arrow::TimeUnit::MILLI, "UTC"),
                     arrow::timestamp(arrow::TimeUnit::MILLI)),
             "error");
   EXPECT_EQ(Promote(arrow::date32(), arrow::date64()), "date32[day]");
-  EXPECT_EQ(Promote(arrow::duration(arrow::TimeUnit::SECOND),
-                    arrow::duration(arrow::TimeUnit::NANO)),
-            "duration[ns]");
+  EXPECT_EQ(
+      Promote(arrow::duration(arrow::TimeUnit::SECOND), arrow::duration(arrow::TimeUnit::NANO)),
+      "duration[ns]");
   EXPECT_EQ(Promote(arrow::null(), arrow::utf8()), "string");
   EXPECT_EQ(Promote(arrow::date32(), arrow::int32()), "error");
 }

@@ -41,8 +41,8 @@ std::shared_ptr<arrow::DataType> ReadType(const std::shared_ptr<arrow::DataType>
       auto element = list.value_field()->WithType(values);
       if (type->id() == arrow::Type::LIST) return arrow::list(element);
       if (type->id() == arrow::Type::LARGE_LIST) return arrow::large_list(element);
-      return arrow::fixed_size_list(element,
-                                    static_cast<const arrow::FixedSizeListType&>(*type).list_size());
+      return arrow::fixed_size_list(
+          element, static_cast<const arrow::FixedSizeListType&>(*type).list_size());
     }
     default:
       return type;

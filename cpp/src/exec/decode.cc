@@ -288,10 +288,9 @@ arrow::Status ReadColumns(const Catalog& catalog, int32_t rg_index, const Layout
       }
       auto conformed = ConformArray(array, read_type);
       if (!conformed.ok()) {
-        return WithContext(conformed.status(), column_context + " (" + array->type()->ToString() +
-                                                   " in this file, " +
-                                                   dataset_field->type()->ToString() +
-                                                   " in the dataset)");
+        return WithContext(conformed.status(),
+                           column_context + " (" + array->type()->ToString() + " in this file, " +
+                               dataset_field->type()->ToString() + " in the dataset)");
       }
       array = *conformed;
     } else {

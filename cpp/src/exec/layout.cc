@@ -318,7 +318,8 @@ arrow::Result<std::vector<OutputInfo>> DescribeOutputs(const arrow::Schema& sche
 
 std::string TimeUnitName(const arrow::DataType& type) {
   const arrow::DataType* value = &type;
-  if (IsListType(type.id())) value = static_cast<const arrow::BaseListType&>(type).value_type().get();
+  if (IsListType(type.id()))
+    value = static_cast<const arrow::BaseListType&>(type).value_type().get();
   switch (value->id()) {
     case arrow::Type::DATE32:
     case arrow::Type::DATE64:
