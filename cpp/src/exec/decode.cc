@@ -180,6 +180,35 @@ void Slow(const DecodeHooks& hooks, const char* stage) {
   }
 }
 
+// Dataset column `field` of one row group as its read type: the file's own
+// column `read` converted (types promoted across files, dictionaries
+// decoded), else a partition value repeated (also for a file column that
+// shadows a partition key, in the files that lack it), else nulls.
+arrow::Result<std::shared_ptr<arrow::Array>> DatasetColumn(
+    const Catalog& catalog, const FileEntry& file, int field,
+    const std::shared_ptr<arrow::Array>& read, int64_t num_rows, const std::string& context) {
+  const auto& dataset_field = catalog.schema()->field(field);
+  const auto read_type = ReadType(dataset_field->type());
+  if (read) {
+    auto conformed = ConformArray(read, read_type);
+    if (!conformed.ok()) {
+      return WithContext(conformed.status(),
+                         context + " (" + read->type()->ToString() + " in this file, " +
+                             dataset_field->type()->ToString() + " in the dataset)");
+    }
+    return conformed;
+  }
+  std::shared_ptr<arrow::Scalar> value;
+  const auto& keys = catalog.partition_schema();
+  const int key = keys ? keys->GetFieldIndex(dataset_field->name()) : -1;
+  if (key >= 0 && static_cast<size_t>(key) < file.partition_values.size()) {
+    value = file.partition_values[static_cast<size_t>(key)];
+  }
+  auto constant = ConstantArray(value, read_type, num_rows);
+  if (!constant.ok()) return WithContext(constant.status(), context);
+  return constant;
+}
+
 // Opens the file, reads the row group's columns and flattens them.
 arrow::Status ReadColumns(const Catalog& catalog, int32_t rg_index, const Layout& layout,
                           const DecodeHooks& hooks, const std::string& context,
@@ -274,39 +303,19 @@ arrow::Status ReadColumns(const Catalog& catalog, int32_t rg_index, const Layout
   columns->resize(layout.fields.size());
   for (size_t i = 0; i < layout.fields.size(); ++i) {
     const std::string column_context = context + ", column '" + layout.field_names[i] + "'";
-    const auto& dataset_field = catalog.schema()->field(layout.fields[i]);
-    const auto read_type = ReadType(dataset_field->type());
-    std::shared_ptr<arrow::Array> array;
+    std::shared_ptr<arrow::Array> stored;  // the file's own column, when it has one
     if (table_column[i] >= 0) {
       const auto& chunked = table->column(table_column[i]);
       if (chunked->num_chunks() == 1) {
-        array = chunked->chunk(0);
+        stored = chunked->chunk(0);
       } else {
         auto maybe = arrow::Concatenate(chunked->chunks(), EnginePool());
         if (!maybe.ok()) return WithContext(maybe.status(), column_context);
-        array = *maybe;
+        stored = *maybe;
       }
-      auto conformed = ConformArray(array, read_type);
-      if (!conformed.ok()) {
-        return WithContext(conformed.status(),
-                           column_context + " (" + array->type()->ToString() + " in this file, " +
-                               dataset_field->type()->ToString() + " in the dataset)");
-      }
-      array = *conformed;
-    } else {
-      // A partition value (also for a file column that shadows a partition key,
-      // in the files that lack the column), else nulls.
-      std::shared_ptr<arrow::Scalar> value;
-      const int key = catalog.partition_schema()
-                          ? catalog.partition_schema()->GetFieldIndex(dataset_field->name())
-                          : -1;
-      if (key >= 0 && static_cast<size_t>(key) < file.partition_values.size()) {
-        value = file.partition_values[static_cast<size_t>(key)];
-      }
-      auto constant = ConstantArray(value, read_type, rg.num_rows);
-      if (!constant.ok()) return WithContext(constant.status(), column_context);
-      array = *constant;
     }
+    ARROW_ASSIGN_OR_RAISE(auto array, DatasetColumn(catalog, file, layout.fields[i], stored,
+                                                    rg.num_rows, column_context));
     auto& column = (*columns)[i];
     ARROW_RETURN_NOT_OK(WithContext(
         Normalize(array, layout.field_raw_dtypes[i], layout.field_from_strings[i], &column),
