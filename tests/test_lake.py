@@ -506,3 +506,18 @@ def test_info_shows_partitions_promotions_and_missing_columns(tmp_path, capsys):
     assert cli.main(["info", "--no-partitioning", str(tmp_path)]) == 0
     assert json.loads(capsys.readouterr().out)["partitions"] == {}
     shutil.rmtree(tmp_path / "day=2")
+
+
+def test_torch_dataset_reopens_with_the_same_partitioning(tmp_path):
+    import pickle
+
+    write(tmp_path / "k=1" / "a.parquet", pa.table({"v": [1, 2]}))
+    write(tmp_path / "k=2" / "b.parquet", pa.table({"v": [3]}))
+    for partitioning, names in (("hive", ["v", "k"]), (None, ["v"])):
+        ds = shardfeed.TorchDataset(
+            tmp_path, batch_size=3, shuffle=False, output="numpy", partitioning=partitioning
+        )
+        assert [o["name"] for o in ds.describe_outputs()] == names
+        # A worker process rebuilds the catalog: same partitioning, same fingerprint.
+        batch = next(iter(pickle.loads(pickle.dumps(ds))))
+        assert list(batch) == names and batch["v"].tolist() == [1, 2, 3]
