@@ -3,6 +3,7 @@
 // StatusError and become shardfeed._errors classes (see convert.cc).
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/map.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/shared_ptr.h>
@@ -27,6 +28,7 @@
 #include "shardfeed/rng.h"
 #include "shardfeed/status.h"
 #include "shardfeed/transform.h"
+#include "shardfeed/vocabulary.h"
 #include "tier/decoded_tier.h"
 
 namespace nb = nanobind;
@@ -147,6 +149,16 @@ NB_MODULE(_core, m) {
       .def_rw("n", &TransformSpec::n)
       .def_rw("boundaries", &TransformSpec::boundaries)
       .def_prop_rw(
+          "values",
+          [](const TransformSpec& t) {
+            return t.vocabulary ? t.vocabulary->values() : std::vector<std::string>{};
+          },
+          [](TransformSpec& t, std::vector<std::string> values) {
+            nb::gil_scoped_release release;
+            t.vocabulary = Unwrap(VocabularyTable::Make(std::move(values)));
+          },
+          "Vocabulary: the values (setting it builds the lookup table once).")
+      .def_prop_rw(
           "dtype", [](const TransformSpec& t) { return std::string(DTypeName(t.dtype)); },
           [](TransformSpec& t, const std::string& name) {
             if (!ParseDType(name, &t.dtype)) {
@@ -161,6 +173,7 @@ NB_MODULE(_core, m) {
       .def_rw("stacks", &OutputOptions::stacks)
       .def_rw("with_sample_id", &OutputOptions::with_sample_id)
       .def_rw("fill_null", &OutputOptions::fill_null)
+      .def_rw("fill_null_columns", &OutputOptions::fill_null_columns)
       .def_rw("transforms", &OutputOptions::transforms);
 
   nb::class_<EngineOptions>(m, "EngineOptions")
@@ -357,6 +370,20 @@ NB_MODULE(_core, m) {
              }
              return out;
            })
+      .def(
+          "vocabulary",
+          [](const DatasetHandle& d, const std::string& column, int64_t min_count,
+             std::optional<int64_t> max_size, int num_threads) {
+            nb::gil_scoped_release release;
+            VocabularyOptions options;
+            options.min_count = min_count;
+            options.max_size = max_size;
+            options.num_threads = num_threads;
+            return Unwrap(BuildVocabulary(*d.catalog, column, options));
+          },
+          "column"_a, "min_count"_a = 1, "max_size"_a = nb::none(),
+          "num_threads"_a = VocabularyOptions{}.num_threads,
+          "The distinct values of a string column, most frequent first (ties by value).")
       .def("num_batches", [](const DatasetHandle& d, const PlanOptions& options) {
         return MakePlan(*d.catalog, options)->num_batches();
       });

@@ -8,6 +8,7 @@
 #include <arrow/type_traits.h>
 
 #include "util/memory.h"
+#include "util/string_array.h"
 
 namespace shardfeed {
 
@@ -53,6 +54,9 @@ arrow::Result<std::shared_ptr<arrow::Array>> ConformArray(
     const std::shared_ptr<arrow::Array>& array, const std::shared_ptr<arrow::DataType>& read_type) {
   // Equal up to the names of list elements ("item" / "element"): nothing to do.
   if (array->type()->Equals(*read_type, /*check_metadata=*/false)) return array;
+  // Strings are only ever hashed, and the hasher maps a dictionary's values
+  // once (pandas and polars categoricals): decoding them would only cost.
+  if (IsStringDictionary(*array) && IsStringLike(read_type->id())) return array;
   if (arrow::is_list(array->type_id()) && array->type_id() == read_type->id()) {
     const auto& have = static_cast<const arrow::BaseListType&>(*array->type());
     const auto& want = static_cast<const arrow::BaseListType&>(*read_type);

@@ -20,7 +20,8 @@ namespace shardfeed {
 std::shared_ptr<arrow::DataType> ReadType(const std::shared_ptr<arrow::DataType>& dataset_type);
 
 // `array` (one file's column, in the file's type) as `read_type`: dictionaries
-// decoded, promoted types widened.  Overflow is an error, never a wrap.
+// decoded (but for strings, which the hasher takes as they are), promoted
+// types widened.  Overflow is an error, never a wrap.
 arrow::Result<std::shared_ptr<arrow::Array>> ConformArray(
     const std::shared_ptr<arrow::Array>& array, const std::shared_ptr<arrow::DataType>& read_type);
 
