@@ -96,13 +96,13 @@ arrow::Result<std::optional<Footer>> ReadFooter(arrow::fs::FileSystem& fs, const
     return Error(ErrorKind::kInvalidData,
                  context + ": not a readable Parquet file (" + e.what() + ")");
   }
-  int64_t size = info.size();
+  int64_t size = file.info.size();
   if (size < 0) {  // a listing that did not say
     auto maybe_size = (*maybe_input)->GetSize();
     if (!maybe_size.ok()) return WithContext(maybe_size.status(), context);
     size = *maybe_size;
   }
-  ARROW_RETURN_NOT_OK(ValidateFooter(*footer.metadata, size, rel));
+  ARROW_RETURN_NOT_OK(ValidateFooter(*footer.metadata, size, file.rel));
   parquet::ArrowReaderProperties props;
   auto st = parquet::arrow::FromParquetSchema(
       footer.metadata->schema(), props, footer.metadata->key_value_metadata(), &footer.schema);
