@@ -43,6 +43,7 @@ def write(root: Path, array: pa.Array, name: str = "c.parquet", rg: int = 250) -
 ENCODINGS = {
     "string": lambda v: pa.array(v, pa.string()),
     "large_string": lambda v: pa.array(v, pa.large_string()),
+    "string_view": lambda v: pa.array(v, pa.string_view()),
     "dictionary_int8": lambda v: (
         pa.array(v, pa.string()).dictionary_encode().cast(pa.dictionary(pa.int8(), pa.string()))
     ),
