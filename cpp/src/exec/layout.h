@@ -47,4 +47,8 @@ arrow::Result<Layout> MakeLayout(const arrow::Schema& schema, const OutputOption
 // The value type of a numeric/bool Arrow type, or an error naming the column.
 arrow::Result<DType> ValueDType(const arrow::DataType& type, const std::string& column);
 
+// "days" for dates; "s", "ms", "us" or "ns" for timestamps, times and
+// durations (also as list elements); empty for other types.
+std::string TimeUnitName(const arrow::DataType& type);
+
 }  // namespace shardfeed
