@@ -355,7 +355,7 @@ def test_vocabulary_matches_columns_by_name_across_files(tmp_path):
     a, b = words(300, 30), words(200, 31)
     pq.write_table(pa.table({"id": np.arange(300), "s": a}), tmp_path / "a.parquet")
     pq.write_table(
-        pa.table({"n": np.zeros(200), "s": pa.array(b).dictionary_encode(), "id": np.arange(200)}),
+        pa.table({"s": pa.array(b).dictionary_encode(), "n": np.zeros(200), "id": np.arange(200)}),
         tmp_path / "b.parquet",
     )
     pq.write_table(pa.table({"id": np.arange(50)}), tmp_path / "c.parquet")
