@@ -10,7 +10,6 @@
 
 #include <cstdint>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,27 +17,13 @@
 
 #include "shardfeed/batch.h"
 #include "shardfeed/catalog.h"
+#include "shardfeed/decoded_tier.h"
+#include "shardfeed/output.h"
 #include "shardfeed/plan.h"
-#include "shardfeed/transform.h"
 
 namespace shardfeed {
 
-class DecodedTier;
 class FileCache;
-
-struct StackSpec {
-  std::string name;                  // output name
-  std::vector<std::string> columns;  // numeric scalar columns, in output order
-};
-
-struct OutputOptions {
-  std::vector<std::string> columns;  // empty + all_columns: every column
-  bool all_columns = true;
-  std::vector<StackSpec> stacks;
-  bool with_sample_id = false;            // adds "sample_id": int64 natural-order index
-  std::optional<double> fill_null;        // nullopt: a null is an error
-  std::vector<TransformSpec> transforms;  // applied in order, before stacking
-};
 
 struct EngineOptions {
   OutputOptions output;
@@ -93,16 +78,6 @@ struct EngineStats {
   std::vector<int32_t> decoded_row_groups;  // catalog indices, in decode order
   int64_t peak_live_row_groups = 0;         // most decoded row groups held at once
 };
-
-struct OutputInfo {
-  std::string name;
-  DType dtype;
-  std::vector<int64_t> inner_shape;  // shape after the batch dimension (-1: varies)
-};
-
-// Checks columns, types and stacks against the schema without reading data.
-arrow::Result<std::vector<OutputInfo>> DescribeOutputs(const arrow::Schema& schema,
-                                                       const OutputOptions& options);
 
 class Engine {
  public:

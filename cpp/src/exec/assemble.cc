@@ -12,8 +12,8 @@
 #include <new>
 #include <string>
 
-#include "exec/dtype_dispatch.h"
 #include "shardfeed/status.h"
+#include "util/dtype_dispatch.h"
 
 namespace shardfeed {
 

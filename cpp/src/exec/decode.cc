@@ -21,7 +21,7 @@
 
 #include "exec/assemble.h"
 #include "shardfeed/status.h"
-#include "tier/decoded_tier.h"
+#include "tier/decoded_tier_internal.h"
 #include "transform/transform.h"
 #include "util/memory.h"
 
@@ -307,8 +307,8 @@ arrow::Result<std::shared_ptr<const DecodedRowGroup>> DecodeRowGroup(const Catal
   bool cached = false;
   if (hooks.tier) {
     const auto t_load = Clock::now();
-    tier_key = DecodedTier::Key(catalog, rg_index, layout);
-    ARROW_ASSIGN_OR_RAISE(auto loaded, hooks.tier->Load(tier_key));
+    tier_key = DecodedTier::Impl::Key(catalog, rg_index, layout);
+    ARROW_ASSIGN_OR_RAISE(auto loaded, hooks.tier->impl()->Load(tier_key));
     if (loaded && loaded->size() == layout.fields.size()) {
       decoded->columns = std::move(*loaded);
       cached = true;
@@ -336,7 +336,7 @@ arrow::Result<std::shared_ptr<const DecodedRowGroup>> DecodeRowGroup(const Catal
     for (size_t i = 0; i < layout.fields.size(); ++i) {
       ARROW_RETURN_NOT_OK(apply(i, DeterministicPrefix(layout, i)));
     }
-    hooks.tier->Store(tier_key, decoded->columns, rg.num_rows);
+    hooks.tier->impl()->Store(tier_key, decoded->columns, rg.num_rows);
   }
   for (size_t i = 0; i < layout.fields.size(); ++i) {
     ARROW_RETURN_NOT_OK(apply(i, layout.field_transforms[i].size()));

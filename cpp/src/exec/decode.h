@@ -11,24 +11,15 @@
 #include <arrow/result.h>
 #include <arrow/type_fwd.h>
 
-#include "exec/layout.h"
+#include "exec/decoded_row_group.h"
 #include "exec/stage_clock.h"
 #include "shardfeed/catalog.h"
-#include "tier/decoded_tier.h"
+#include "shardfeed/decoded_tier.h"
 #include "transform/column.h"
+#include "transform/layout.h"
 #include "transform/transform.h"
 
 namespace shardfeed {
-
-struct DecodedRowGroup {
-  int32_t index = 0;      // catalog row-group index
-  int64_t first_row = 0;  // global id of row 0
-  int64_t num_rows = 0;
-  int64_t bytes = 0;                   // compressed bytes read
-  std::vector<DecodedColumn> columns;  // one per Layout::fields
-  // Per Layout::outputs entry: the row-major matrix of a stack, else null.
-  std::vector<std::shared_ptr<arrow::Buffer>> stacks;
-};
 
 // How DecodeRowGroup opens files and where it books its time.
 struct DecodeHooks {

@@ -13,11 +13,11 @@
 
 #include "exec/assemble.h"
 #include "exec/decode.h"
-#include "exec/layout.h"
 #include "exec/queue.h"
 #include "exec/stage_clock.h"
 #include "shardfeed/cache.h"
 #include "shardfeed/status.h"
+#include "transform/layout.h"
 
 namespace shardfeed {
 

@@ -1,9 +1,10 @@
-#include "tier/decoded_tier.h"
+#include "tier/decoded_tier_internal.h"
 
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -61,6 +62,14 @@ bool OwnerIsGone(const std::string& name) {
   return pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
 }
 
+bool IsTemp(const std::string& name) { return name.rfind(".tmp-", 0) == 0; }
+
+// Entries are "<hex>.sfd", temporaries ".tmp-<pid>-<n>.sfd"; other files in
+// the folder are not the tier's.
+bool IsEntryOrTemp(const std::string& name) {
+  return name.size() > 4 && name.compare(name.size() - 4, 4, ".sfd") == 0;
+}
+
 void Append(std::string* out, const void* data, size_t n) {
   out->append(static_cast<const char*>(data), n);
 }
@@ -77,17 +86,11 @@ std::string Spec(const TransformSpec& t) {
 
 }  // namespace
 
-size_t DeterministicPrefix(const Layout& layout, size_t field) {
-  size_t n = 0;
-  for (size_t t : layout.field_transforms[field]) {
-    if (IsRandom(layout.transforms[t].op)) break;
-    ++n;
-  }
-  return n;
-}
-
-DecodedTier::DecodedTier(std::string dir, int64_t limit, int64_t used)
+DecodedTier::Impl::Impl(std::string dir, int64_t limit, int64_t used)
     : dir_(std::move(dir)), limit_(limit), used_(used) {}
+
+DecodedTier::DecodedTier(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+DecodedTier::~DecodedTier() = default;
 
 arrow::Result<std::shared_ptr<DecodedTier>> DecodedTier::Open(const std::string& dir,
                                                               int64_t limit_bytes) {
@@ -114,10 +117,11 @@ arrow::Result<std::shared_ptr<DecodedTier>> DecodedTier::Open(const std::string&
       if (!size_ec) used += static_cast<int64_t>(size);
     }
   }
-  return std::shared_ptr<DecodedTier>(new DecodedTier(dir, limit_bytes, used));
+  return std::shared_ptr<DecodedTier>(
+      new DecodedTier(std::make_unique<Impl>(dir, limit_bytes, used)));
 }
 
-std::string DecodedTier::Key(const Catalog& catalog, int32_t rg, const Layout& layout) {
+std::string DecodedTier::Impl::Key(const Catalog& catalog, int32_t rg, const Layout& layout) {
   const auto& row_group = catalog.row_groups()[static_cast<size_t>(rg)];
   const auto& file = catalog.files()[static_cast<size_t>(row_group.file)];
   std::ostringstream key;
@@ -135,13 +139,14 @@ std::string DecodedTier::Key(const Catalog& catalog, int32_t rg, const Layout& l
   return key.str();
 }
 
-std::string DecodedTier::PathOf(const std::string& key) const {
+std::string DecodedTier::Impl::PathOf(const std::string& key) const {
   StableHash h;
   h.Update(key);
   return dir_ + "/" + h.HexDigest() + ".sfd";
 }
 
-arrow::Result<std::optional<std::vector<DecodedColumn>>> DecodedTier::Load(const std::string& key) {
+arrow::Result<std::optional<std::vector<DecodedColumn>>> DecodedTier::Impl::Load(
+    const std::string& key) {
   const std::string path = PathOf(key);
   auto maybe_file = arrow::io::MemoryMappedFile::Open(path, arrow::io::FileMode::READ);
   auto miss = [&]() -> std::optional<std::vector<DecodedColumn>> {
@@ -231,8 +236,8 @@ arrow::Result<std::optional<std::vector<DecodedColumn>>> DecodedTier::Load(const
   return std::optional<std::vector<DecodedColumn>>(std::move(out));
 }
 
-void DecodedTier::Store(const std::string& key, const std::vector<DecodedColumn>& columns,
-                        int64_t rows) {
+void DecodedTier::Impl::Store(const std::string& key, const std::vector<DecodedColumn>& columns,
+                              int64_t rows) {
   // Header first, then buffers at aligned offsets computed up front.
   std::string header(kMagic, 8);
   const uint64_t key_len = key.size(), n = columns.size();
@@ -331,9 +336,58 @@ void DecodedTier::Store(const std::string& key, const std::vector<DecodedColumn>
   stored_ += total;
 }
 
-DecodedTierStats DecodedTier::stats() const {
+DecodedTierStats DecodedTier::Impl::stats() const {
   return {hits_.load(),    misses_.load(), stored_.load(),
           skipped_.load(), used_.load(),   corrupt_.load()};
+}
+
+DecodedTierStats DecodedTier::stats() const { return impl_->stats(); }
+
+const std::string& DecodedTier::dir() const { return impl_->dir_; }
+
+arrow::Result<DecodedTierUsage> DecodedTier::Usage() const {
+  DecodedTierUsage usage;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(impl_->dir_, ec)) {
+    std::error_code size_ec;
+    const std::string name = entry.path().filename().string();
+    if (!IsEntryOrTemp(name) || !entry.is_regular_file(size_ec)) continue;
+    const auto size = entry.file_size(size_ec);
+    if (size_ec) continue;  // removed meanwhile
+    usage.bytes += static_cast<int64_t>(size);
+    if (!IsTemp(name)) ++usage.entries;
+  }
+  if (ec) {
+    return Error(ErrorKind::kStorage,
+                 "cannot list decoded cache folder '" + impl_->dir_ + "': " + ec.message());
+  }
+  return usage;
+}
+
+arrow::Result<int64_t> DecodedTier::Clear() {
+  int64_t freed = 0;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(impl_->dir_, ec)) {
+    std::error_code file_ec;
+    const std::string name = entry.path().filename().string();
+    if (!IsEntryOrTemp(name) || IsTemp(name) || !entry.is_regular_file(file_ec)) continue;
+    const auto size = entry.file_size(file_ec);
+    if (file_ec || !std::filesystem::remove(entry.path(), file_ec) || file_ec) continue;
+    freed += static_cast<int64_t>(size);
+  }
+  if (ec) {
+    return Error(ErrorKind::kStorage,
+                 "cannot list decoded cache folder '" + impl_->dir_ + "': " + ec.message());
+  }
+  // This process's account of the folder; other processes' entries may be
+  // among the freed bytes, so it stops at zero.
+  int64_t used = impl_->used_.load();
+  while (!impl_->used_.compare_exchange_weak(used, std::max<int64_t>(0, used - freed))) {
+  }
+  // An entry stored again later (by any process) must be checked again.
+  std::lock_guard<std::mutex> lock(impl_->mu_);
+  impl_->verified_.clear();
+  return freed;
 }
 
 }  // namespace shardfeed

@@ -6,9 +6,9 @@
 #include <numbers>
 #include <type_traits>
 
-#include "exec/dtype_dispatch.h"
 #include "shardfeed/rng.h"
 #include "shardfeed/status.h"
+#include "util/dtype_dispatch.h"
 
 namespace shardfeed {
 

@@ -1,0 +1,107 @@
+// A dataset (its catalog) and the outputs a batch of it holds.
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
+
+#include <memory>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include <arrow/type.h>
+
+#include "convert.h"
+#include "register.h"
+#include "shardfeed/catalog.h"
+#include "shardfeed/output.h"
+#include "shardfeed/plan.h"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace shardfeed::py {
+
+void RegisterDataset(nb::module_& m) {
+  nb::class_<StackSpec>(m, "StackSpec")
+      .def(nb::init<>())
+      .def_rw("name", &StackSpec::name)
+      .def_rw("columns", &StackSpec::columns);
+
+  nb::class_<OutputOptions>(m, "OutputOptions")
+      .def(nb::init<>())
+      .def_rw("columns", &OutputOptions::columns)
+      .def_rw("all_columns", &OutputOptions::all_columns)
+      .def_rw("stacks", &OutputOptions::stacks)
+      .def_rw("with_sample_id", &OutputOptions::with_sample_id)
+      .def_rw("fill_null", &OutputOptions::fill_null)
+      .def_rw("transforms", &OutputOptions::transforms);
+
+  nb::class_<DatasetHandle>(m, "Dataset")
+      .def(
+          "__init__",
+          [](DatasetHandle* self, const std::vector<std::string>& sources, int num_threads) {
+            std::shared_ptr<Catalog> catalog;
+            {
+              nb::gil_scoped_release release;
+              CatalogOptions options;
+              options.num_threads = num_threads;
+              catalog = Unwrap(Catalog::Open(sources, options));
+            }
+            new (self) DatasetHandle{std::move(catalog)};
+          },
+          "sources"_a, "num_threads"_a = 8)
+      .def_prop_ro("num_rows", [](const DatasetHandle& d) { return d.catalog->num_rows(); })
+      .def_prop_ro("num_files", [](const DatasetHandle& d) { return d.catalog->files().size(); })
+      .def_prop_ro("num_row_groups",
+                   [](const DatasetHandle& d) { return d.catalog->row_groups().size(); })
+      .def_prop_ro("fingerprint", [](const DatasetHandle& d) { return d.catalog->fingerprint(); })
+      .def_prop_ro("root", [](const DatasetHandle& d) { return d.catalog->root(); })
+      .def_prop_ro("is_local", [](const DatasetHandle& d) { return d.catalog->is_local(); })
+      .def("file_sizes",
+           [](const DatasetHandle& d) {
+             std::vector<int64_t> out;
+             for (const auto& f : d.catalog->files()) out.push_back(f.size);
+             return out;
+           })
+      .def("files",
+           [](const DatasetHandle& d) {
+             std::vector<std::string> out;
+             for (const auto& f : d.catalog->files()) out.push_back(f.rel_path);
+             return out;
+           })
+      .def("row_groups",
+           [](const DatasetHandle& d) {
+             std::vector<std::tuple<int32_t, int32_t, int64_t, int64_t, int64_t>> out;
+             for (const auto& rg : d.catalog->row_groups()) {
+               out.emplace_back(rg.file, rg.row_group, rg.num_rows, rg.first_row, rg.total_bytes);
+             }
+             return out;
+           })
+      .def("schema",
+           [](const DatasetHandle& d) {
+             std::vector<std::pair<std::string, std::string>> out;
+             if (d.catalog->schema()) {
+               for (const auto& f : d.catalog->schema()->fields()) {
+                 out.emplace_back(f->name(), f->type()->ToString());
+               }
+             }
+             return out;
+           })
+      .def("describe_outputs",
+           [](const DatasetHandle& d, const OutputOptions& options) {
+             std::vector<std::tuple<std::string, std::string, std::vector<int64_t>>> out;
+             for (const auto& info : Unwrap(DescribeOutputs(*d.catalog->schema(), options))) {
+               out.emplace_back(info.name, DTypeName(info.dtype), info.inner_shape);
+             }
+             return out;
+           })
+      .def("num_batches", [](const DatasetHandle& d, const PlanOptions& options) {
+        return MakePlan(*d.catalog, options)->num_batches();
+      });
+}
+
+}  // namespace shardfeed::py
