@@ -23,6 +23,13 @@ using namespace nb::literals;
 namespace shardfeed::py {
 
 void RegisterCache(nb::module_& m) {
+  nb::class_<CacheOptions>(m, "CacheOptions")
+      .def(nb::init<>())
+      .def_rw("limit_bytes", &CacheOptions::limit_bytes)
+      .def(
+          "validate", [](const CacheOptions& o) { Check(o.Validate()); },
+          "Raises InvalidArgumentError for a limit out of range.");
+
   nb::class_<DecodedTier>(m, "DecodedTier")
       .def(
           "stats",

@@ -53,7 +53,7 @@ void RegisterDataset(nb::module_& m) {
             }
             new (self) DatasetHandle{std::move(catalog)};
           },
-          "sources"_a, "num_threads"_a = 8)
+          "sources"_a, "num_threads"_a = CatalogOptions{}.num_threads)
       .def_prop_ro("num_rows", [](const DatasetHandle& d) { return d.catalog->num_rows(); })
       .def_prop_ro("num_files", [](const DatasetHandle& d) { return d.catalog->files().size(); })
       .def_prop_ro("num_row_groups",

@@ -109,7 +109,10 @@ void RegisterEngine(nb::module_& m) {
       .def_rw("trace", &EngineOptions::trace)
       .def_rw("debug_max_delay_us", &EngineOptions::debug_max_delay_us)
       .def_rw("debug_slow_stage", &EngineOptions::debug_slow_stage)
-      .def_rw("debug_slow_us", &EngineOptions::debug_slow_us);
+      .def_rw("debug_slow_us", &EngineOptions::debug_slow_us)
+      .def(
+          "validate", [](const EngineOptions& o) { Check(o.Validate()); },
+          "Raises InvalidArgumentError for a setting out of range.");
 
   nb::class_<EngineHandle>(m, "Engine", nb::is_weak_referenceable())
       .def(

@@ -28,7 +28,10 @@ void RegisterPlan(nb::module_& m) {
       .def_rw("batch_size", &PlanOptions::batch_size)
       .def_rw("world_size", &PlanOptions::world_size)
       .def_rw("rank", &PlanOptions::rank)
-      .def_rw("drop_last", &PlanOptions::drop_last);
+      .def_rw("drop_last", &PlanOptions::drop_last)
+      .def(
+          "validate", [](const PlanOptions& o) { Check(o.Validate()); },
+          "Raises InvalidArgumentError for a setting out of range.");
 
   m.def(
       "plan_sample_ids",
