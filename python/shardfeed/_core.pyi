@@ -56,6 +56,9 @@ class PlanOptions:
     @drop_last.setter
     def drop_last(self, arg: bool, /) -> None: ...
 
+    def validate(self) -> None:
+        """Raises InvalidArgumentError for a setting out of range."""
+
 def plan_sample_ids(row_group_rows: Sequence[int], options: PlanOptions) -> list[int]: ...
 
 def plan_batch_sizes(row_group_rows: Sequence[int], options: PlanOptions) -> list[int]: ...
@@ -194,6 +197,18 @@ class Dataset:
 
     def num_batches(self, arg: PlanOptions, /) -> int: ...
 
+class CacheOptions:
+    def __init__(self) -> None: ...
+
+    @property
+    def limit_bytes(self) -> int: ...
+
+    @limit_bytes.setter
+    def limit_bytes(self, arg: int, /) -> None: ...
+
+    def validate(self) -> None:
+        """Raises InvalidArgumentError for a limit out of range."""
+
 class DecodedTier:
     def stats(self) -> dict[str, int]: ...
 
@@ -300,6 +315,9 @@ class EngineOptions:
 
     @debug_slow_us.setter
     def debug_slow_us(self, arg: int, /) -> None: ...
+
+    def validate(self) -> None:
+        """Raises InvalidArgumentError for a setting out of range."""
 
 class Engine:
     def __init__(self, dataset: Dataset, plan: PlanOptions, options: EngineOptions) -> None: ...
