@@ -231,8 +231,9 @@ NB_MODULE(_core, m) {
               throw StatusError(Error(ErrorKind::kInvalidArgument, "no such file"));
             }
             const auto& f = catalog.files()[file];
-            return Unwrap(c.Warm(catalog.filesystem(),
-                                 {catalog.storage_id() + "|" + f.path, f.path, f.size, f.version}));
+            return Unwrap(
+                c.Warm(catalog.filesystem(),
+                       {CacheKey(catalog, static_cast<int32_t>(file)), f.path, f.size, f.version}));
           },
           "dataset"_a, "file"_a, "Downloads file number `file` of the dataset unless cached.");
   m.def(
@@ -382,7 +383,7 @@ NB_MODULE(_core, m) {
         // the built-in transforms, keyed by (seed, epoch, stream, sample id); one
         // call per batch, no Python per sample.
         const auto n = static_cast<int64_t>(sample_ids.shape(0));
-        auto out = std::make_shared<OutputBuffer>(static_cast<size_t>(n * size) * sizeof(double));
+        auto out = Unwrap(OutputBuffer::Make(static_cast<size_t>(n * size) * sizeof(double)));
         {
           nb::gil_scoped_release release;
           const uint64_t purpose = static_cast<uint64_t>(Purpose::kUserBase) + stream;

@@ -231,7 +231,7 @@ class EngineImpl final : public Engine {
         const auto f = static_cast<size_t>(catalog_->row_groups()[static_cast<size_t>(rg)].file);
         if (file_position_[f] >= 0) continue;
         file_position_[f] = static_cast<int64_t>(order.size());
-        order.push_back({catalog_->storage_id() + "|" + files[f].path, files[f].path, files[f].size,
+        order.push_back({CacheKey(*catalog_, static_cast<int32_t>(f)), files[f].path, files[f].size,
                          files[f].version});
       }
     }
