@@ -126,7 +126,10 @@ NB_MODULE(_core, m) {
       .def_rw("batch_size", &PlanOptions::batch_size)
       .def_rw("world_size", &PlanOptions::world_size)
       .def_rw("rank", &PlanOptions::rank)
-      .def_rw("drop_last", &PlanOptions::drop_last);
+      .def_rw("drop_last", &PlanOptions::drop_last)
+      .def(
+          "validate", [](const PlanOptions& o) { Check(o.Validate()); },
+          "Raises InvalidArgumentError for a setting out of range.");
 
   nb::class_<StackSpec>(m, "StackSpec")
       .def(nb::init<>())
@@ -174,7 +177,17 @@ NB_MODULE(_core, m) {
       .def_rw("trace", &EngineOptions::trace)
       .def_rw("debug_max_delay_us", &EngineOptions::debug_max_delay_us)
       .def_rw("debug_slow_stage", &EngineOptions::debug_slow_stage)
-      .def_rw("debug_slow_us", &EngineOptions::debug_slow_us);
+      .def_rw("debug_slow_us", &EngineOptions::debug_slow_us)
+      .def(
+          "validate", [](const EngineOptions& o) { Check(o.Validate()); },
+          "Raises InvalidArgumentError for a setting out of range.");
+
+  nb::class_<CacheOptions>(m, "CacheOptions")
+      .def(nb::init<>())
+      .def_rw("limit_bytes", &CacheOptions::limit_bytes)
+      .def(
+          "validate", [](const CacheOptions& o) { Check(o.Validate()); },
+          "Raises InvalidArgumentError for a limit out of range.");
 
   nb::class_<DecodedTier>(m, "DecodedTier")
       .def(
@@ -266,7 +279,7 @@ NB_MODULE(_core, m) {
             }
             new (self) DatasetHandle{std::move(catalog)};
           },
-          "sources"_a, "num_threads"_a = 8)
+          "sources"_a, "num_threads"_a = CatalogOptions{}.num_threads)
       .def_prop_ro("num_rows", [](const DatasetHandle& d) { return d.catalog->num_rows(); })
       .def_prop_ro("num_files", [](const DatasetHandle& d) { return d.catalog->files().size(); })
       .def_prop_ro("num_row_groups",

@@ -16,6 +16,7 @@ import pyarrow.fs  # noqa: F401  (registers S3/GCS/HDFS with Arrow, and S3's shu
 
 from . import transforms
 from ._errors import (
+    ArgumentTypeError,
     ColumnNotFoundError,
     DatasetNotFoundError,
     InvalidArgumentError,
@@ -33,6 +34,7 @@ from ._random import sample_rng, sample_uniform
 __version__ = "0.1.0"
 
 __all__ = [
+    "ArgumentTypeError",
     "ColumnNotFoundError",
     "DatasetNotFoundError",
     "InvalidArgumentError",

@@ -56,6 +56,9 @@ class PlanOptions:
     @drop_last.setter
     def drop_last(self, arg: bool, /) -> None: ...
 
+    def validate(self) -> None:
+        """Raises InvalidArgumentError for a setting out of range."""
+
 class StackSpec:
     def __init__(self) -> None: ...
 
@@ -235,6 +238,21 @@ class EngineOptions:
 
     @debug_slow_us.setter
     def debug_slow_us(self, arg: int, /) -> None: ...
+
+    def validate(self) -> None:
+        """Raises InvalidArgumentError for a setting out of range."""
+
+class CacheOptions:
+    def __init__(self) -> None: ...
+
+    @property
+    def limit_bytes(self) -> int: ...
+
+    @limit_bytes.setter
+    def limit_bytes(self, arg: int, /) -> None: ...
+
+    def validate(self) -> None:
+        """Raises InvalidArgumentError for a limit out of range."""
 
 class DecodedTier:
     def stats(self) -> dict[str, int]: ...

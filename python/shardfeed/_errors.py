@@ -39,6 +39,14 @@ class InvalidArgumentError(ShardfeedError, ValueError):
     """A setting is out of range (batch_size < 1, a bad rank, ...)."""
 
 
+class ArgumentTypeError(InvalidArgumentError, TypeError):
+    """An argument has the wrong type (``rank=0.5``, ``prefetch="8"``, ``source=None``).
+
+    Also a ``TypeError``; an ``InvalidArgumentError`` (``ValueError``) too, so that code
+    catching the latter for every bad setting keeps working.
+    """
+
+
 class StateDictError(ShardfeedError, ValueError):
     """A state dict was made for another dataset or other settings."""
 
@@ -52,6 +60,7 @@ class LoaderClosedError(ShardfeedError, RuntimeError):
 
 
 __all__ = [
+    "ArgumentTypeError",
     "ColumnNotFoundError",
     "DatasetNotFoundError",
     "InvalidArgumentError",

@@ -3,20 +3,16 @@
 from __future__ import annotations
 
 import atexit
-import os
 import time
 import weakref
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
 from . import _core
-from ._errors import InvalidArgumentError, StateDictError
-from ._options import Caches, CacheSettings, Settings, Source, StackArg, open_dataset
-from .transforms import Transform
-
-_STATE_VERSION = 1
+from ._options import Caches, Settings
+from ._stream import Stream
 
 # Engines still running; closed before interpreter exit so that no engine thread
 # outlives pyarrow's finalization of its filesystems (S3 in particular).
@@ -76,115 +72,31 @@ def iterate(
         engine.close()
 
 
-class Loader:
+class Loader(Stream):
     """Batches from a Parquet dataset in one reproducible order.
 
-    Args:
-        source: a directory (every ``*.parquet`` below it), a file, or a list of
-            files; local paths or URIs Arrow knows (``file://``, ``s3://``, ...).
-        columns: columns to hand out one by one; ``None`` means every column
-            that is not part of a ``stack``.
-        batch_size: rows per batch.
-        shuffle: a fresh row-group order per epoch and a permutation of the rows
-            of each mixing window of ``shuffle_window`` row groups.
-        seed: with the epoch, decides the order (same seed, same stream).
-        rank, world_size: this process's slice; default from torch.distributed,
-            else the ``RANK``/``WORLD_SIZE`` environment, else 0/1.
-        drop_last: ``True``: every rank gets ``N // (world_size * batch_size)``
-            full batches.  ``False``: every sample exactly once across ranks;
-            ranks get the same batch count, the last batches of a rank smaller.
-        num_threads: engine worker threads (default: the CPU count, at most 16).
-            The stream does not depend on it.
-        stack: ``{"x": ["f0", "f1", ...]}`` packs scalar numeric columns into
-            one ``[batch, n]`` array in C++ (one dtype if all agree, else
-            float32, or float64 if any column is float64).
-        output: ``"torch"`` (``torch.Tensor`` values) or ``"numpy"``.
-        shuffle_window: row groups mixed together when shuffling; memory grows
-            with it (the decoded row groups of a window stay in memory while its
-            batches are assembled).
-        prefetch: batches each worker may hold ready (its queue depth).
-        with_sample_id: add ``"sample_id"``: each row's int64 index in the
-            dataset's natural order.
-        fill_null: value for nulls; ``None`` raises InvalidDataError naming the
-            file, row group and column of the first null.
-        transforms: ``shardfeed.transforms`` objects run in the engine's threads,
-            in order, before ``stack`` (random ones keyed per sample).
-        transform: a Python callable ``dict[str, ndarray] -> dict`` applied to each
-            batch before conversion (with TorchDataset: in the worker processes).
-        cache_dir: a node-local folder for cached data (created with mode 0700).
-            Remote files are kept there (``files/``), shared by every process
-            on the node; local files are read in place.
-        cache_limit_bytes: at most this many bytes per cache tier (None: no limit).
-        cache_decoded: also keep each row group after decoding, column
-            selection and the deterministic transforms (``decoded/``); later
-            epochs map it from disk instead of decoding again.  Random
-            transforms always run after it.
-        prefetch_bytes: how far ahead of use remote files are fetched.
+    ``Loader(source, columns=None, batch_size=1024, ...)``: the arguments are
+    documented on ``__init__`` (shared with TorchDataset).
 
     Iterating yields ``dict[str, Tensor | ndarray]``.  Variable-length list
     columns give ``name`` (zero-padded ``[batch, max_len]``) and
     ``name_lengths``; fixed-size lists give ``[batch, size]``.
     """
 
-    def __init__(
-        self,
-        source: Source,
-        columns: Sequence[str] | None = None,
-        batch_size: int = 1024,
-        shuffle: bool = True,
-        seed: int = 0,
-        rank: int | None = None,
-        world_size: int | None = None,
-        drop_last: bool = True,
-        num_threads: int | None = None,
-        stack: StackArg | None = None,
-        output: str = "torch",
-        *,
-        shuffle_window: int = 4,
-        prefetch: int = 8,
-        with_sample_id: bool = False,
-        fill_null: float | None = None,
-        transforms: Sequence[Transform] | None = None,
-        transform: Callable[[dict[str, np.ndarray]], dict[str, Any]] | None = None,
-        cache_dir: str | os.PathLike[str] | None = None,
-        cache_limit_bytes: int | None = None,
-        cache_decoded: bool = False,
-        prefetch_bytes: int | None = None,
-    ) -> None:
-        self._settings = Settings.make(
-            source, columns, batch_size, shuffle, seed, rank, world_size, drop_last,
-            num_threads, stack, output, shuffle_window, prefetch, with_sample_id, fill_null,
-            transforms, transform,
-            CacheSettings.make(cache_dir, cache_limit_bytes, cache_decoded, prefetch_bytes),
-        )  # fmt: skip
-        self._dataset = open_dataset(self._settings.sources)
-        self._caches = Caches.open(self._settings.cache, self._dataset)
-        # Column, type and stack errors surface here, before any data is read.
-        self._outputs = self._dataset.describe_outputs(self._settings.output_options())
-        self._epoch = 0
+    def _opened(self, dataset: _core.Dataset) -> None:
+        self._dataset = dataset
+        self._caches = Caches.open(self._settings.cache, dataset)
         self._consumed = 0  # batches handed out in this epoch
         self._resume_at = 0  # where the next pass starts
-        self._len = self._dataset.num_batches(self._settings.plan_options(0))
         self._last_engine: _core.Engine | None = None
         self._deliver = DeliverClock()
 
+    def _seek(self, epoch: int, batch: int) -> None:
+        self._epoch = epoch
+        self._consumed = batch
+        self._resume_at = batch
+
     # -- the stream ------------------------------------------------------------------
-    def __len__(self) -> int:
-        """Batches this rank yields per epoch."""
-        return int(self._len)
-
-    def set_epoch(self, epoch: int) -> None:
-        """Selects the epoch of the next pass (its order); resets the position."""
-        if epoch < 0:
-            raise InvalidArgumentError(f"epoch must be >= 0, got {epoch}")
-        self._epoch = int(epoch)
-        self._consumed = 0
-        self._resume_at = 0
-
-    @property
-    def epoch(self) -> int:
-        return self._epoch
-
     def __iter__(self) -> Iterator[dict[str, Any]]:
         start = self._resume_at
         self._resume_at = 0
@@ -203,20 +115,7 @@ class Loader:
     # -- resume ----------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
         """A small JSON-serializable dict: where this epoch stands, and what it is valid for."""
-        return {
-            "version": _STATE_VERSION,
-            "epoch": self._epoch,
-            "seed": self._settings.seed,
-            "batches_consumed": self._consumed,
-            "fingerprint": self._dataset.fingerprint,
-            "settings": self._settings.stream_settings(),
-        }
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """The next pass yields the rest of the saved epoch, exactly."""
-        self._resume_at = check_state(state, self._settings, self._dataset, len(self))
-        self._epoch = int(state["epoch"])
-        self._consumed = self._resume_at
+        return self._state(self._consumed)
 
     # -- introspection ---------------------------------------------------------------
     @property
@@ -267,35 +166,3 @@ class Loader:
         """(worker, stage, start_us, duration_us, arg) of the latest pass, when it was
         made with tracing on (see ``shardfeed profile --trace``); worker -1 is the consumer."""
         return [] if self._last_engine is None else list(self._last_engine.trace())
-
-
-def check_state(
-    state: Mapping[str, Any], settings: Settings, dataset: _core.Dataset, length: int
-) -> int:
-    """Validates a state dict against this loader; returns the batch to resume at."""
-    try:
-        version = state["version"]
-        fingerprint = state["fingerprint"]
-        saved = state["settings"]
-        consumed = int(state["batches_consumed"])
-        int(state["epoch"])
-        seed = int(state["seed"])
-    except (KeyError, TypeError, ValueError) as e:
-        raise StateDictError(f"not a shardfeed state dict: {e!r}") from e
-    if version != _STATE_VERSION:
-        raise StateDictError(f"state dict version {version} is not {_STATE_VERSION}")
-    if fingerprint != dataset.fingerprint:
-        raise StateDictError(
-            "state dict is from another dataset (fingerprint "
-            f"{fingerprint} != {dataset.fingerprint})"
-        )
-    if seed != settings.seed:
-        raise StateDictError(f"state dict has seed {seed}, this loader {settings.seed}")
-    ours = settings.stream_settings()
-    diff = sorted(k for k in set(ours) | set(saved) if ours.get(k) != saved.get(k))
-    if diff:
-        details = ", ".join(f"{k}: saved {saved.get(k)!r}, now {ours.get(k)!r}" for k in diff)
-        raise StateDictError(f"state dict was saved with other settings ({details})")
-    if not 0 <= consumed <= length:
-        raise StateDictError(f"batches_consumed={consumed} is outside [0, {length}]")
-    return consumed

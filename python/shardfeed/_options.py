@@ -11,6 +11,21 @@ from typing import Any
 import numpy as np
 
 from . import _core
+from ._check import (
+    INT32,
+    UINT64,
+    check_bool,
+    check_callable,
+    check_int,
+    check_list,
+    check_names,
+    check_opt_float,
+    check_opt_int,
+    check_path,
+    check_source,
+    check_stack,
+    check_str,
+)
 from ._errors import InvalidArgumentError
 from .transforms import Transform, to_core
 
@@ -19,20 +34,35 @@ StackArg = Mapping[str, Sequence[str]]
 
 _OUTPUTS = ("torch", "numpy")
 
+# The defaults are the C++ core's (shardfeed/plan.h, engine.h, catalog.h): a
+# default-constructed options struct is the one place they are written.
+_PLAN = _core.PlanOptions()
+_ENGINE = _core.EngineOptions()
+DEFAULT_BATCH_SIZE: int = _PLAN.batch_size
+DEFAULT_SHUFFLE: bool = _PLAN.shuffle
+DEFAULT_SEED: int = _PLAN.seed
+DEFAULT_DROP_LAST: bool = _PLAN.drop_last
+DEFAULT_SHUFFLE_WINDOW: int = _PLAN.window_row_groups
+DEFAULT_PREFETCH: int = _ENGINE.queue_depth
+DEFAULT_PREFETCH_BYTES: int = _ENGINE.prefetch_bytes
 
-def _source_list(source: Source) -> list[str]:
-    if isinstance(source, (str, os.PathLike)):
-        return [os.fspath(source)]
-    items = [os.fspath(s) for s in source]
-    if not items:
-        raise InvalidArgumentError("source is an empty list")
-    return items
+
+def _env_int(name: str) -> int | None:
+    text = os.environ.get(name)
+    if text is None:
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise InvalidArgumentError(
+            f"the {name} environment variable must be an integer, got {text!r}"
+        ) from None
 
 
 def _resolve_world(rank: int | None, world_size: int | None) -> tuple[int, int]:
     """rank/world_size: given, else torch.distributed, else RANK/WORLD_SIZE, else 0/1."""
     if rank is not None and world_size is not None:
-        return int(rank), int(world_size)
+        return rank, world_size
     dist_rank = dist_world = None
     try:
         import torch.distributed as dist
@@ -41,14 +71,13 @@ def _resolve_world(rank: int | None, world_size: int | None) -> tuple[int, int]:
             dist_rank, dist_world = dist.get_rank(), dist.get_world_size()
     except ImportError:
         pass
-    if dist_rank is None:
-        env_rank, env_world = os.environ.get("RANK"), os.environ.get("WORLD_SIZE")
-        dist_rank = int(env_rank) if env_rank is not None else 0
-        dist_world = int(env_world) if env_world is not None else 1
-    assert dist_world is not None
+    if dist_rank is None or dist_world is None:
+        env_rank, env_world = _env_int("RANK"), _env_int("WORLD_SIZE")
+        dist_rank = 0 if env_rank is None else env_rank
+        dist_world = 1 if env_world is None else env_world
     return (
-        int(rank) if rank is not None else dist_rank,
-        int(world_size) if world_size is not None else dist_world,
+        dist_rank if rank is None else rank,
+        dist_world if world_size is None else world_size,
     )
 
 
@@ -63,7 +92,7 @@ class CacheSettings:
     dir: str | None = None
     limit_bytes: int = 0  # 0: unlimited
     decoded: bool = False
-    prefetch_bytes: int = 256 << 20
+    prefetch_bytes: int = DEFAULT_PREFETCH_BYTES
 
     @classmethod
     def make(
@@ -73,19 +102,19 @@ class CacheSettings:
         cache_decoded: bool,
         prefetch_bytes: int | None,
     ) -> CacheSettings:
-        if cache_decoded and cache_dir is None:
+        root = None if cache_dir is None else check_path("cache_dir", cache_dir)
+        decoded = check_bool("cache_decoded", cache_decoded)
+        if decoded and root is None:
             raise InvalidArgumentError("cache_decoded=True needs a cache_dir")
-        limit = 0 if cache_limit_bytes is None else int(cache_limit_bytes)
-        if limit < 0:
-            raise InvalidArgumentError(f"cache_limit_bytes must be >= 0, got {limit}")
-        ahead = cls.prefetch_bytes if prefetch_bytes is None else int(prefetch_bytes)
-        if ahead < 0:
-            raise InvalidArgumentError(f"prefetch_bytes must be >= 0, got {ahead}")
+        limit = _core.CacheOptions()
+        limit.limit_bytes = check_opt_int("cache_limit_bytes", cache_limit_bytes) or 0
+        limit.validate()
+        ahead = check_opt_int("prefetch_bytes", prefetch_bytes)
         return cls(
-            dir=None if cache_dir is None else os.fspath(cache_dir),
-            limit_bytes=limit,
-            decoded=bool(cache_decoded),
-            prefetch_bytes=ahead,
+            dir=root,
+            limit_bytes=limit.limit_bytes,
+            decoded=decoded,
+            prefetch_bytes=cls.prefetch_bytes if ahead is None else ahead,
         )
 
     def decoded_dir(self) -> str | None:
@@ -118,76 +147,49 @@ class Settings:
     transform: Callable[[dict[str, np.ndarray]], dict[str, Any]] | None
     cache: CacheSettings
     extra: dict[str, Any] = field(default_factory=dict)
+    num_threads_given: bool = False  # else num_threads is the CPU-count default
 
     @classmethod
-    def make(
-        cls,
-        source: Source,
-        columns: Sequence[str] | None,
-        batch_size: int,
-        shuffle: bool,
-        seed: int,
-        rank: int | None,
-        world_size: int | None,
-        drop_last: bool,
-        num_threads: int | None,
-        stack: StackArg | None,
-        output: str,
-        shuffle_window: int,
-        prefetch: int,
-        with_sample_id: bool,
-        fill_null: float | None,
-        transforms: Sequence[Transform] | None = None,
-        transform: Callable[[dict[str, np.ndarray]], dict[str, Any]] | None = None,
-        cache: CacheSettings | None = None,
-    ) -> Settings:
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise InvalidArgumentError(f"batch_size must be an integer >= 1, got {batch_size!r}")
+    def make(cls, args: Mapping[str, Any]) -> Settings:
+        """Checks the arguments of Loader/TorchDataset (by name) before anything is opened:
+        their types here, their ranges in C++ (one message per mistake)."""
+        columns = args["columns"]
+        output = check_str("output", args["output"])
         if output not in _OUTPUTS:
             raise InvalidArgumentError(f"output must be one of {_OUTPUTS}, got {output!r}")
-        if isinstance(columns, str):
-            raise InvalidArgumentError("columns must be a list of names, not a string")
-        if not isinstance(seed, int) or seed < 0 or seed >= 2**64:
-            raise InvalidArgumentError(f"seed must be an integer in [0, 2**64), got {seed!r}")
-        if shuffle_window < 1:
-            raise InvalidArgumentError(f"shuffle_window must be >= 1, got {shuffle_window}")
-        if prefetch < 1:
-            raise InvalidArgumentError(f"prefetch must be >= 1, got {prefetch}")
-        if transform is not None and not callable(transform):
-            raise InvalidArgumentError(f"transform must be callable, got {transform!r}")
-        transform_list = list(transforms or [])
-        to_core(transform_list)  # settings errors before anything is opened
-        r, w = _resolve_world(rank, world_size)
-        if w < 1 or not 0 <= r < w:
-            raise InvalidArgumentError(f"rank must be in [0, world_size): rank={r}, world_size={w}")
-        threads = default_threads() if num_threads is None else int(num_threads)
-        if threads < 1:
-            raise InvalidArgumentError(f"num_threads must be >= 1, got {num_threads}")
-        stacks: dict[str, list[str]] = {}
-        for name, cols in (stack or {}).items():
-            if isinstance(cols, str):
-                raise InvalidArgumentError(f"stack[{name!r}] must be a list of column names")
-            stacks[str(name)] = [str(c) for c in cols]
-        return cls(
-            sources=_source_list(source),
-            columns=None if columns is None else [str(c) for c in columns],
-            batch_size=batch_size,
-            shuffle=bool(shuffle),
-            seed=seed,
-            rank=r,
-            world_size=w,
-            drop_last=bool(drop_last),
-            num_threads=threads,
-            stack=stacks,
-            output=output,
-            shuffle_window=int(shuffle_window),
-            prefetch=int(prefetch),
-            with_sample_id=bool(with_sample_id),
-            fill_null=None if fill_null is None else float(fill_null),
-            transforms=transform_list,
-            transform=transform,
-            cache=cache or CacheSettings(),
+        transforms = check_list("transforms", args["transforms"])
+        to_core(transforms)  # settings errors before anything is opened
+        threads = check_opt_int("num_threads", args["num_threads"], INT32)
+        rank, world = _resolve_world(
+            check_opt_int("rank", args["rank"]), check_opt_int("world_size", args["world_size"])
         )
+        settings = cls(
+            sources=check_source(args["source"]),
+            columns=None if columns is None else check_names("columns", columns),
+            batch_size=check_int("batch_size", args["batch_size"]),
+            shuffle=check_bool("shuffle", args["shuffle"]),
+            seed=check_int("seed", args["seed"], UINT64),
+            rank=rank,
+            world_size=world,
+            drop_last=check_bool("drop_last", args["drop_last"]),
+            num_threads=default_threads() if threads is None else threads,
+            num_threads_given=threads is not None,
+            stack=check_stack(args["stack"]),
+            output=output,
+            shuffle_window=check_int("shuffle_window", args["shuffle_window"]),
+            prefetch=check_int("prefetch", args["prefetch"], INT32),
+            with_sample_id=check_bool("with_sample_id", args["with_sample_id"]),
+            fill_null=check_opt_float("fill_null", args["fill_null"]),
+            transforms=transforms,
+            transform=check_callable("transform", args["transform"]),
+            cache=CacheSettings.make(
+                args["cache_dir"], args["cache_limit_bytes"], args["cache_decoded"],
+                args["prefetch_bytes"],
+            ),
+        )  # fmt: skip
+        settings.plan_options(0).validate()
+        settings.engine_options(0).validate()
+        return settings
 
     def plan_options(self, epoch: int) -> _core.PlanOptions:
         p = _core.PlanOptions()
@@ -231,6 +233,7 @@ class Settings:
         e.output = self.output_options()
         e.num_threads = threads or self.num_threads
         e.queue_depth = self.prefetch
+        e.prefetch_bytes = self.cache.prefetch_bytes
         e.start_batch = start_batch
         e.batch_offset = offset
         e.batch_stride = stride
@@ -258,7 +261,7 @@ class Settings:
 
 
 def open_dataset(sources: list[str]) -> _core.Dataset:
-    return _core.Dataset([str(Path(s)) if "://" not in s else s for s in sources], 8)
+    return _core.Dataset([str(Path(s)) if "://" not in s else s for s in sources])
 
 
 @dataclass

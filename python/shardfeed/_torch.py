@@ -3,20 +3,20 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator
 from typing import Any
 
-import numpy as np
 import torch.utils.data
 
 from . import _core
+from ._check import check_int
 from ._errors import StateDictError
-from ._loader import check_state, iterate, start_engine
-from ._options import Caches, CacheSettings, Settings, Source, StackArg, open_dataset
-from .transforms import Transform
+from ._loader import iterate, start_engine
+from ._options import Caches, open_dataset
+from ._stream import Stream
 
 
-class TorchDataset(torch.utils.data.IterableDataset):  # type: ignore[type-arg]
+class TorchDataset(Stream, torch.utils.data.IterableDataset):  # type: ignore[type-arg]
     """The Loader's stream as an IterableDataset; use it with ``batch_size=None``.
 
     ``DataLoader(ds, batch_size=None, num_workers=k)`` yields the same batches in
@@ -32,72 +32,24 @@ class TorchDataset(torch.utils.data.IterableDataset):  # type: ignore[type-arg]
 
     ``set_epoch(e)`` in the main process reaches the workers when they are
     started for the epoch (the default, ``persistent_workers=False``).
+
+    The arguments are Loader's (documented on ``__init__``).
     """
 
-    def __init__(
-        self,
-        source: Source,
-        columns: Sequence[str] | None = None,
-        batch_size: int = 1024,
-        shuffle: bool = True,
-        seed: int = 0,
-        rank: int | None = None,
-        world_size: int | None = None,
-        drop_last: bool = True,
-        num_threads: int | None = None,
-        stack: StackArg | None = None,
-        output: str = "torch",
-        *,
-        shuffle_window: int = 4,
-        prefetch: int = 8,
-        with_sample_id: bool = False,
-        fill_null: float | None = None,
-        transforms: Sequence[Transform] | None = None,
-        transform: Callable[[dict[str, np.ndarray]], dict[str, Any]] | None = None,
-        cache_dir: str | os.PathLike[str] | None = None,
-        cache_limit_bytes: int | None = None,
-        cache_decoded: bool = False,
-        prefetch_bytes: int | None = None,
-    ) -> None:
-        super().__init__()
-        self._threads_given = num_threads is not None
-        self._settings = Settings.make(
-            source, columns, batch_size, shuffle, seed, rank, world_size, drop_last,
-            num_threads, stack, output, shuffle_window, prefetch, with_sample_id, fill_null,
-            transforms, transform,
-            CacheSettings.make(cache_dir, cache_limit_bytes, cache_decoded, prefetch_bytes),
-        )  # fmt: skip
-        self._dataset: _core.Dataset | None = open_dataset(self._settings.sources)
-        self._dataset.describe_outputs(self._settings.output_options())
-        self._fingerprint = self._dataset.fingerprint
-        self._len = int(self._dataset.num_batches(self._settings.plan_options(0)))
+    def _opened(self, dataset: _core.Dataset) -> None:
+        self._threads_given = self._settings.num_threads_given
+        self._dataset: _core.Dataset | None = dataset
         self._pid = os.getpid()
         self._caches: Caches | None = None
-        self._epoch = 0
         self._start = 0
 
-    def __len__(self) -> int:
-        return self._len
-
-    def set_epoch(self, epoch: int) -> None:
-        self._epoch = int(epoch)
-        self._start = 0
+    def _seek(self, epoch: int, batch: int) -> None:
+        self._epoch = epoch
+        self._start = batch
 
     def state_dict(self, batches_consumed: int) -> dict[str, Any]:
         """The Loader state for this epoch after ``batches_consumed`` batches."""
-        return {
-            "version": 1,
-            "epoch": self._epoch,
-            "seed": self._settings.seed,
-            "batches_consumed": int(batches_consumed),
-            "fingerprint": self._fingerprint,
-            "settings": self._settings.stream_settings(),
-        }
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """The next pass yields the rest of the saved epoch (a Loader's state works too)."""
-        self._start = check_state(state, self._settings, self._own_dataset(), self._len)
-        self._epoch = int(state["epoch"])
+        return self._state(check_int("batches_consumed", batches_consumed, (0, self._len + 1)))
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()

@@ -37,7 +37,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar
 
 from . import _core
-from ._errors import InvalidArgumentError
+from ._errors import ArgumentTypeError, InvalidArgumentError
 
 _DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
            "float32", "float64")  # fmt: skip
@@ -201,9 +201,7 @@ def to_core(transforms: Sequence[Transform]) -> list[_core.TransformSpec]:
     out = []
     for t in transforms:
         if not isinstance(t, Transform):
-            raise InvalidArgumentError(
-                f"transforms must be shardfeed.transforms objects, got {t!r}"
-            )
+            raise ArgumentTypeError(f"transforms must be shardfeed.transforms objects, got {t!r}")
         out.append(t._core_spec())
     return out
 

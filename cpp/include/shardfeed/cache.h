@@ -47,6 +47,10 @@ struct CacheOptions {
   int64_t limit_bytes = 0;  // 0: unlimited.  Every process on a folder should use the same.
   int max_retries = 5;      // retries of a failed remote read (so max_retries + 1 attempts)
   double retry_base_seconds = 0.05;  // first backoff; doubles per retry, with jitter
+
+  // Range checks of the limits (not of `dir`), the only place they are made;
+  // the Python layer calls it before anything is opened.
+  arrow::Status Validate() const;
 };
 
 struct RemoteFileInfo {

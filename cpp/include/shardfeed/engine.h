@@ -40,10 +40,12 @@ struct OutputOptions {
   std::vector<TransformSpec> transforms;  // applied in order, before stacking
 };
 
+// The defaults of the Python API (prefetch, prefetch_bytes) are read from a
+// default-constructed EngineOptions, so they are written down once, here.
 struct EngineOptions {
   OutputOptions output;
-  int num_threads = 4;
-  int queue_depth = 2;
+  int num_threads = 4;  // Python's default follows the CPU count instead
+  int queue_depth = 8;  // batches per worker queue; Python: prefetch
   // The engine yields the rank's batches start_batch, ... that are congruent
   // to batch_offset modulo batch_stride (a DataLoader worker's share).
   int64_t start_batch = 0;
@@ -62,6 +64,11 @@ struct EngineOptions {
   int debug_max_delay_us = 0;
   std::string debug_slow_stage;
   int debug_slow_us = 0;
+
+  // The range checks of the settings a user chooses (num_threads, queue_depth,
+  // prefetch_bytes), the only place they are made; messages use the Python
+  // argument names.  Engine::Make runs it.
+  arrow::Status Validate() const;
 };
 
 struct StageStats {

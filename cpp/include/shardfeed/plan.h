@@ -29,18 +29,25 @@
 #include <vector>
 
 #include <arrow/result.h>
+#include <arrow/status.h>
 
 namespace shardfeed {
 
+// The defaults here are the Python API's defaults too (it reads them from a
+// default-constructed PlanOptions), so they are written down once.
 struct PlanOptions {
   uint64_t seed = 0;
   uint64_t epoch = 0;
   bool shuffle = true;
-  int64_t window_row_groups = 4;
+  int64_t window_row_groups = 4;  // Python: shuffle_window
   int64_t batch_size = 1024;
   int64_t world_size = 1;
   int64_t rank = 0;
   bool drop_last = true;
+
+  // The range checks (batch_size >= 1, 0 <= rank < world_size, window >= 1),
+  // the only place they are made; messages use the Python argument names.
+  arrow::Status Validate() const;
 };
 
 struct SampleRef {

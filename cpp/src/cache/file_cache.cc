@@ -198,14 +198,24 @@ arrow::Result<FileCache::Impl::Fetched> FileCache::Impl::Fetch(
 
 // ----------------------------------------------------------- FileCache ---
 
+arrow::Status CacheOptions::Validate() const {
+  if (limit_bytes < 0) {
+    return Error(
+        ErrorKind::kInvalidArgument,
+        "cache_limit_bytes must be >= 0 (0: unlimited), got " + std::to_string(limit_bytes));
+  }
+  if (max_retries < 0 || !(retry_base_seconds >= 0)) {
+    return Error(ErrorKind::kInvalidArgument, "retry settings must be >= 0");
+  }
+  return arrow::Status::OK();
+}
+
 FileCache::FileCache(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 FileCache::~FileCache() = default;
 
 arrow::Result<std::shared_ptr<FileCache>> FileCache::Open(const CacheOptions& options) {
   if (options.dir.empty()) return Error(ErrorKind::kInvalidArgument, "cache_dir is empty");
-  if (options.limit_bytes < 0) {
-    return Error(ErrorKind::kInvalidArgument, "cache_limit_bytes must be >= 0 (0: unlimited)");
-  }
+  ARROW_RETURN_NOT_OK(options.Validate());
   ARROW_RETURN_NOT_OK(storage_internal::MakePrivateFolder(options.dir, "cache folder"));
   auto impl = std::make_unique<Impl>(options);
   auto st = impl->Init();

@@ -502,6 +502,7 @@ arrow::Result<std::unique_ptr<Engine>> Engine::Make(std::shared_ptr<const Catalo
                                                     std::shared_ptr<const EpochPlan> plan,
                                                     const EngineOptions& options) {
   if (!catalog || !plan) return Error(ErrorKind::kInvalidArgument, "catalog and plan are required");
+  ARROW_RETURN_NOT_OK(options.Validate());
   if (options.batch_stride < 1 || options.batch_offset < 0 ||
       options.batch_offset >= options.batch_stride) {
     return Error(ErrorKind::kInvalidArgument, "batch_offset must be in [0, batch_stride)");

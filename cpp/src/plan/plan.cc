@@ -15,21 +15,26 @@ constexpr size_t kCachedPermutations = 8;
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 }  // namespace
 
+arrow::Status PlanOptions::Validate() const {
+  if (batch_size < 1) {
+    return Error(ErrorKind::kInvalidArgument,
+                 "batch_size must be at least 1, got " + std::to_string(batch_size));
+  }
+  if (world_size < 1 || rank < 0 || rank >= world_size) {
+    return Error(ErrorKind::kInvalidArgument,
+                 "rank must be in [0, world_size): rank=" + std::to_string(rank) +
+                     ", world_size=" + std::to_string(world_size));
+  }
+  if (window_row_groups < 1) {
+    return Error(ErrorKind::kInvalidArgument, "shuffle_window must be at least 1 row group, got " +
+                                                  std::to_string(window_row_groups));
+  }
+  return arrow::Status::OK();
+}
+
 arrow::Result<std::shared_ptr<const EpochPlan>> EpochPlan::Make(std::vector<int64_t> rg_rows,
                                                                 const PlanOptions& o) {
-  if (o.batch_size < 1) {
-    return Error(ErrorKind::kInvalidArgument,
-                 "batch_size must be at least 1, got " + std::to_string(o.batch_size));
-  }
-  if (o.world_size < 1 || o.rank < 0 || o.rank >= o.world_size) {
-    return Error(ErrorKind::kInvalidArgument,
-                 "rank must be in [0, world_size): rank=" + std::to_string(o.rank) +
-                     ", world_size=" + std::to_string(o.world_size));
-  }
-  if (o.window_row_groups < 1) {
-    return Error(ErrorKind::kInvalidArgument, "shuffle window must be at least 1 row group, got " +
-                                                  std::to_string(o.window_row_groups));
-  }
+  ARROW_RETURN_NOT_OK(o.Validate());
   std::shared_ptr<EpochPlan> plan(new EpochPlan());
   plan->options_ = o;
   plan->rg_rows_ = std::move(rg_rows);

@@ -114,5 +114,17 @@ TEST(EpochPlan, RejectsBadSettings) {
   EXPECT_FALSE(EpochPlan::Make({3}, o).ok());  // 3 samples cannot fill 5 ranks
 }
 
+TEST(PlanOptions, ValidateNamesTheSetting) {
+  EXPECT_TRUE(PlanOptions{}.Validate().ok());
+  PlanOptions o;
+  o.window_row_groups = 0;
+  const auto st = o.Validate();
+  EXPECT_EQ(KindOf(st), ErrorKind::kInvalidArgument);
+  EXPECT_NE(st.message().find("shuffle_window"), std::string::npos) << st.message();
+  o = PlanOptions{};
+  o.world_size = 0;
+  EXPECT_NE(o.Validate().message().find("world_size"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace shardfeed

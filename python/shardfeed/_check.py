@@ -1,0 +1,133 @@
+"""Type checks of user arguments, each message naming the argument (private).
+
+Only types (and what a type implies: fits in 64 bits, not bool) are checked here;
+range checks of the settings live in C++ (``PlanOptions.validate()`` and friends)
+so that each mistake has one message.
+"""
+
+from __future__ import annotations
+
+import numbers
+import operator
+import os
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from ._errors import ArgumentTypeError, InvalidArgumentError
+
+INT64 = (-(2**63), 2**63)
+UINT64 = (0, 2**64)
+INT32 = (-(2**31), 2**31)
+
+
+def _what(value: Any) -> str:
+    return f"{type(value).__name__} {value!r}"
+
+
+def is_bool(value: Any) -> bool:
+    return isinstance(value, (bool, np.bool_))
+
+
+def check_int(name: str, value: Any, bounds: tuple[int, int] = INT64) -> int:
+    """An integer (Python or NumPy, never bool or float) in [bounds[0], bounds[1])."""
+    if is_bool(value):
+        raise ArgumentTypeError(f"{name} must be an integer, got {_what(value)}")
+    try:
+        v = operator.index(value)  # rejects 0.5 and "4" rather than truncating them
+    except TypeError:
+        raise ArgumentTypeError(f"{name} must be an integer, got {_what(value)}") from None
+    lo, hi = bounds
+    if not lo <= v < hi:
+        span = f"[{bound_text(lo)}, {bound_text(hi)})"
+        raise InvalidArgumentError(f"{name} must be in {span}, got {v}")
+    return v
+
+
+def bound_text(n: int) -> str:
+    """2**63 rather than 9223372036854775808 in messages."""
+    k = abs(n).bit_length() - 1
+    return f"{'-' if n < 0 else ''}2**{k}" if k > 8 and abs(n) == 1 << k else str(n)
+
+
+def check_opt_int(name: str, value: Any, bounds: tuple[int, int] = INT64) -> int | None:
+    return None if value is None else check_int(name, value, bounds)
+
+
+def check_bool(name: str, value: Any) -> bool:
+    if not is_bool(value):
+        raise ArgumentTypeError(f"{name} must be True or False, got {_what(value)}")
+    return bool(value)
+
+
+def check_opt_float(name: str, value: Any) -> float | None:
+    if value is None:
+        return None
+    if is_bool(value) or not isinstance(value, numbers.Real):
+        raise ArgumentTypeError(f"{name} must be a number or None, got {_what(value)}")
+    return float(value)
+
+
+def check_str(name: str, value: Any) -> str:
+    if not isinstance(value, str):
+        raise ArgumentTypeError(f"{name} must be a string, got {_what(value)}")
+    return value
+
+
+def check_names(name: str, value: Any) -> list[str]:
+    """A list (or tuple, ...) of strings; a lone string is refused, not split into letters."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+        raise ArgumentTypeError(f"{name} must be a list of names, got {_what(value)}")
+    for item in value:
+        if not isinstance(item, str):
+            raise ArgumentTypeError(f"{name} must hold strings, got {_what(item)}")
+    return list(value)
+
+
+def check_path(name: str, value: Any) -> str:
+    """A non-empty str or os.PathLike path or URI."""
+    path = os.fspath(value) if isinstance(value, (str, os.PathLike)) else None
+    if not isinstance(path, str) or not path:
+        # "" would mean the current folder: every Parquet file below the cwd.
+        raise ArgumentTypeError(f"{name} must be a non-empty path or URI, got {_what(value)}")
+    return path
+
+
+def check_source(value: Any) -> list[str]:
+    if isinstance(value, (str, os.PathLike)):
+        return [check_path("source", value)]
+    if isinstance(value, bytes) or not isinstance(value, Sequence):
+        raise ArgumentTypeError(
+            f"source must be a path, a URI or a list of them, got {_what(value)}"
+        )
+    items = [check_path("source", s) for s in value]
+    if not items:
+        raise InvalidArgumentError("source is an empty list")
+    return items
+
+
+def check_stack(value: Any) -> dict[str, list[str]]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ArgumentTypeError(f"stack must be a dict {{name: [columns]}}, got {_what(value)}")
+    out: dict[str, list[str]] = {}
+    for key, cols in value.items():
+        out[check_str("stack key", key)] = check_names(f"stack[{key!r}]", cols)
+    return out
+
+
+def check_callable(name: str, value: Any) -> Callable[..., Any] | None:
+    if value is not None and not callable(value):
+        raise ArgumentTypeError(f"{name} must be callable or None, got {_what(value)}")
+    return value  # type: ignore[no-any-return]
+
+
+def check_list(name: str, value: Any) -> list[Any]:
+    """None or a list/tuple (its items are checked by whoever knows their type)."""
+    if value is None:
+        return []
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+        raise ArgumentTypeError(f"{name} must be a list, got {_what(value)}")
+    return list(value)

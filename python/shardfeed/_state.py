@@ -1,0 +1,84 @@
+"""The resume state dict: built and checked in one place for Loader and TorchDataset.
+
+A state dict is untrusted input (design invariant 8): every field is checked for
+type and range when it is loaded, and each mistake is a StateDictError naming the
+field, before any of it reaches the engine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ._check import UINT64, bound_text, is_bool
+from ._errors import StateDictError
+from ._options import Settings
+
+STATE_VERSION = 1
+
+_FIELDS = ("version", "epoch", "seed", "batches_consumed", "fingerprint", "settings")
+
+
+def make_state(settings: Settings, fingerprint: str, epoch: int, consumed: int) -> dict[str, Any]:
+    """A small JSON-serializable dict: where an epoch stands, and what it is valid for."""
+    return {
+        "version": STATE_VERSION,
+        "epoch": epoch,
+        "seed": settings.seed,
+        "batches_consumed": consumed,
+        "fingerprint": fingerprint,
+        "settings": settings.stream_settings(),
+    }
+
+
+def _int_field(state: Mapping[str, Any], name: str, lo: int, hi: int) -> int:
+    value = state[name]
+    if is_bool(value) or not isinstance(value, int):
+        raise StateDictError(
+            f"state dict field '{name}' must be an integer, got {type(value).__name__} {value!r}"
+        )
+    if not lo <= value < hi:
+        raise StateDictError(
+            f"state dict field '{name}' is {value}, outside [{bound_text(lo)}, {bound_text(hi)})"
+        )
+    return value
+
+
+def check_state(
+    state: Mapping[str, Any], settings: Settings, fingerprint: str, length: int
+) -> tuple[int, int]:
+    """Validates a state dict against a loader; returns (epoch, batch to resume at)."""
+    if not isinstance(state, Mapping):
+        raise StateDictError(f"a state dict must be a dict, got {type(state).__name__}")
+    missing = [k for k in _FIELDS if k not in state]
+    if missing:
+        names = ", ".join(map(repr, missing))
+        raise StateDictError(f"not a shardfeed state dict: no field {names}")
+    version = state["version"]
+    if is_bool(version) or not isinstance(version, int) or version != STATE_VERSION:
+        raise StateDictError(f"state dict field 'version' is {version!r}, not {STATE_VERSION}")
+    saved_fingerprint = state["fingerprint"]
+    if not isinstance(saved_fingerprint, str):
+        kind = type(saved_fingerprint).__name__
+        raise StateDictError(f"state dict field 'fingerprint' must be a string, got {kind}")
+    if saved_fingerprint != fingerprint:
+        raise StateDictError(
+            "state dict is from another dataset (field 'fingerprint' "
+            f"{saved_fingerprint} != {fingerprint})"
+        )
+    epoch = _int_field(state, "epoch", *UINT64)
+    seed = _int_field(state, "seed", *UINT64)
+    if seed != settings.seed:
+        raise StateDictError(f"state dict has seed {seed}, this loader {settings.seed}")
+    saved = state["settings"]
+    if not isinstance(saved, Mapping):
+        raise StateDictError(
+            f"state dict field 'settings' must be a dict, got {type(saved).__name__}"
+        )
+    ours = settings.stream_settings()
+    diff = sorted((k for k in set(ours) | set(saved) if ours.get(k) != saved.get(k)), key=str)
+    if diff:
+        details = ", ".join(f"{k}: saved {saved.get(k)!r}, now {ours.get(k)!r}" for k in diff)
+        raise StateDictError(f"state dict was saved with other settings ({details})")
+    consumed = _int_field(state, "batches_consumed", 0, length + 1)
+    return epoch, consumed

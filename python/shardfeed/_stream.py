@@ -1,0 +1,145 @@
+"""What Loader and TorchDataset share: the argument list, the epoch and the resume state."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from . import _core
+from ._check import UINT64, check_int
+from ._options import (
+    DEFAULT_BATCH_SIZE,
+    DEFAULT_DROP_LAST,
+    DEFAULT_PREFETCH,
+    DEFAULT_PREFETCH_BYTES,
+    DEFAULT_SEED,
+    DEFAULT_SHUFFLE,
+    DEFAULT_SHUFFLE_WINDOW,
+    Settings,
+    Source,
+    StackArg,
+    open_dataset,
+)
+from ._state import check_state, make_state
+from .transforms import Transform
+
+
+class Stream:
+    """Base of Loader and TorchDataset (private): one argument list, checked once."""
+
+    def __init__(
+        self,
+        source: Source,
+        columns: Sequence[str] | None = None,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        shuffle: bool = DEFAULT_SHUFFLE,
+        seed: int = DEFAULT_SEED,
+        rank: int | None = None,
+        world_size: int | None = None,
+        drop_last: bool = DEFAULT_DROP_LAST,
+        num_threads: int | None = None,
+        stack: StackArg | None = None,
+        output: str = "torch",
+        *,
+        shuffle_window: int = DEFAULT_SHUFFLE_WINDOW,
+        prefetch: int = DEFAULT_PREFETCH,
+        with_sample_id: bool = False,
+        fill_null: float | None = None,
+        transforms: Sequence[Transform] | None = None,
+        transform: Callable[[dict[str, np.ndarray]], dict[str, Any]] | None = None,
+        cache_dir: str | os.PathLike[str] | None = None,
+        cache_limit_bytes: int | None = None,
+        cache_decoded: bool = False,
+        prefetch_bytes: int | None = DEFAULT_PREFETCH_BYTES,
+    ) -> None:
+        """Opens the dataset's catalog (footers only) after checking every argument.
+
+        Args:
+            source: a directory (every ``*.parquet`` below it), a file, or a list of
+                files; local paths or URIs Arrow knows (``file://``, ``s3://``, ...).
+            columns: columns to hand out one by one; ``None`` means every column
+                that is not part of a ``stack``.
+            batch_size: rows per batch.
+            shuffle: a fresh row-group order per epoch and a permutation of the rows
+                of each mixing window of ``shuffle_window`` row groups.
+            seed: with the epoch, decides the order (same seed, same stream).
+            rank, world_size: this process's slice; default from torch.distributed,
+                else the ``RANK``/``WORLD_SIZE`` environment, else 0/1.
+            drop_last: ``True``: every rank gets ``N // (world_size * batch_size)``
+                full batches.  ``False``: every sample exactly once across ranks;
+                ranks get the same batch count, the last batches of a rank smaller.
+            num_threads: engine worker threads (default: the CPU count, at most 16).
+                The stream does not depend on it.
+            stack: ``{"x": ["f0", "f1", ...]}`` packs scalar numeric columns into
+                one ``[batch, n]`` array in C++ (one dtype if all agree, else
+                float32, or float64 if any column is float64).
+            output: ``"torch"`` (``torch.Tensor`` values) or ``"numpy"``.
+            shuffle_window: row groups mixed together when shuffling; memory grows
+                with it (the decoded row groups of a window stay in memory while its
+                batches are assembled).
+            prefetch: batches each worker may hold ready (its queue depth).
+            with_sample_id: add ``"sample_id"``: each row's int64 index in the
+                dataset's natural order.
+            fill_null: value for nulls; ``None`` raises InvalidDataError naming the
+                file, row group and column of the first null.
+            transforms: ``shardfeed.transforms`` objects run in the engine's threads,
+                in order, before ``stack`` (random ones keyed per sample).
+            transform: a Python callable ``dict[str, ndarray] -> dict`` applied to each
+                batch before conversion (with TorchDataset: in the worker processes).
+            cache_dir: a node-local folder for cached data (created with mode 0700).
+                Remote files are kept there (``files/``), shared by every process
+                on the node; local files are read in place.
+            cache_limit_bytes: at most this many bytes per cache tier (None or 0: no
+                limit).
+            cache_decoded: also keep each row group after decoding, column
+                selection and the deterministic transforms (``decoded/``); later
+                epochs map it from disk instead of decoding again.  Random
+                transforms always run after it.
+            prefetch_bytes: how far ahead of use remote files are fetched.
+
+        A wrong type raises ArgumentTypeError (a TypeError), a value out of range
+        InvalidArgumentError (a ValueError); both name the argument.
+        """
+        # The arguments by name, before any other local exists: the list above is
+        # the only one, Settings.make checks each entry.
+        args = {k: v for k, v in locals().items() if k not in ("self", "__class__")}
+        super().__init__()
+        self._settings = Settings.make(args)
+        dataset = open_dataset(self._settings.sources)
+        # Column, type and stack errors surface here, before any data is read.
+        self._outputs = dataset.describe_outputs(self._settings.output_options())
+        self._fingerprint = str(dataset.fingerprint)
+        self._len = int(dataset.num_batches(self._settings.plan_options(0)))
+        self._epoch = 0
+        self._opened(dataset)
+
+    def _opened(self, dataset: _core.Dataset) -> None:
+        """Keeps what the subclass needs of the freshly opened dataset."""
+        raise NotImplementedError
+
+    def _seek(self, epoch: int, batch: int) -> None:
+        """The next pass yields epoch `epoch` from batch `batch` on."""
+        raise NotImplementedError
+
+    def __len__(self) -> int:
+        """Batches this rank yields per epoch."""
+        return self._len
+
+    @property
+    def epoch(self) -> int:
+        return self._epoch
+
+    def set_epoch(self, epoch: int) -> None:
+        """Selects the epoch of the next pass (its order); resets the position."""
+        self._seek(check_int("epoch", epoch, UINT64), 0)
+
+    def _state(self, consumed: int) -> dict[str, Any]:
+        return make_state(self._settings, self._fingerprint, self._epoch, consumed)
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """The next pass yields the rest of the saved epoch, exactly (a state dict
+        of a Loader and of a TorchDataset with the same arguments are the same)."""
+        self._seek(*check_state(state, self._settings, self._fingerprint, self._len))

@@ -1,0 +1,282 @@
+"""Every argument and every state-dict field is checked, with a message naming it.
+
+Wrong types raise ArgumentTypeError (a TypeError, and an InvalidArgumentError for
+code that catches those), wrong values InvalidArgumentError (a ValueError), bad
+state dicts StateDictError; all before a file is read or an engine starts.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import shardfeed
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from shardfeed import _core
+from shardfeed.transforms import Log1p
+
+from .conftest import digest
+
+torch = pytest.importorskip("torch")
+
+HERE = object()  # stands for the dataset's path in a parameter list
+
+# (arguments, exception, text the message must contain)
+TYPE_ERRORS: list[tuple[dict[str, Any], str]] = [
+    ({"source": None}, "source"),
+    ({"source": 42}, "source"),
+    ({"source": ""}, "source"),
+    ({"source": b"data"}, "source"),
+    ({"source": [HERE, 3]}, "source"),
+    ({"source": [HERE, None]}, "source"),
+    ({"source": [""]}, "source"),
+    ({"columns": "id"}, "columns"),
+    ({"columns": ["id", 3]}, "columns"),
+    ({"batch_size": True}, "batch_size"),
+    ({"batch_size": 64.0}, "batch_size"),
+    ({"shuffle": 1}, "shuffle"),
+    ({"shuffle": "yes"}, "shuffle"),
+    ({"seed": 1.0}, "seed"),
+    ({"seed": "0"}, "seed"),
+    ({"rank": 0.5, "world_size": 2}, "rank"),
+    ({"rank": True, "world_size": 2}, "rank"),
+    ({"rank": 0, "world_size": 2.0}, "world_size"),
+    ({"drop_last": None}, "drop_last"),
+    ({"num_threads": 2.5}, "num_threads"),
+    ({"num_threads": True}, "num_threads"),
+    ({"num_threads": "2"}, "num_threads"),
+    ({"stack": ["f0"]}, "stack"),
+    ({"stack": {"x": "f0"}}, "stack"),
+    ({"stack": {"x": ["f0", 1]}}, "stack"),
+    ({"output": 3}, "output"),
+    ({"shuffle_window": "4"}, "shuffle_window"),
+    ({"shuffle_window": 4.0}, "shuffle_window"),
+    ({"prefetch": "8"}, "prefetch"),
+    ({"prefetch": False}, "prefetch"),
+    ({"with_sample_id": 0}, "with_sample_id"),
+    ({"fill_null": "zero"}, "fill_null"),
+    ({"fill_null": True}, "fill_null"),
+    ({"transforms": Log1p("x")}, "transforms"),
+    ({"transforms": "Log1p"}, "transforms"),
+    ({"transforms": [1]}, "transforms"),
+    ({"transform": 3}, "transform"),
+    ({"cache_dir": 3}, "cache_dir"),
+    ({"cache_dir": ""}, "cache_dir"),
+    ({"cache_limit_bytes": 1.5}, "cache_limit_bytes"),
+    ({"cache_limit_bytes": True}, "cache_limit_bytes"),
+    ({"cache_decoded": 1}, "cache_decoded"),
+    ({"prefetch_bytes": "1"}, "prefetch_bytes"),
+]
+
+VALUE_ERRORS: list[tuple[dict[str, Any], str]] = [
+    ({"source": []}, "source"),
+    ({"batch_size": 0}, "batch_size"),
+    ({"batch_size": -3}, "batch_size"),
+    ({"batch_size": 2**64}, "batch_size"),
+    ({"seed": -1}, "seed"),
+    ({"seed": 2**64}, "seed"),
+    ({"rank": 2, "world_size": 2}, "rank"),
+    ({"rank": -1, "world_size": 2}, "rank"),
+    ({"rank": 0, "world_size": 0}, "world_size"),
+    ({"num_threads": 0}, "num_threads"),
+    ({"num_threads": 10**6}, "num_threads"),
+    ({"num_threads": 2**40}, "num_threads"),
+    ({"output": "tensorflow"}, "output"),
+    ({"shuffle_window": 0}, "shuffle_window"),
+    ({"prefetch": 0}, "prefetch"),
+    ({"prefetch": 2**40}, "prefetch"),
+    ({"cache_limit_bytes": -1}, "cache_limit_bytes"),
+    ({"prefetch_bytes": -1}, "prefetch_bytes"),
+    ({"cache_decoded": True}, "cache_dir"),
+]
+
+
+@pytest.fixture(params=["Loader", "TorchDataset"])
+def cls(request: pytest.FixtureRequest) -> Any:
+    return getattr(shardfeed, request.param)
+
+
+def make(cls: Any, dataset: Path, kw: dict[str, Any]) -> Any:
+    kw = dict(kw)
+    source = kw.pop("source", dataset)
+    if isinstance(source, list):
+        source = [dataset if s is HERE else s for s in source]
+    kw.setdefault("output", "numpy")
+    return cls(source, **kw)
+
+
+@pytest.mark.parametrize(("kw", "name"), TYPE_ERRORS, ids=repr)
+def test_wrong_types_raise_type_errors_naming_the_argument(cls, dataset, kw, name):
+    with pytest.raises(TypeError, match=name) as info:
+        make(cls, dataset, kw)
+    assert isinstance(info.value, shardfeed.ArgumentTypeError)
+
+
+@pytest.mark.parametrize(("kw", "name"), VALUE_ERRORS, ids=repr)
+def test_wrong_values_raise_value_errors_naming_the_argument(cls, dataset, kw, name):
+    with pytest.raises(shardfeed.InvalidArgumentError, match=name) as info:
+        make(cls, dataset, kw)
+    assert not isinstance(info.value, TypeError)
+
+
+@pytest.mark.parametrize(("var", "value"), [("RANK", "one"), ("WORLD_SIZE", "2.5")])
+def test_bad_rank_environment_names_the_variable(dataset, monkeypatch, var, value):
+    monkeypatch.setenv(var, value)
+    with pytest.raises(shardfeed.InvalidArgumentError, match=var):
+        shardfeed.Loader(dataset)
+
+
+def test_numpy_integers_and_path_lists_are_accepted(dataset):
+    files = sorted(p for p in dataset.rglob("*.parquet"))
+    ld = shardfeed.Loader(
+        files, batch_size=np.int64(64), seed=np.uint64(3), num_threads=np.int32(2),
+        shuffle=np.bool_(True), output="numpy", fill_null=np.float32(0),
+    )  # fmt: skip
+    assert digest(ld) == digest(shardfeed.Loader(dataset, batch_size=64, seed=3, output="numpy"))
+
+
+def test_defaults_come_from_the_core_and_both_classes_share_them():
+    plan, engine = _core.PlanOptions(), _core.EngineOptions()
+    for cls in (shardfeed.Loader, shardfeed.TorchDataset):
+        p = inspect.signature(cls).parameters
+        assert p["batch_size"].default == plan.batch_size == 1024
+        assert p["shuffle_window"].default == plan.window_row_groups == 4
+        assert p["prefetch"].default == engine.queue_depth == 8
+        assert p["prefetch_bytes"].default == engine.prefetch_bytes == 256 << 20
+        assert p["shuffle_window"].kind is inspect.Parameter.KEYWORD_ONLY
+        assert p["output"].kind is inspect.Parameter.POSITIONAL_OR_KEYWORD
+    assert inspect.signature(shardfeed.Loader) == inspect.signature(shardfeed.TorchDataset)
+
+
+def test_positional_arguments_keep_their_order(dataset):
+    by_position = shardfeed.Loader(dataset, ["id"], 64, True, 5, 0, 1, True, 2, None, "numpy")
+    by_name = shardfeed.Loader(
+        dataset, columns=["id"], batch_size=64, seed=5, num_threads=3, output="numpy"
+    )
+    assert digest(by_position) == digest(by_name)
+
+
+# -- state dicts -------------------------------------------------------------------------
+
+
+def small(cls: Any, dataset: Path) -> Any:
+    return cls(dataset, batch_size=100, seed=1, columns=["id"], output="numpy")
+
+
+@pytest.fixture(scope="module")
+def saved(dataset: Path) -> str:
+    """A valid state dict (2 batches into epoch 0), as JSON."""
+    ld = small(shardfeed.Loader, dataset)
+    it = iter(ld)
+    next(it), next(it)
+    return json.dumps(ld.state_dict())
+
+
+FIELDS = ["version", "epoch", "seed", "batches_consumed", "fingerprint", "settings"]
+
+BAD_FIELDS: list[tuple[str, Any]] = [
+    ("epoch", -1),
+    ("epoch", 2**70),
+    ("epoch", "1"),
+    ("epoch", 1.0),
+    ("epoch", True),
+    ("epoch", None),
+    ("batches_consumed", "2"),
+    ("batches_consumed", 2.0),
+    ("batches_consumed", -1),
+    ("batches_consumed", 10**6),
+    ("batches_consumed", None),
+    ("seed", "1"),
+    ("seed", -1),
+    ("settings", []),
+    ("settings", None),
+    ("settings", "batch_size=100"),
+    ("fingerprint", 5),
+    ("fingerprint", None),
+    ("version", 2),
+    ("version", "1"),
+    ("version", True),
+    ("version", None),
+]
+
+
+@pytest.mark.parametrize(("field", "value"), BAD_FIELDS, ids=repr)
+def test_bad_state_dict_fields_are_named(cls, dataset, saved, field, value):
+    state = json.loads(saved)
+    state[field] = value
+    with pytest.raises(shardfeed.StateDictError, match=field):
+        small(cls, dataset).load_state_dict(state)
+
+
+@pytest.mark.parametrize("field", FIELDS)
+def test_missing_state_dict_fields_are_named(cls, dataset, saved, field):
+    state = json.loads(saved)
+    del state[field]
+    with pytest.raises(shardfeed.StateDictError, match=field):
+        small(cls, dataset).load_state_dict(state)
+
+
+@pytest.mark.parametrize("state", [None, [], "state", 3])
+def test_a_state_dict_must_be_a_dict(cls, dataset, state):
+    with pytest.raises(shardfeed.StateDictError, match="dict"):
+        small(cls, dataset).load_state_dict(state)
+
+
+def test_a_refused_state_dict_leaves_the_loader_as_it_was(dataset, saved):
+    ld = small(shardfeed.Loader, dataset)
+    full = digest(ld)
+    state = json.loads(saved)
+    state["batches_consumed"] = -1
+    with pytest.raises(shardfeed.StateDictError):
+        ld.load_state_dict(state)
+    assert ld.epoch == 0 and digest(ld) == full
+
+
+@pytest.mark.parametrize(
+    ("epoch", "error"),
+    [("1", TypeError), (1.5, TypeError), (True, TypeError), (None, TypeError),
+     (-1, ValueError), (2**64, ValueError)],
+    ids=repr,
+)  # fmt: skip
+def test_set_epoch_checks_its_argument(cls, dataset, epoch, error):
+    ds = small(cls, dataset)
+    with pytest.raises(error, match="epoch"):
+        ds.set_epoch(epoch)
+    assert ds.epoch == 0
+
+
+def test_torch_state_dict_checks_batches_consumed(dataset, saved):
+    ds = small(shardfeed.TorchDataset, dataset)
+    with pytest.raises(TypeError, match="batches_consumed"):
+        ds.state_dict("3")
+    with pytest.raises(ValueError, match="batches_consumed"):
+        ds.state_dict(len(ds) + 1)
+    assert ds.state_dict(2) == json.loads(saved)  # the Loader's state, field for field
+
+
+# Any JSON value in any field: loading either succeeds (the value was valid) or raises
+# StateDictError, never another exception and never a crash (design invariant 8).
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner),
+    max_leaves=6,
+)
+
+
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(field=st.sampled_from(FIELDS), value=json_values)
+def test_any_field_value_is_loaded_or_refused_cleanly(dataset, saved, field, value):
+    state = json.loads(saved)
+    state[field] = value
+    ld = small(shardfeed.Loader, dataset)
+    try:
+        ld.load_state_dict(state)
+    except shardfeed.StateDictError as e:
+        assert field in str(e) or "seed" in str(e) or "settings" in str(e)
