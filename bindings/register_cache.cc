@@ -104,8 +104,9 @@ void RegisterCache(nb::module_& m) {
               throw StatusError(Error(ErrorKind::kInvalidArgument, "no such file"));
             }
             const auto& f = catalog.files()[file];
-            return Unwrap(c.Warm(catalog.filesystem(),
-                                 {catalog.storage_id() + "|" + f.path, f.path, f.size, f.version}));
+            return Unwrap(
+                c.Warm(catalog.filesystem(),
+                       {CacheKey(catalog, static_cast<int32_t>(file)), f.path, f.size, f.version}));
           },
           "dataset"_a, "file"_a, "Downloads file number `file` of the dataset unless cached.");
   m.def(

@@ -47,7 +47,7 @@ void RegisterTransforms(nb::module_& m) {
         // the built-in transforms, keyed by (seed, epoch, stream, sample id); one
         // call per batch, no Python per sample.
         const auto n = static_cast<int64_t>(sample_ids.shape(0));
-        auto out = std::make_shared<OutputBuffer>(static_cast<size_t>(n * size) * sizeof(double));
+        auto out = Unwrap(OutputBuffer::Make(static_cast<size_t>(n * size) * sizeof(double)));
         {
           nb::gil_scoped_release release;
           const uint64_t purpose = static_cast<uint64_t>(Purpose::kUserBase) + stream;

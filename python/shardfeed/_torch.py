@@ -79,7 +79,7 @@ class TorchDataset(Stream, torch.utils.data.IterableDataset):  # type: ignore[ty
             threads = max(1, threads // workers)
         options = self._settings.engine_options(
             start_batch=self._start,
-            offset=(self._start + worker) % workers,
+            offset=worker,
             stride=workers,
             threads=threads,
         )

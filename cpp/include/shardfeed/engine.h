@@ -31,8 +31,9 @@ struct EngineOptions {
   OutputOptions output;
   int num_threads = 4;  // Python's default follows the CPU count instead
   int queue_depth = 8;  // batches per worker queue; Python: prefetch
-  // The engine yields the rank's batches start_batch, ... that are congruent
-  // to batch_offset modulo batch_stride (a DataLoader worker's share).
+  // The engine yields the rank's batches start_batch + batch_offset + i *
+  // batch_stride, i = 0, 1, ...: DataLoader worker batch_offset of
+  // batch_stride workers gets its share of a pass that resumes at start_batch.
   int64_t start_batch = 0;
   int64_t batch_offset = 0;
   int64_t batch_stride = 1;

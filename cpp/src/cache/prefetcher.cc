@@ -33,7 +33,7 @@ struct Prefetcher::State {
   std::vector<int64_t> prefix;  // prefix[i]: bytes of files[0, i)
   int64_t bytes_ahead = 0;
   std::shared_ptr<Order> order;
-  cache_internal::Interrupt interrupt;
+  storage_internal::Interrupt interrupt;
 
   mutable std::mutex mu;
   mutable std::condition_variable cv;
@@ -139,7 +139,7 @@ void Prefetcher::Run() {
     const size_t consumer = s.consumer;
     lock.unlock();
     auto fetched = cache.Fetch(s.fs, s.files[index], Impl::Purpose::kWarm,
-                               cache_internal::LockWait::kNoWait, &s.interrupt);
+                               storage_internal::LockWait::kNoWait, &s.interrupt);
     lock.lock();
     if (s.stop) break;
     if (!fetched.ok()) {

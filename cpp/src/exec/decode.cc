@@ -9,21 +9,21 @@
 #include <arrow/array.h>
 #include <arrow/array/concatenate.h>
 #include <arrow/buffer.h>
-#include <arrow/filesystem/filesystem.h>
 #include <arrow/scalar.h>
 #include <arrow/table.h>
 #include <arrow/util/bit_util.h>
 #include <parquet/arrow/reader.h>
 #include <parquet/arrow/schema.h>
-#include <parquet/exception.h>
 #include <parquet/file_reader.h>
 #include <parquet/metadata.h>
 
 #include "exec/assemble.h"
 #include "shardfeed/status.h"
+#include "storage/open.h"
 #include "tier/decoded_tier_internal.h"
 #include "transform/transform.h"
 #include "util/memory.h"
+#include "util/parquet_error.h"
 
 namespace shardfeed {
 
@@ -185,27 +185,26 @@ arrow::Status ReadColumns(const Catalog& catalog, int32_t rg_index, const Layout
                           std::vector<DecodedColumn>* columns) {
   const auto& rg = catalog.row_groups()[static_cast<size_t>(rg_index)];
   const auto& file = catalog.files()[static_cast<size_t>(rg.file)];
-
   const auto t_open = Clock::now();
-  arrow::Result<std::shared_ptr<arrow::io::RandomAccessFile>> maybe_input;
-  if (hooks.open) {
-    maybe_input = hooks.open(rg.file);
-  } else {
-    arrow::fs::FileInfo info(file.path, arrow::fs::FileType::File);
-    info.set_size(file.size);
-    maybe_input = catalog.filesystem()->OpenInputFile(info);
-  }
-  if (!maybe_input.ok()) return WithContext(maybe_input.status(), context);
+  const ErrorContext where{file.rel_path, rg.row_group, "", ""};
+  auto opened = OpenCatalogFile(catalog, rg.file, hooks.open);
+  if (!opened.ok()) return ParquetStatus(opened.status(), where);
   hooks.clock->Add(hooks.io_stage, t_open, 0, 0, rg_index);
   auto io_ns = std::make_shared<std::atomic<int64_t>>(0);
   const bool slow_io = hooks.slow_stage == StageName(hooks.io_stage);
-  maybe_input = TimedFile(*maybe_input, hooks.clock, hooks.io_stage, rg_index,
-                          slow_io ? hooks.slow_us : 0, io_ns);
+  auto input = TimedFile(opened->file, hooks.clock, hooks.io_stage, rg_index,
+                         slow_io ? hooks.slow_us : 0, io_ns);
+  // A failed read is the storage's fault; any other failure, the bytes'.
+  auto failed = [&](const arrow::Status& status, const ErrorContext& at) {
+    const arrow::Status io = opened->failure->first();
+    if (!io.ok()) return ParquetStatus(Error(ErrorKind::kStorage, io.message()), at);
+    return ParquetStatus(status, at, IoOutcome::kReadOk);
+  };
 
   std::unique_ptr<parquet::arrow::FileReader> reader;
   try {
-    auto pq = parquet::ParquetFileReader::Open(
-        *maybe_input, parquet::ReaderProperties(EnginePool()), file.metadata);
+    auto pq = parquet::ParquetFileReader::Open(input, parquet::ReaderProperties(EnginePool()),
+                                               file.metadata);
     parquet::ArrowReaderProperties props;
     props.set_use_threads(false);  // the engine parallelizes across row groups
     // One chunk per column: with the default (64Ki rows) a larger row group came
@@ -215,10 +214,10 @@ arrow::Status ReadColumns(const Catalog& catalog, int32_t rg_index, const Layout
     // where it measured 8-15% less read+decode time than chunk-by-chunk reads).
     props.set_pre_buffer(true);
     auto maybe_reader = parquet::arrow::FileReader::Make(EnginePool(), std::move(pq), props);
-    if (!maybe_reader.ok()) return WithContext(maybe_reader.status(), context);
+    if (!maybe_reader.ok()) return failed(maybe_reader.status(), where);
     reader = std::move(*maybe_reader);
-  } catch (const std::exception& e) {
-    return Error(ErrorKind::kInvalidData, context + ": " + e.what());
+  } catch (...) {
+    return failed(ParquetExceptionStatus(std::current_exception(), {}, IoOutcome::kReadOk), where);
   }
 
   const auto& manifest = reader->manifest();
@@ -231,11 +230,9 @@ arrow::Status ReadColumns(const Catalog& catalog, int32_t rg_index, const Layout
 
   auto read =
       [&](const std::vector<int>& leaf_columns) -> arrow::Result<std::shared_ptr<arrow::Table>> {
-    try {
-      return reader->ReadRowGroup(rg.row_group, leaf_columns);
-    } catch (const std::exception& e) {
-      return arrow::Status::IOError(e.what());
-    }
+    BEGIN_PARQUET_CATCH
+    return reader->ReadRowGroup(rg.row_group, leaf_columns);
+    END_PARQUET_CATCH(ErrorContext{}, IoOutcome::kReadOk)
   };
   const auto t_decode = Clock::now();
   auto maybe_table = read(all_leaves);
@@ -243,12 +240,9 @@ arrow::Status ReadColumns(const Catalog& catalog, int32_t rg_index, const Layout
     // Single out the column that fails, so the message can name it.
     for (size_t i = 0; i < layout.fields.size(); ++i) {
       auto single = read(leaves[i]);
-      if (!single.ok()) {
-        return Error(ErrorKind::kInvalidData, context + ", column '" + layout.field_names[i] +
-                                                  "': " + single.status().message());
-      }
+      if (!single.ok()) return failed(single.status(), where.WithColumn(layout.field_names[i]));
     }
-    return Error(ErrorKind::kInvalidData, context + ": " + maybe_table.status().message());
+    return failed(maybe_table.status(), where);
   }
   const auto& table = *maybe_table;
   if (table->num_rows() != rg.num_rows) {
@@ -308,7 +302,11 @@ arrow::Result<std::shared_ptr<const DecodedRowGroup>> DecodeRowGroup(const Catal
   if (hooks.tier) {
     const auto t_load = Clock::now();
     tier_key = DecodedTier::Impl::Key(catalog, rg_index, layout);
-    ARROW_ASSIGN_OR_RAISE(auto loaded, hooks.tier->impl()->Load(tier_key));
+    auto maybe_loaded = hooks.tier->impl()->Load(tier_key);
+    if (!maybe_loaded.ok()) {
+      return WithContext(maybe_loaded.status(), context + ", decoded cache entry");
+    }
+    auto& loaded = *maybe_loaded;
     if (loaded && loaded->size() == layout.fields.size()) {
       decoded->columns = std::move(*loaded);
       cached = true;
@@ -355,10 +353,13 @@ arrow::Result<std::shared_ptr<const DecodedRowGroup>> DecodeRowGroup(const Catal
     if (plan.kind != OutputKind::kStack) continue;
     const auto t_stack = Clock::now();
     const int64_t bytes = rg.num_rows * plan.width * static_cast<int64_t>(DTypeSize(plan.dtype));
-    ARROW_ASSIGN_OR_RAISE(std::shared_ptr<arrow::Buffer> matrix,
-                          arrow::AllocateBuffer(std::max<int64_t>(bytes, 1), EnginePool()));
-    ARROW_RETURN_NOT_OK(
-        TransposeStack(layout, plan, decoded->columns, rg.num_rows, matrix->mutable_data()));
+    const std::string stack_context = context + ", stack '" + plan.name + "'";
+    auto maybe_matrix = arrow::AllocateBuffer(std::max<int64_t>(bytes, 1), EnginePool());
+    if (!maybe_matrix.ok()) return WithContext(maybe_matrix.status(), stack_context);
+    std::shared_ptr<arrow::Buffer> matrix = std::move(*maybe_matrix);
+    ARROW_RETURN_NOT_OK(WithContext(
+        TransposeStack(layout, plan, decoded->columns, rg.num_rows, matrix->mutable_data()),
+        stack_context));
     decoded->stacks[o] = std::move(matrix);
     hooks.clock->Add(Stage::kAssemble, t_stack, bytes, 0, rg_index);
   }

@@ -15,6 +15,7 @@
 #include "exec/stage_clock.h"
 #include "shardfeed/catalog.h"
 #include "shardfeed/decoded_tier.h"
+#include "storage/open.h"
 #include "transform/column.h"
 #include "transform/layout.h"
 #include "transform/transform.h"
@@ -24,8 +25,8 @@ namespace shardfeed {
 // How DecodeRowGroup opens files and where it books its time.
 struct DecodeHooks {
   std::shared_ptr<StageClock> clock;  // required
-  // Opens a catalog file; empty: the catalog's filesystem directly.
-  std::function<arrow::Result<std::shared_ptr<arrow::io::RandomAccessFile>>(int32_t file)> open;
+  // Opens a catalog file; empty: the catalog's filesystem (storage/open.h).
+  FileOpener open;
   Stage io_stage = Stage::kRead;      // kFetch when the bytes come from remote storage
   std::shared_ptr<DecodedTier> tier;  // the decoded cache tier, when enabled
   std::string slow_stage;             // test hook: sleep slow_us in this stage

@@ -15,6 +15,7 @@
 #include "exec/decode.h"
 #include "exec/queue.h"
 #include "exec/stage_clock.h"
+#include "plan/schedule.h"
 #include "shardfeed/cache.h"
 #include "shardfeed/status.h"
 #include "transform/layout.h"
@@ -121,10 +122,10 @@ class RowGroupStore {
 
 class EngineImpl final : public Engine {
  public:
-  EngineImpl(std::shared_ptr<const Catalog> catalog, std::shared_ptr<const EpochPlan> plan,
+  EngineImpl(std::shared_ptr<const Catalog> catalog, std::shared_ptr<const Schedule> schedule,
              EngineOptions options, Layout layout)
       : catalog_(std::move(catalog)),
-        plan_(std::move(plan)),
+        schedule_(std::move(schedule)),
         options_(std::move(options)),
         layout_(std::move(layout)),
         clock_(std::make_shared<StageClock>(options_.trace)) {
@@ -133,13 +134,6 @@ class EngineImpl final : public Engine {
     if (!catalog_->is_local()) hooks_.io_stage = Stage::kFetch;
     hooks_.slow_stage = options_.debug_slow_stage;
     hooks_.slow_us = options_.debug_slow_us;
-    const int64_t nb = plan_->num_batches();
-    const int64_t stride = options_.batch_stride;
-    // First batch >= start_batch congruent to batch_offset (mod stride).
-    int64_t first = options_.start_batch;
-    first += ((options_.batch_offset - first) % stride + stride) % stride;
-    first_batch_ = first;
-    num_units_ = first < nb ? (nb - first + stride - 1) / stride : 0;
     const int n = std::max(1, options_.num_threads);
     for (int w = 0; w < n; ++w) {
       queues_.push_back(std::make_unique<BoundedQueue<Item>>(
@@ -154,7 +148,7 @@ class EngineImpl final : public Engine {
   arrow::Result<std::shared_ptr<Batch>> Next() override {
     std::lock_guard<std::mutex> lock(consumer_mu_);
     if (!error_.ok()) return error_;
-    if (next_unit_ >= num_units_) return nullptr;
+    if (next_unit_ >= schedule_->num_units()) return nullptr;
     auto& queue = *queues_[static_cast<size_t>(next_unit_ % static_cast<int64_t>(queues_.size()))];
     const auto t0 = Clock::now();
     auto item = queue.Pop();
@@ -182,7 +176,7 @@ class EngineImpl final : public Engine {
     }
   }
 
-  int64_t num_units() const override { return num_units_; }
+  int64_t num_units() const override { return schedule_->num_units(); }
 
   std::vector<TraceRecord> trace() const override {
     std::vector<TraceRecord> out;
@@ -222,18 +216,14 @@ class EngineImpl final : public Engine {
   // which this engine first needs them.
   void UseFileCache() {
     const auto& files = catalog_->files();
+    std::vector<int32_t> file_of_rg;
+    for (const auto& rg : catalog_->row_groups()) file_of_rg.push_back(rg.file);
     file_position_.assign(files.size(), -1);
     std::vector<RemoteFileInfo> order;
-    for (int64_t w = 0; w < plan_->num_windows(); ++w) {
-      const auto [lo, hi] = UnitRange(w);
-      if (lo > hi) continue;
-      for (int32_t rg : NeededRowGroups(w)) {
-        const auto f = static_cast<size_t>(catalog_->row_groups()[static_cast<size_t>(rg)].file);
-        if (file_position_[f] >= 0) continue;
-        file_position_[f] = static_cast<int64_t>(order.size());
-        order.push_back({catalog_->storage_id() + "|" + files[f].path, files[f].path, files[f].size,
-                         files[f].version});
-      }
+    for (int32_t file : schedule_->FileFirstUseOrder(file_of_rg)) {
+      const auto f = static_cast<size_t>(file);
+      file_position_[f] = static_cast<int64_t>(order.size());
+      order.push_back({CacheKey(*catalog_, file), files[f].path, files[f].size, files[f].version});
     }
     remote_files_ = order;
     prefetcher_ = std::make_unique<Prefetcher>(options_.file_cache, catalog_->filesystem(),
@@ -257,91 +247,18 @@ class EngineImpl final : public Engine {
     for (auto& q : queues_) q->Stop();
   }
 
-  // The first and last of this engine's units that overlap window w (first >
-  // last when none does); each of them Releases the window once.
-  std::pair<int64_t, int64_t> UnitRange(int64_t w) const {
-    const int64_t rb = plan_->rank_begin(), re = rb + plan_->rank_size();
-    const int64_t gb = std::max(plan_->WindowBegin(w), rb);
-    const int64_t ge = std::min(plan_->WindowEnd(w), re);
-    if (gb >= ge) return {0, -1};
-    const int64_t b_lo = std::max(plan_->BatchOf(gb - rb), first_batch_);
-    const int64_t b_hi = plan_->BatchOf(ge - 1 - rb);
-    if (b_hi < b_lo) return {0, -1};
-    const int64_t stride = options_.batch_stride;
-    const int64_t k_lo = (b_lo - first_batch_ + stride - 1) / stride;
-    const int64_t k_hi = std::min((b_hi - first_batch_) / stride, num_units_ - 1);
-    return {k_lo, k_hi};
-  }
-
-  int64_t UnitsOverlapping(int64_t w) const {
-    const auto [lo, hi] = UnitRange(w);
-    return std::max<int64_t>(0, hi - lo + 1);
-  }
-
-  // Global positions [begin, end) of unit k.
-  std::pair<int64_t, int64_t> UnitSpan(int64_t k) const {
-    const int64_t b = first_batch_ + k * options_.batch_stride;
-    const int64_t begin = plan_->rank_begin() + plan_->BatchBegin(b);
-    return {begin, begin + plan_->BatchSize(b)};
-  }
-
-  // The row groups of window w that this engine's units read (exactly: a rank
-  // or a DataLoader worker may cover only part of a window).
-  std::vector<int32_t> NeededRowGroups(int64_t w) {
-    {
-      std::lock_guard<std::mutex> lock(needed_mu_);
-      auto it = needed_.find(w);
-      if (it != needed_.end()) return it->second;
-    }
-    const auto [lo, hi] = UnitRange(w);
-    std::vector<int32_t> rgs;
-    const int64_t wb = plan_->WindowBegin(w), we = plan_->WindowEnd(w);
-    bool whole = lo <= hi;  // units lo..hi cover the window without gaps?
-    int64_t covered = wb;
-    for (int64_t k = lo; k <= hi && whole; ++k) {
-      const auto [b, e] = UnitSpan(k);
-      whole = b <= covered;
-      covered = std::max(covered, e);
-    }
-    whole = whole && covered >= we;
-    if (whole) {
-      // Every row of the window is read: every row group of it is needed.
-      const int64_t size = plan_->options().shuffle ? plan_->options().window_row_groups : 1;
-      const auto& order = plan_->order();
-      const auto end = std::min<int64_t>((w + 1) * size, static_cast<int64_t>(order.size()));
-      for (int64_t i = w * size; i < end; ++i) rgs.push_back(order[static_cast<size_t>(i)]);
-    } else {
-      std::vector<SampleRef> samples;
-      std::vector<bool> seen(catalog_->row_groups().size(), false);
-      for (int64_t k = lo; k <= hi; ++k) {
-        const auto [b, e] = UnitSpan(k);
-        plan_->Resolve(std::max(b, wb), std::min(e, we), &samples);
-        for (const auto& sample : samples) {
-          if (!seen[static_cast<size_t>(sample.row_group)]) {
-            seen[static_cast<size_t>(sample.row_group)] = true;
-            rgs.push_back(sample.row_group);
-          }
-        }
-      }
-    }
-    std::lock_guard<std::mutex> lock(needed_mu_);
-    if (needed_.size() >= 8) needed_.erase(needed_.begin());
-    needed_.emplace(w, rgs);
-    return rgs;
-  }
-
   // Decodes one row group that the current or the next window will need and
   // that nobody has claimed; false if there is none.  Never reaches into a
   // window that may already be released (all of whose units have started).
   bool HelpDecode(int64_t unit) {
     if (stop_.load()) return false;
-    const int64_t w_cur = plan_->WindowOf(UnitSpan(unit).first);
-    const int64_t w_end = std::min(w_cur + 1, plan_->num_windows() - 1);
+    const int64_t w_cur = schedule_->WindowOf(schedule_->UnitSpan(unit).begin);
+    const int64_t w_end = std::min(w_cur + 1, schedule_->num_windows() - 1);
     for (int64_t w = w_cur; w <= w_end; ++w) {
-      const auto [lo, hi] = UnitRange(w);
-      if (lo > hi || (w != w_cur && hi <= max_started_.load())) continue;
-      for (int32_t rg : NeededRowGroups(w)) {
-        auto slot = store_.Claim(w, hi - lo + 1, rg);
+      const Interval units = schedule_->UnitRange(w);
+      if (units.empty() || (w != w_cur && units.last <= max_started_.load())) continue;
+      for (int32_t rg : schedule_->NeededRowGroups(w)) {
+        auto slot = store_.Claim(w, units.size(), rg);
         if (!slot) continue;
         store_.Fill(slot, Decode(rg));
         return true;
@@ -354,10 +271,9 @@ class EngineImpl final : public Engine {
     int64_t seen = max_started_.load();
     while (unit > seen && !max_started_.compare_exchange_weak(seen, unit)) {
     }
-    const int64_t b = first_batch_ + unit * options_.batch_stride;
-    const int64_t begin = plan_->rank_begin() + plan_->BatchBegin(b);
-    const int64_t end = begin + plan_->BatchSize(b);
-    plan_->Resolve(begin, end, samples);
+    const int64_t b = schedule_->BatchOfUnit(unit);
+    const auto [begin, end] = schedule_->UnitSpan(unit);
+    schedule_->ResolveUnit(unit, samples);
     if (prefetcher_ && !samples->empty()) {
       const auto f = catalog_->row_groups()[static_cast<size_t>((*samples)[0].row_group)].file;
       const int64_t pos = file_position_[static_cast<size_t>(f)];
@@ -366,7 +282,7 @@ class EngineImpl final : public Engine {
       }
       if (pos >= furthest) prefetcher_->Advance(static_cast<size_t>(pos));
     }
-    const int64_t w0 = plan_->WindowOf(begin), w1 = plan_->WindowOf(end - 1);
+    const Interval windows = schedule_->UnitWindows(unit);
 
     GatherInput in;
     in.slot.resize(samples->size());
@@ -378,9 +294,9 @@ class EngineImpl final : public Engine {
       const auto& s = (*samples)[i];
       auto it = slot_of.find(s.row_group);
       if (it == slot_of.end()) {
-        const int64_t w = plan_->WindowOf(begin + static_cast<int64_t>(i));
+        const int64_t w = schedule_->WindowOf(begin + static_cast<int64_t>(i));
         auto maybe = store_.Get(
-            w, UnitsOverlapping(w), s.row_group, [&] { return Decode(s.row_group); },
+            w, schedule_->UnitsOverlapping(w), s.row_group, [&] { return Decode(s.row_group); },
             [&] { return HelpDecode(unit); });
         if (!maybe.ok()) {
           status = maybe.status();
@@ -400,13 +316,15 @@ class EngineImpl final : public Engine {
       std::this_thread::sleep_for(std::chrono::microseconds(options_.debug_slow_us));
     }
     clock_->Add(Stage::kAssemble, t0, 0, end - begin, b);
-    for (int64_t w = w0; w <= w1; ++w) store_.Release(w, UnitsOverlapping(w));
+    for (int64_t w = windows.first; w <= windows.last; ++w) {
+      store_.Release(w, schedule_->UnitsOverlapping(w));
+    }
     return batch;
   }
 
   arrow::Result<std::shared_ptr<const DecodedRowGroup>> Decode(int32_t rg) {
-    auto result = DecodeRowGroup(*catalog_, rg, layout_,
-                                 RandomKey{plan_->options().seed, plan_->options().epoch}, hooks_);
+    const PlanOptions& plan = schedule_->plan().options();
+    auto result = DecodeRowGroup(*catalog_, rg, layout_, RandomKey{plan.seed, plan.epoch}, hooks_);
     if (!result.ok()) return result;
     row_groups_decoded_ += 1;
     rows_decoded_ += (*result)->num_rows;
@@ -436,7 +354,7 @@ class EngineImpl final : public Engine {
     std::mt19937_64 jitter(static_cast<uint64_t>(Clock::now().time_since_epoch().count()) +
                            static_cast<uint64_t>(w));
     std::vector<SampleRef> samples;
-    for (int64_t unit = w; unit < num_units_ && !stop_.load(); unit += n) {
+    for (int64_t unit = w; unit < schedule_->num_units() && !stop_.load(); unit += n) {
       if (options_.debug_max_delay_us > 0) {
         std::this_thread::sleep_for(std::chrono::microseconds(
             jitter() % static_cast<uint64_t>(options_.debug_max_delay_us + 1)));
@@ -448,7 +366,7 @@ class EngineImpl final : public Engine {
       // not stall the consumer while every row group of it is decoded.
       // (Seen from this worker's next unit, which has not started: its windows
       // cannot have been released.)
-      while (!failed && unit + n < num_units_ && queue.Full() && HelpDecode(unit + n)) {
+      while (!failed && unit + n < schedule_->num_units() && queue.Full() && HelpDecode(unit + n)) {
       }
       const auto t0 = Clock::now();
       if (!queue.Push(std::move(item))) return;
@@ -458,14 +376,12 @@ class EngineImpl final : public Engine {
   }
 
   std::shared_ptr<const Catalog> catalog_;
-  std::shared_ptr<const EpochPlan> plan_;
+  std::shared_ptr<const Schedule> schedule_;
   const EngineOptions options_;
   const Layout layout_;
   const Clock::time_point started_ = Clock::now();
   std::shared_ptr<StageClock> clock_;
   DecodeHooks hooks_;
-  int64_t first_batch_ = 0;
-  int64_t num_units_ = 0;
 
   RowGroupStore store_;
   std::vector<std::unique_ptr<BoundedQueue<Item>>> queues_;
@@ -492,8 +408,6 @@ class EngineImpl final : public Engine {
   std::vector<RemoteFileInfo> remote_files_;
   std::unique_ptr<Prefetcher> prefetcher_;
   std::atomic<int64_t> furthest_file_{-1};
-  std::mutex needed_mu_;
-  std::map<int64_t, std::vector<int32_t>> needed_;
 };
 
 }  // namespace
@@ -503,18 +417,11 @@ arrow::Result<std::unique_ptr<Engine>> Engine::Make(std::shared_ptr<const Catalo
                                                     const EngineOptions& options) {
   if (!catalog || !plan) return Error(ErrorKind::kInvalidArgument, "catalog and plan are required");
   ARROW_RETURN_NOT_OK(options.Validate());
-  if (options.batch_stride < 1 || options.batch_offset < 0 ||
-      options.batch_offset >= options.batch_stride) {
-    return Error(ErrorKind::kInvalidArgument, "batch_offset must be in [0, batch_stride)");
-  }
-  if (options.start_batch < 0 || options.start_batch > plan->num_batches()) {
-    return Error(ErrorKind::kInvalidArgument, "start_batch " + std::to_string(options.start_batch) +
-                                                  " is outside [0, " +
-                                                  std::to_string(plan->num_batches()) + "]");
-  }
+  ARROW_ASSIGN_OR_RAISE(auto schedule, Schedule::Make(std::move(plan), options.start_batch,
+                                                      options.batch_offset, options.batch_stride));
   ARROW_ASSIGN_OR_RAISE(Layout layout, MakeLayout(*catalog->schema(), options.output));
   return std::unique_ptr<Engine>(
-      new EngineImpl(std::move(catalog), std::move(plan), options, std::move(layout)));
+      new EngineImpl(std::move(catalog), std::move(schedule), options, std::move(layout)));
 }
 
 }  // namespace shardfeed

@@ -98,6 +98,29 @@ TEST_F(EngineTest, StridedEnginesInterleaveToTheFullStream) {
   EXPECT_EQ(merged, full.ids);
 }
 
+// DataLoader workers resuming a pass: worker k of 3 starts at batch 5 + k.
+TEST_F(EngineTest, StridedEnginesResumeTogether) {
+  PlanOptions p;
+  p.batch_size = 50;
+  EngineOptions o;
+  o.num_threads = 2;
+  const Stream full = RunEpoch(catalog_, p, o).ValueOrDie();
+  o.start_batch = 5;
+  o.batch_stride = 3;
+  std::vector<Stream> parts;
+  for (int64_t k = 0; k < 3; ++k) {
+    o.batch_offset = k;
+    parts.push_back(RunEpoch(catalog_, p, o).ValueOrDie());
+  }
+  std::vector<int64_t> merged;
+  for (int64_t j = 0; j < full.batches - 5; ++j) {
+    const auto& part = parts[static_cast<size_t>(j % 3)];
+    const auto at = part.ids.begin() + (j / 3) * 50;
+    merged.insert(merged.end(), at, at + 50);
+  }
+  EXPECT_EQ(merged, std::vector<int64_t>(full.ids.begin() + 5 * 50, full.ids.end()));
+}
+
 TEST_F(EngineTest, ResumeGivesTheRestOfTheEpoch) {
   PlanOptions p;
   p.batch_size = 40;

@@ -1,6 +1,5 @@
 #include "tier/decoded_tier_internal.h"
 
-#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -10,7 +9,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <iomanip>
 #include <iostream>
 #include <sstream>
@@ -19,13 +17,18 @@
 #include <arrow/io/file.h>
 
 #include "shardfeed/status.h"
+#include "storage/folder.h"
+#include "storage/posix_file.h"
+#include "storage/temp_file.h"
 #include "util/hash.h"
 
 namespace shardfeed {
 
 namespace {
 
-constexpr char kMagic[8] = {'S', 'F', 'D', 'T', '0', '0', '0', '1'};
+// 0002: keys name the storage (CacheKey), names and digests are Hash64.
+constexpr char kMagic[8] = {'S', 'F', 'D', 'T', '0', '0', '0', '2'};
+constexpr char kLockName[] = "/shardfeed.lock";  // the temp-creation lock
 constexpr int64_t kAlign = 64;
 
 // A column's fixed-size record in the file.
@@ -42,27 +45,7 @@ struct Record {
 
 int64_t Align(int64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
-// A fast 64-bit digest of a byte range, eight bytes at a time.
-uint64_t Digest(const uint8_t* p, int64_t n) {
-  uint64_t h = 0x9E3779B97F4A7C15ULL ^ static_cast<uint64_t>(n);
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    uint64_t w;
-    std::memcpy(&w, p + i, 8);
-    h = (h ^ w) * 0xFF51AFD7ED558CCDULL;
-    h ^= h >> 29;
-  }
-  for (; i < n; ++i) h = (h ^ p[i]) * 0x100000001B3ULL;
-  return h ^ (h >> 32);
-}
-
-// Whether the process named in a temp file's name (".tmp-<pid>-...") is gone.
-bool OwnerIsGone(const std::string& name) {
-  const auto pid = std::strtol(name.c_str() + 5, nullptr, 10);
-  return pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
-}
-
-bool IsTemp(const std::string& name) { return name.rfind(".tmp-", 0) == 0; }
+bool IsTemp(const std::string& name) { return storage_internal::IsTempName(name); }
 
 // Entries are "<hex>.sfd", temporaries ".tmp-<pid>-<n>.sfd"; other files in
 // the folder are not the tier's.
@@ -94,22 +77,18 @@ DecodedTier::~DecodedTier() = default;
 
 arrow::Result<std::shared_ptr<DecodedTier>> DecodedTier::Open(const std::string& dir,
                                                               int64_t limit_bytes) {
-  std::error_code ec;
-  if (std::filesystem::exists(dir, ec) && !std::filesystem::is_directory(dir, ec)) {
-    return Error(ErrorKind::kInvalidArgument, "decoded cache folder '" + dir + "' is not a folder");
-  }
-  std::filesystem::create_directories(dir, ec);
-  if (ec) {
-    return Error(ErrorKind::kStorage,
-                 "cannot create decoded cache folder '" + dir + "': " + ec.message());
-  }
-  ::chmod(dir.c_str(), 0700);
+  ARROW_RETURN_NOT_OK(storage_internal::MakePrivateFolder(dir, "decoded cache folder"));
+  // Temps of dead writers go (storage/temp_file.h); live ones stay and count.
+  ARROW_ASSIGN_OR_RAISE(
+      auto creation,
+      storage_internal::LockTempCreation(dir + kLockName, storage_internal::LockMode::kExclusive));
   int64_t used = 0;
+  std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
     std::error_code size_ec;
     const std::string name = entry.path().filename().string();
-    if (name.rfind(".tmp-", 0) == 0 && OwnerIsGone(name)) {
-      std::filesystem::remove(entry.path(), size_ec);  // left by a killed writer
+    if (storage_internal::IsTempName(name) &&
+        storage_internal::CleanTemp(entry.path().string()) != storage_internal::TempState::kInUse) {
       continue;
     }
     if (entry.is_regular_file(size_ec)) {
@@ -126,8 +105,8 @@ std::string DecodedTier::Impl::Key(const Catalog& catalog, int32_t rg, const Lay
   const auto& file = catalog.files()[static_cast<size_t>(row_group.file)];
   std::ostringstream key;
   key.precision(17);
-  key << "v1|" << catalog.filesystem()->type_name() << '|' << file.path << '|' << file.size << '|'
-      << file.version << "|rg" << row_group.row_group;
+  key << "v2|" << CacheKey(catalog, row_group.file) << '|' << file.size << '|' << file.version
+      << "|rg" << row_group.row_group;
   for (size_t i = 0; i < layout.fields.size(); ++i) {
     key << '|' << layout.field_names[i] << ':' << DTypeName(layout.field_raw_dtypes[i])
         << (layout.field_from_strings[i] ? "/str" : "");
@@ -140,9 +119,7 @@ std::string DecodedTier::Impl::Key(const Catalog& catalog, int32_t rg, const Lay
 }
 
 std::string DecodedTier::Impl::PathOf(const std::string& key) const {
-  StableHash h;
-  h.Update(key);
-  return dir_ + "/" + h.HexDigest() + ".sfd";
+  return dir_ + "/" + Hex64(Hash64(key)) + ".sfd";
 }
 
 arrow::Result<std::optional<std::vector<DecodedColumn>>> DecodedTier::Impl::Load(
@@ -214,18 +191,17 @@ arrow::Result<std::optional<std::vector<DecodedColumn>>> DecodedTier::Impl::Load
     verified = verified_.count(key) > 0;
   }
   if (!verified) {
-    uint64_t check = 0;
+    StreamingHash check;
     for (size_t k = 0; k < out.size(); ++k) {
-      const auto& c = out[k];
       const Record& r = records[k];
-      check = check * 31 + Digest(c.values, r.values_bytes);
+      check.Update(out[k].values, static_cast<size_t>(r.values_bytes));
       if (r.rows > 0) {
-        check = check * 31 + Digest(p + r.starts_offset, r.rows * 8);
-        check = check * 31 + Digest(p + r.lengths_offset, r.rows * 8);
+        check.Update(p + r.starts_offset, static_cast<size_t>(r.rows) * 8);
+        check.Update(p + r.lengths_offset, static_cast<size_t>(r.rows) * 8);
       }
-      if (r.nulls_bytes > 0) check = check * 31 + Digest(p + r.nulls_offset, r.nulls_bytes);
+      if (r.nulls_bytes > 0) check.Update(p + r.nulls_offset, static_cast<size_t>(r.nulls_bytes));
     }
-    if (check != digest) {
+    if (check.Digest() != digest) {
       ++corrupt_;
       return miss();  // damaged: decode again (and the store below replaces it)
     }
@@ -235,6 +211,46 @@ arrow::Result<std::optional<std::vector<DecodedColumn>>> DecodedTier::Impl::Load
   ++hits_;
   return std::optional<std::vector<DecodedColumn>>(std::move(out));
 }
+
+namespace {
+
+// Writes an entry by the temp-file protocol (storage/temp_file.h).
+arrow::Status WriteEntry(const std::string& dir, const std::string& path, const std::string& header,
+                         const std::vector<DecodedColumn>& columns,
+                         const std::vector<Record>& records, int64_t rows, int64_t total) {
+  storage_internal::TempFile temp;
+  {
+    // Shared with other writers; a cleaner (Open) holds it exclusively.
+    ARROW_ASSIGN_OR_RAISE(auto creation, storage_internal::LockTempCreation(
+                                             dir + kLockName, storage_internal::LockMode::kShared));
+    ARROW_ASSIGN_OR_RAISE(
+        temp, storage_internal::TempFile::Create(storage_internal::TempPath(dir, "tier", ".sfd")));
+  }
+  auto write_at = [&](int64_t at, const void* data, int64_t bytes) {
+    return storage_internal::WriteAllAt(temp.fd(), static_cast<const uint8_t*>(data), bytes, at,
+                                        temp.path());
+  };
+  ARROW_RETURN_NOT_OK(write_at(0, header.data(), static_cast<int64_t>(header.size())));
+  for (size_t i = 0; i < columns.size(); ++i) {
+    const auto& c = columns[i];
+    const auto& r = records[i];
+    ARROW_RETURN_NOT_OK(write_at(r.values_offset, c.values, r.values_bytes));
+    if (r.rows > 0) {
+      ARROW_RETURN_NOT_OK(write_at(r.starts_offset, c.list_starts.data(), rows * 8));
+      ARROW_RETURN_NOT_OK(write_at(r.lengths_offset, c.list_lengths.data(), rows * 8));
+    }
+    if (r.nulls_bytes > 0) {
+      ARROW_RETURN_NOT_OK(write_at(r.nulls_offset, c.nulls.data(), r.nulls_bytes));
+    }
+  }
+  if (total > 0) {
+    const char zero = 0;
+    ARROW_RETURN_NOT_OK(write_at(total - 1, &zero, 1));  // pad the last buffer to its aligned end
+  }
+  return temp.Commit(path);
+}
+
+}  // namespace
 
 void DecodedTier::Impl::Store(const std::string& key, const std::vector<DecodedColumn>& columns,
                               int64_t rows) {
@@ -280,56 +296,26 @@ void DecodedTier::Impl::Store(const std::string& key, const std::vector<DecodedC
   } while (!used_.compare_exchange_weak(used, used + total));
   for (const auto& r : records) Append(&header, &r, sizeof(r));
   // The digest of every buffer, checked the first time a process loads the entry.
-  uint64_t digest = 0;
+  StreamingHash hash;
   for (size_t i = 0; i < columns.size(); ++i) {
     const auto& c = columns[i];
-    digest = digest * 31 + Digest(c.values, records[i].values_bytes);
+    hash.Update(c.values, static_cast<size_t>(records[i].values_bytes));
     if (records[i].rows > 0) {
-      digest =
-          digest * 31 + Digest(reinterpret_cast<const uint8_t*>(c.list_starts.data()), rows * 8);
-      digest =
-          digest * 31 + Digest(reinterpret_cast<const uint8_t*>(c.list_lengths.data()), rows * 8);
+      hash.Update(c.list_starts.data(), static_cast<size_t>(rows) * 8);
+      hash.Update(c.list_lengths.data(), static_cast<size_t>(rows) * 8);
     }
-    if (records[i].nulls_bytes > 0) digest = digest * 31 + Digest(c.nulls.data(), c.count);
+    if (records[i].nulls_bytes > 0) hash.Update(c.nulls.data(), static_cast<size_t>(c.count));
   }
+  const uint64_t digest = hash.Digest();
   Append(&header, &digest, 8);
   const std::string path = PathOf(key);
-  const std::string temp = dir_ + "/.tmp-" + std::to_string(::getpid()) + "-" +
-                           std::to_string(reinterpret_cast<uintptr_t>(&records)) + ".sfd";
-  bool ok = true;
-  {
-    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
-    auto write_at = [&](int64_t at, const void* data, int64_t bytes) {
-      out.seekp(at);
-      out.write(static_cast<const char*>(data), bytes);
-    };
-    write_at(0, header.data(), static_cast<int64_t>(header.size()));
-    for (size_t i = 0; i < columns.size(); ++i) {
-      const auto& c = columns[i];
-      const auto& r = records[i];
-      write_at(r.values_offset, c.values, r.values_bytes);
-      if (r.rows > 0) {
-        write_at(r.starts_offset, c.list_starts.data(), rows * 8);
-        write_at(r.lengths_offset, c.list_lengths.data(), rows * 8);
-      }
-      if (r.nulls_bytes > 0) write_at(r.nulls_offset, c.nulls.data(), r.nulls_bytes);
-    }
-    if (total > 0) {
-      const char zero = 0;
-      write_at(total - 1, &zero, 1);  // pad the last buffer to its aligned end
-    }
-    out.flush();
-    ok = static_cast<bool>(out);
-  }
-  std::error_code ec;
-  if (ok) std::filesystem::rename(temp, path, ec);
-  if (!ok || ec) {
-    std::filesystem::remove(temp, ec);
+  auto status = WriteEntry(dir_, path, header, columns, records, rows, total);
+  if (!status.ok()) {
     used_ -= total;
     ++skipped_;
     if (!warned_.exchange(true)) {
       std::cerr << "shardfeed: cannot write the decoded cache in '" << dir_
-                << "' (disk full?); reading without it\n";
+                << "' (disk full?): " << status.message() << "; reading without it\n";
     }
     return;
   }

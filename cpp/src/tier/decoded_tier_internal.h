@@ -9,7 +9,8 @@
 // changed input can never serve stale data; a truncated or foreign file is a
 // miss, and so is one whose buffers fail the digest (checked the first time a
 // process loads the entry).  Files are written to a temporary name and renamed
-// into place; temporaries of dead processes are removed when a tier opens.
+// into place; temporaries of dead writers are removed when a tier opens (the
+// flock protocol of storage/temp_file.h, shared with the file cache).
 #pragma once
 
 #include <atomic>
