@@ -142,6 +142,8 @@ void RegisterEngine(nb::module_& m) {
 
   m.def("live_buffers", &OutputBuffer::live_count,
         "Batch buffers allocated by the engine and not yet freed (for tests).");
+  m.def("live_engine_threads", &LiveEngineThreads,
+        "Engine worker and prefetcher threads that have not returned yet (for tests).");
 }
 
 }  // namespace shardfeed::py

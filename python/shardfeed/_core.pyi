@@ -344,3 +344,8 @@ class Engine:
 
 def live_buffers() -> int:
     """Batch buffers allocated by the engine and not yet freed (for tests)."""
+
+def live_engine_threads() -> int:
+    """
+    Engine worker and prefetcher threads that have not returned yet (for tests).
+    """

@@ -104,4 +104,8 @@ class Engine {
   virtual std::vector<TraceRecord> trace() const = 0;
 };
 
+// Threads started by engines in this process (workers and prefetchers) that
+// have not returned yet; 0 once every engine is stopped (for tests).
+int64_t LiveEngineThreads();
+
 }  // namespace shardfeed

@@ -11,6 +11,7 @@
 
 #include "cache/file_cache.h"
 #include "shardfeed/cache.h"
+#include "util/live_threads.h"
 
 namespace shardfeed {
 
@@ -63,7 +64,7 @@ Prefetcher::Prefetcher(std::shared_ptr<FileCache> cache, std::shared_ptr<arrow::
     s.prefix[i + 1] = s.prefix[i] + s.files[i].size;
     s.order->index.emplace(s.files[i].key, i);
   }
-  thread_ = std::thread([this] { Run(); });
+  thread_ = std::thread([this, live = LiveThreadGuard::Start()] { Run(); });
 }
 
 Prefetcher::~Prefetcher() { Stop(); }

@@ -19,6 +19,7 @@
 #include "shardfeed/cache.h"
 #include "shardfeed/status.h"
 #include "transform/layout.h"
+#include "util/live_threads.h"
 
 namespace shardfeed {
 
@@ -140,7 +141,8 @@ class EngineImpl final : public Engine {
           static_cast<size_t>(std::max(1, options_.queue_depth))));
     }
     if (options_.file_cache && !catalog_->is_local()) UseFileCache();
-    for (int w = 0; w < n; ++w) threads_.emplace_back([this, w] { Work(w); });
+    for (int w = 0; w < n; ++w)
+      threads_.emplace_back([this, w, live = LiveThreadGuard::Start()] { Work(w); });
   }
 
   ~EngineImpl() override { Stop(); }
@@ -423,5 +425,7 @@ arrow::Result<std::unique_ptr<Engine>> Engine::Make(std::shared_ptr<const Catalo
   return std::unique_ptr<Engine>(
       new EngineImpl(std::move(catalog), std::move(schedule), options, std::move(layout)));
 }
+
+int64_t LiveEngineThreads() { return LiveThreadGuard::count(); }
 
 }  // namespace shardfeed
