@@ -1,5 +1,6 @@
 // A dataset (its catalog) and the outputs a batch of it holds.
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/map.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
@@ -19,6 +20,7 @@
 #include "shardfeed/catalog.h"
 #include "shardfeed/output.h"
 #include "shardfeed/plan.h"
+#include "shardfeed/vocabulary.h"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -38,6 +40,7 @@ void RegisterDataset(nb::module_& m) {
       .def_rw("stacks", &OutputOptions::stacks)
       .def_rw("with_sample_id", &OutputOptions::with_sample_id)
       .def_rw("fill_null", &OutputOptions::fill_null)
+      .def_rw("fill_null_columns", &OutputOptions::fill_null_columns)
       .def_rw("transforms", &OutputOptions::transforms);
 
   nb::class_<DatasetHandle>(m, "Dataset")
@@ -99,6 +102,20 @@ void RegisterDataset(nb::module_& m) {
              }
              return out;
            })
+      .def(
+          "vocabulary",
+          [](const DatasetHandle& d, const std::string& column, int64_t min_count,
+             std::optional<int64_t> max_size, int num_threads) {
+            nb::gil_scoped_release release;
+            VocabularyOptions options;
+            options.min_count = min_count;
+            options.max_size = max_size;
+            options.num_threads = num_threads;
+            return Unwrap(BuildVocabulary(*d.catalog, column, options));
+          },
+          "column"_a, "min_count"_a = 1, "max_size"_a = nb::none(),
+          "num_threads"_a = VocabularyOptions{}.num_threads,
+          "The distinct values of a string column, most frequent first (ties by value).")
       .def("num_batches", [](const DatasetHandle& d, const PlanOptions& options) {
         return MakePlan(*d.catalog, options)->num_batches();
       });

@@ -14,6 +14,7 @@
 #include "shardfeed/rng.h"
 #include "shardfeed/status.h"
 #include "shardfeed/transform.h"
+#include "shardfeed/vocabulary.h"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -31,6 +32,16 @@ void RegisterTransforms(nb::module_& m) {
       .def_rw("b", &TransformSpec::b)
       .def_rw("n", &TransformSpec::n)
       .def_rw("boundaries", &TransformSpec::boundaries)
+      .def_prop_rw(
+          "values",
+          [](const TransformSpec& t) {
+            return t.vocabulary ? t.vocabulary->values() : std::vector<std::string>{};
+          },
+          [](TransformSpec& t, std::vector<std::string> values) {
+            nb::gil_scoped_release release;
+            t.vocabulary = Unwrap(VocabularyTable::Make(std::move(values)));
+          },
+          "Vocabulary: the values (setting it builds the lookup table once).")
       .def_prop_rw(
           "dtype", [](const TransformSpec& t) { return std::string(DTypeName(t.dtype)); },
           [](TransformSpec& t, const std::string& name) {

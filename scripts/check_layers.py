@@ -42,6 +42,9 @@ PUBLIC_HEADERS = {
     "rng.h": "util",
     "batch.h": "util",
     "catalog.h": "catalog",
+    # The vocabulary's table (transform/vocabulary.cc) and its builder
+    # (catalog/vocabulary_builder.cc) share it: the lower of the two layers.
+    "vocabulary.h": "catalog",
     "cache.h": "cache",
     "plan.h": "plan",
     "transform.h": "transform",

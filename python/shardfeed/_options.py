@@ -14,12 +14,13 @@ from . import _core
 from ._check import (
     INT32,
     UINT64,
+    FillNull,
     check_bool,
     check_callable,
+    check_fill_null,
     check_int,
     check_list,
     check_names,
-    check_opt_float,
     check_opt_int,
     check_path,
     check_source,
@@ -142,7 +143,7 @@ class Settings:
     shuffle_window: int
     prefetch: int
     with_sample_id: bool
-    fill_null: float | None
+    fill_null: FillNull
     transforms: list[Transform]
     transform: Callable[[dict[str, np.ndarray]], dict[str, Any]] | None
     cache: CacheSettings
@@ -179,7 +180,7 @@ class Settings:
             shuffle_window=check_int("shuffle_window", args["shuffle_window"]),
             prefetch=check_int("prefetch", args["prefetch"], INT32),
             with_sample_id=check_bool("with_sample_id", args["with_sample_id"]),
-            fill_null=check_opt_float("fill_null", args["fill_null"]),
+            fill_null=check_fill_null(args["fill_null"]),
             transforms=transforms,
             transform=check_callable("transform", args["transform"]),
             cache=CacheSettings.make(
@@ -215,7 +216,10 @@ class Settings:
             stacks.append(s)
         o.stacks = stacks
         o.with_sample_id = self.with_sample_id
-        o.fill_null = self.fill_null
+        if isinstance(self.fill_null, dict):
+            o.fill_null_columns = self.fill_null
+        else:
+            o.fill_null = self.fill_null
         o.transforms = to_core(self.transforms)
         return o
 

@@ -47,7 +47,7 @@ class Stream:
         shuffle_window: int = DEFAULT_SHUFFLE_WINDOW,
         prefetch: int = DEFAULT_PREFETCH,
         with_sample_id: bool = False,
-        fill_null: float | None = None,
+        fill_null: float | Mapping[str, float] | None = None,
         transforms: Sequence[Transform] | None = None,
         transform: Callable[[dict[str, np.ndarray]], dict[str, Any]] | None = None,
         cache_dir: str | os.PathLike[str] | None = None,
@@ -83,8 +83,13 @@ class Stream:
             prefetch: batches each worker may hold ready (its queue depth).
             with_sample_id: add ``"sample_id"``: each row's int64 index in the
                 dataset's natural order.
-            fill_null: value for nulls; ``None`` raises InvalidDataError naming the
-                file, row group and column of the first null.
+            fill_null: value for nulls: one number for every column, or
+                ``{column: number}`` (the other columns keep the default); ``None``
+                raises InvalidDataError naming the file, row group and column of
+                the first null.  A value the column's type (after its transforms)
+                cannot hold exactly -- -1 or 256 for uint8, 2.5 for an integer,
+                anything but 0/1/True/False for bool, NaN for a non-float -- is an
+                InvalidArgumentError here, naming the column.
             transforms: ``shardfeed.transforms`` objects run in the engine's threads,
                 in order, before ``stack`` (random ones keyed per sample).
             transform: a Python callable ``dict[str, ndarray] -> dict`` applied to each

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -25,8 +26,10 @@ struct OutputOptions {
   std::vector<std::string> columns;  // empty + all_columns: every column
   bool all_columns = true;
   std::vector<StackSpec> stacks;
-  bool with_sample_id = false;            // adds "sample_id": int64 natural-order index
-  std::optional<double> fill_null;        // nullopt: a null is an error
+  bool with_sample_id = false;      // adds "sample_id": int64 natural-order index
+  std::optional<double> fill_null;  // nullopt: a null is an error
+  // Per column (dataset column names); overrides fill_null for those columns.
+  std::map<std::string, double> fill_null_columns;
   std::vector<TransformSpec> transforms;  // applied in order, before stacking
 };
 

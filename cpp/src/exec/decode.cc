@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -22,8 +23,10 @@
 #include "storage/open.h"
 #include "tier/decoded_tier_internal.h"
 #include "transform/transform.h"
+#include "util/hash.h"
 #include "util/memory.h"
 #include "util/parquet_error.h"
+#include "util/string_array.h"
 
 namespace shardfeed {
 
@@ -37,12 +40,6 @@ void CollectLeaves(const parquet::arrow::SchemaField& field, std::vector<int>* o
   for (const auto& child : field.children) CollectLeaves(child, out);
 }
 
-uint64_t Fnv1a64(std::string_view bytes) {
-  uint64_t h = 0xCBF29CE484222325ULL;
-  for (unsigned char c : bytes) h = (h ^ c) * 0x100000001B3ULL;
-  return h;
-}
-
 // Marks element i*stride..(i+1)*stride null for every null entry i of `array`.
 void MarkNulls(const arrow::Array& array, int64_t stride, int64_t count, DecodedColumn* out) {
   if (array.null_count() == 0) return;
@@ -52,6 +49,38 @@ void MarkNulls(const arrow::Array& array, int64_t stride, int64_t count, Decoded
       for (int64_t j = 0; j < stride; ++j) out->nulls[static_cast<size_t>(i * stride + j)] = 1;
     }
   }
+}
+
+// StringHash64 of every element of a string-like or dictionary<string> array
+// (0 for nulls); a dictionary's values are hashed once, then mapped.
+arrow::Status HashStrings(const arrow::Array& array, uint64_t* hashes) {
+  if (IsStringDictionary(array)) {
+    const auto& dict = static_cast<const arrow::DictionaryArray&>(array);
+    const auto& values = *dict.dictionary();
+    std::vector<uint64_t> mapped(static_cast<size_t>(values.length()), 0);
+    for (int64_t k = 0; k < values.length(); ++k) {
+      if (values.IsValid(k)) mapped[static_cast<size_t>(k)] = StringHash64(StringAt(values, k));
+    }
+    bool bad = false;
+    ForEachDictionaryIndex(dict, [&](int64_t i, int64_t k) {
+      if (dict.IsNull(i)) {
+        hashes[i] = 0;
+      } else if (k < 0 || k >= values.length()) {
+        bad = true;
+      } else {
+        hashes[i] = mapped[static_cast<size_t>(k)];
+      }
+    });
+    if (bad) return Error(ErrorKind::kInvalidData, "dictionary index out of range");
+    return arrow::Status::OK();
+  }
+  if (!IsStringLike(array.type_id())) {
+    return Error(ErrorKind::kUnsupportedType, "expected strings, got " + array.type()->ToString());
+  }
+  for (int64_t i = 0; i < array.length(); ++i) {
+    hashes[i] = array.IsNull(i) ? 0 : StringHash64(StringAt(array, i));
+  }
+  return arrow::Status::OK();
 }
 
 // Flat values of a primitive, bool or string array; copies only for bools and
@@ -65,21 +94,8 @@ arrow::Status Flatten(const std::shared_ptr<arrow::Array>& array, DType dtype, b
   if (from_strings) {
     ARROW_ASSIGN_OR_RAISE(out->owned,
                           arrow::AllocateBuffer(std::max<int64_t>(n * 8, 1), EnginePool()));
-    auto* hashes = reinterpret_cast<uint64_t*>(out->owned->mutable_data());
-    const auto id = array->type_id();
-    for (int64_t i = 0; i < n; ++i) {
-      if (array->IsNull(i)) {
-        hashes[i] = 0;
-      } else if (id == arrow::Type::STRING || id == arrow::Type::BINARY) {
-        hashes[i] = Fnv1a64(static_cast<const arrow::BinaryArray&>(*array).GetView(i));
-      } else if (id == arrow::Type::LARGE_STRING || id == arrow::Type::LARGE_BINARY) {
-        hashes[i] = Fnv1a64(static_cast<const arrow::LargeBinaryArray&>(*array).GetView(i));
-      } else {  // string and binary views
-        auto scalar = array->GetScalar(i);
-        if (!scalar.ok()) return scalar.status();
-        hashes[i] = Fnv1a64(static_cast<const arrow::BaseBinaryScalar&>(**scalar).view());
-      }
-    }
+    ARROW_RETURN_NOT_OK(
+        HashStrings(*array, reinterpret_cast<uint64_t*>(out->owned->mutable_data())));
   } else if (dtype == DType::kBool) {
     ARROW_ASSIGN_OR_RAISE(out->owned, arrow::AllocateBuffer(std::max<int64_t>(n, 1), EnginePool()));
     auto* dst = out->owned->mutable_data();
@@ -137,9 +153,10 @@ arrow::Status Normalize(const std::shared_ptr<arrow::Array>& array, DType dtype,
 
 // The null policy, after the transforms: fill with `fill_null`, or fail naming
 // the first null row.
-arrow::Status ApplyNullPolicy(const Layout& layout, const std::string& context, DecodedColumn* c) {
+arrow::Status ApplyNullPolicy(const std::optional<double>& fill_null, const std::string& context,
+                              DecodedColumn* c) {
   if (c->null_rows) {
-    if (!layout.fill_null) {
+    if (!fill_null) {
       int64_t row = 0;
       while (!c->null_rows->IsNull(row)) ++row;
       return Error(ErrorKind::kInvalidData, context + ": null list at row " + std::to_string(row) +
@@ -152,7 +169,7 @@ arrow::Status ApplyNullPolicy(const Layout& layout, const std::string& context, 
     c->null_rows.reset();
   }
   if (!c->has_nulls()) return arrow::Status::OK();
-  if (!layout.fill_null) {
+  if (!fill_null) {
     const auto first = std::find(c->nulls.begin(), c->nulls.end(), 1) - c->nulls.begin();
     int64_t row = first;
     if (c->list_size > 0) {
@@ -164,7 +181,7 @@ arrow::Status ApplyNullPolicy(const Layout& layout, const std::string& context, 
     return Error(ErrorKind::kInvalidData, context + ": null value at row " + std::to_string(row) +
                                               " (pass fill_null=<value> to replace nulls)");
   }
-  return FillNullValues(c, *layout.fill_null);
+  return FillNullValues(c, *fill_null);
 }
 
 }  // namespace
@@ -338,8 +355,9 @@ arrow::Result<std::shared_ptr<const DecodedRowGroup>> DecodeRowGroup(const Catal
   }
   for (size_t i = 0; i < layout.fields.size(); ++i) {
     ARROW_RETURN_NOT_OK(apply(i, layout.field_transforms[i].size()));
-    ARROW_RETURN_NOT_OK(ApplyNullPolicy(
-        layout, context + ", column '" + layout.field_names[i] + "'", &decoded->columns[i]));
+    ARROW_RETURN_NOT_OK(ApplyNullPolicy(layout.field_fill_null[i],
+                                        context + ", column '" + layout.field_names[i] + "'",
+                                        &decoded->columns[i]));
   }
 
   hooks.clock->Add(Stage::kTransform, t_transform, 0, layout.transforms.empty() ? 0 : rg.num_rows,

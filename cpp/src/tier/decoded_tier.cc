@@ -63,6 +63,8 @@ std::string Spec(const TransformSpec& t) {
   out << TransformOpName(t.op) << '(' << t.a << ',' << t.b << ',' << t.n << ','
       << DTypeName(t.dtype);
   for (double b : t.boundaries) out << ',' << b;
+  // A vocabulary by its digest: the key stays short for any number of values.
+  if (t.vocabulary) out << ",vocab:" << t.vocabulary->size() << ':' << t.vocabulary->digest();
   out << ')';
   return out.str();
 }
@@ -226,7 +228,9 @@ arrow::Status WriteEntry(const std::string& dir, const std::string& path, const 
     ARROW_ASSIGN_OR_RAISE(
         temp, storage_internal::TempFile::Create(storage_internal::TempPath(dir, "tier", ".sfd")));
   }
+  int64_t end = 0;  // of the data written so far
   auto write_at = [&](int64_t at, const void* data, int64_t bytes) {
+    end = std::max(end, at + bytes);
     return storage_internal::WriteAllAt(temp.fd(), static_cast<const uint8_t*>(data), bytes, at,
                                         temp.path());
   };
@@ -243,9 +247,12 @@ arrow::Status WriteEntry(const std::string& dir, const std::string& path, const 
       ARROW_RETURN_NOT_OK(write_at(r.nulls_offset, c.nulls.data(), r.nulls_bytes));
     }
   }
-  if (total > 0) {
+  // Pad the last buffer to its aligned end; a buffer that ends there already
+  // must keep its last byte (a zero written over it made every entry whose
+  // last buffer was a multiple of 64 bytes fail its digest: never a hit).
+  if (end < total) {
     const char zero = 0;
-    ARROW_RETURN_NOT_OK(write_at(total - 1, &zero, 1));  // pad the last buffer to its aligned end
+    ARROW_RETURN_NOT_OK(write_at(total - 1, &zero, 1));
   }
   return temp.Commit(path);
 }

@@ -27,6 +27,29 @@ bool IsListType(arrow::Type::type id) {
          id == arrow::Type::FIXED_SIZE_LIST;
 }
 
+// Each field's null fill (the per-column value, else the scalar), checked
+// against the field's type after its transforms: nulls are filled there.
+arrow::Status SetFillValues(const OutputOptions& options, Layout* layout) {
+  for (const auto& [column, value] : options.fill_null_columns) {
+    const auto& names = layout->field_names;
+    if (std::find(names.begin(), names.end(), column) == names.end()) {
+      return Error(ErrorKind::kInvalidArgument,
+                   "fill_null: column '" + column + "' is not among the outputs");
+    }
+  }
+  for (size_t i = 0; i < layout->fields.size(); ++i) {
+    std::optional<double> fill = options.fill_null;
+    auto it = options.fill_null_columns.find(layout->field_names[i]);
+    if (it != options.fill_null_columns.end()) fill = it->second;
+    if (fill) {
+      ARROW_RETURN_NOT_OK(CheckFillValue(*fill, layout->field_dtypes[i],
+                                         "fill_null for column '" + layout->field_names[i] + "'"));
+    }
+    layout->field_fill_null.push_back(fill);
+  }
+  return arrow::Status::OK();
+}
+
 }  // namespace
 
 arrow::Result<DType> ValueDType(const arrow::DataType& type, const std::string& column) {
@@ -57,9 +80,16 @@ arrow::Result<DType> ValueDType(const arrow::DataType& type, const std::string& 
       return DType::kFloat64;
     default: {
       std::string hint = std::string(" (") + kSupported + ")";
-      if (IsStringType(type.id())) {
-        hint = "; map it to ids with HashBucket(\"" + column +
-               "\", num_buckets=...) or leave it out with columns=";
+      const auto* values = &type;
+      if (type.id() == arrow::Type::DICTIONARY) {
+        values = static_cast<const arrow::DictionaryType&>(type).value_type().get();
+      }
+      if (IsStringType(values->id())) {
+        hint =
+            "; strings are accepted by HashBucket and Vocabulary: map it to ids with "
+            "HashBucket(\"" +
+            column + "\", num_buckets=...) or Vocabulary(\"" + column +
+            "\", values=...), or leave it out with columns=";
       }
       return Error(ErrorKind::kUnsupportedType, "column '" + column + "' has type " +
                                                     type.ToString() +
@@ -70,7 +100,6 @@ arrow::Result<DType> ValueDType(const arrow::DataType& type, const std::string& 
 
 arrow::Result<Layout> MakeLayout(const arrow::Schema& schema, const OutputOptions& options) {
   Layout layout;
-  layout.fill_null = options.fill_null;
   std::map<std::string, int> decoded;  // column name -> index into layout.fields
   auto need = [&](const std::string& name) -> arrow::Result<int> {
     auto it = decoded.find(name);
@@ -106,12 +135,23 @@ arrow::Result<Layout> MakeLayout(const arrow::Schema& schema, const OutputOption
     for (size_t t = 0; t < options.transforms.size(); ++t) {
       if (options.transforms[t].column == name) chain.push_back(t);
     }
+    if (value_type->id() == arrow::Type::DICTIONARY) {
+      value_type = static_cast<const arrow::DictionaryType&>(*value_type).value_type().get();
+    }
+    // Strings become hashes (StringHash64) when their first transform takes
+    // strings; dictionaries (pandas and polars categoricals) too.
     const bool from_strings = shape == ColumnShape::kScalar && IsStringType(value_type->id()) &&
                               !chain.empty() &&
-                              options.transforms[chain[0]].op == TransformOp::kHashBucket;
+                              (options.transforms[chain[0]].op == TransformOp::kHashBucket ||
+                               options.transforms[chain[0]].op == TransformOp::kVocabulary);
     DType raw = DType::kUInt64;  // string hashes
     if (!from_strings) {
       ARROW_ASSIGN_OR_RAISE(raw, ValueDType(*value_type, name));
+      if (value_type != &type && type.id() == arrow::Type::DICTIONARY) {
+        return Error(ErrorKind::kUnsupportedType,
+                     "column '" + name + "' has type " + type.ToString() +
+                         ": dictionary-encoded numbers are not supported");
+      }
     }
     DType dtype = raw;
     bool strings = from_strings;
@@ -229,6 +269,7 @@ arrow::Result<Layout> MakeLayout(const arrow::Schema& schema, const OutputOption
     }
   }
   layout.transforms = options.transforms;
+  ARROW_RETURN_NOT_OK(SetFillValues(options, &layout));
   layout.field_used_alone.assign(layout.fields.size(), false);
   for (const auto& out : layout.outputs) {
     if (out.kind == OutputKind::kStack) continue;

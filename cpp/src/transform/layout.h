@@ -37,7 +37,9 @@ struct Layout {
   std::vector<std::vector<size_t>> field_transforms;  // indices into `transforms`, in order
   std::vector<TransformSpec> transforms;
   std::vector<OutputPlan> outputs;
-  std::optional<double> fill_null;
+  // Per field: the value that replaces its nulls (checked to fit its final
+  // dtype exactly), or nullopt: a null is an error.
+  std::vector<std::optional<double>> field_fill_null;
 };
 
 arrow::Result<Layout> MakeLayout(const arrow::Schema& schema, const OutputOptions& options);

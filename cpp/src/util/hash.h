@@ -17,6 +17,15 @@
 
 namespace shardfeed {
 
+// The hash of a string's bytes that becomes data (FNV-1a 64): HashBucket's
+// string ids and the Vocabulary table's probes.  Not a key or checksum (those
+// use Hash64): changing it changes every hashed column, so it is frozen here.
+inline uint64_t StringHash64(std::string_view bytes) {
+  uint64_t h = 0xCBF29CE484222325ULL;
+  for (unsigned char c : bytes) h = (h ^ c) * 0x100000001B3ULL;
+  return h;
+}
+
 uint64_t Hash64(const void* data, size_t size);
 inline uint64_t Hash64(std::string_view bytes) { return Hash64(bytes.data(), bytes.size()); }
 
