@@ -1,4 +1,4 @@
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy
@@ -103,6 +103,13 @@ class TransformSpec:
     def boundaries(self, arg: Sequence[float], /) -> None: ...
 
     @property
+    def values(self) -> list[str]:
+        """Vocabulary: the values (setting it builds the lookup table once)."""
+
+    @values.setter
+    def values(self, arg: Sequence[str], /) -> None: ...
+
+    @property
     def dtype(self) -> str: ...
 
     @dtype.setter
@@ -159,6 +166,12 @@ class OutputOptions:
     def fill_null(self, arg: float | None) -> None: ...
 
     @property
+    def fill_null_columns(self) -> dict[str, float]: ...
+
+    @fill_null_columns.setter
+    def fill_null_columns(self, arg: Mapping[str, float], /) -> None: ...
+
+    @property
     def transforms(self) -> list[TransformSpec]: ...
 
     @transforms.setter
@@ -194,6 +207,11 @@ class Dataset:
     def schema(self) -> list[tuple[str, str]]: ...
 
     def describe_outputs(self, arg: OutputOptions, /) -> list[tuple[str, str, list[int]]]: ...
+
+    def vocabulary(self, column: str, min_count: int = 1, max_size: int | None = None, num_threads: int = 4) -> list[str]:
+        """
+        The distinct values of a string column, most frequent first (ties by value).
+        """
 
     def num_batches(self, arg: PlanOptions, /) -> int: ...
 
