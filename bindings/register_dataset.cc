@@ -20,6 +20,7 @@
 #include "shardfeed/catalog.h"
 #include "shardfeed/output.h"
 #include "shardfeed/plan.h"
+#include "shardfeed/status.h"
 #include "shardfeed/vocabulary.h"
 
 namespace nb = nanobind;
@@ -46,17 +47,28 @@ void RegisterDataset(nb::module_& m) {
   nb::class_<DatasetHandle>(m, "Dataset")
       .def(
           "__init__",
-          [](DatasetHandle* self, const std::vector<std::string>& sources, int num_threads) {
+          [](DatasetHandle* self, const std::vector<std::string>& sources, int num_threads,
+             const std::string& partitioning) {
             std::shared_ptr<Catalog> catalog;
             {
               nb::gil_scoped_release release;
               CatalogOptions options;
               options.num_threads = num_threads;
+              if (partitioning == "hive") {
+                options.partitioning = Partitioning::kHive;
+              } else if (partitioning.empty()) {
+                options.partitioning = Partitioning::kNone;
+              } else {
+                throw StatusError(
+                    Error(ErrorKind::kInvalidArgument,
+                          "partitioning must be \"hive\" or None, got '" + partitioning + "'"));
+              }
               catalog = Unwrap(Catalog::Open(sources, options));
             }
             new (self) DatasetHandle{std::move(catalog)};
           },
-          "sources"_a, "num_threads"_a = CatalogOptions{}.num_threads)
+          "sources"_a, "num_threads"_a = CatalogOptions{}.num_threads, "partitioning"_a = "hive",
+          "partitioning: \"hive\" (key=value folders become columns) or \"\" (none).")
       .def_prop_ro("num_rows", [](const DatasetHandle& d) { return d.catalog->num_rows(); })
       .def_prop_ro("num_files", [](const DatasetHandle& d) { return d.catalog->files().size(); })
       .def_prop_ro("num_row_groups",
@@ -94,11 +106,33 @@ void RegisterDataset(nb::module_& m) {
              }
              return out;
            })
+      .def(
+          "columns",
+          [](const DatasetHandle& d) {
+            // (name, type, partition key index or -1, distinct file types,
+            //  files lacking the column, conflict message or "")
+            std::vector<std::tuple<std::string, std::string, int, std::vector<std::string>, int64_t,
+                                   std::string>>
+                out;
+            const auto& schema = d.catalog->schema();
+            for (int i = 0; schema && i < schema->num_fields(); ++i) {
+              const auto& origin = d.catalog->column_origins()[static_cast<size_t>(i)];
+              out.emplace_back(schema->field(i)->name(), schema->field(i)->type()->ToString(),
+                               origin.partition_key, origin.file_types, origin.missing_files,
+                               origin.conflict);
+            }
+            return out;
+          },
+          "Where each dataset column comes from: (name, type, partition key or -1, the "
+          "types in the files, files that lack it, conflict).")
       .def("describe_outputs",
            [](const DatasetHandle& d, const OutputOptions& options) {
-             std::vector<std::tuple<std::string, std::string, std::vector<int64_t>>> out;
+             std::vector<std::tuple<std::string, std::string, std::vector<int64_t>, std::string,
+                                    std::string>>
+                 out;
              for (const auto& info : Unwrap(DescribeOutputs(*d.catalog->schema(), options))) {
-               out.emplace_back(info.name, DTypeName(info.dtype), info.inner_shape);
+               out.emplace_back(info.name, DTypeName(info.dtype), info.inner_shape,
+                                info.source_type, info.unit);
              }
              return out;
            })

@@ -178,7 +178,8 @@ class OutputOptions:
     def transforms(self, arg: Sequence[TransformSpec], /) -> None: ...
 
 class Dataset:
-    def __init__(self, sources: Sequence[str], num_threads: int = 8) -> None: ...
+    def __init__(self, sources: Sequence[str], num_threads: int = 8, partitioning: str = 'hive') -> None:
+        """partitioning: "hive" (key=value folders become columns) or "" (none)."""
 
     @property
     def num_rows(self) -> int: ...
@@ -206,7 +207,12 @@ class Dataset:
 
     def schema(self) -> list[tuple[str, str]]: ...
 
-    def describe_outputs(self, arg: OutputOptions, /) -> list[tuple[str, str, list[int]]]: ...
+    def columns(self) -> list[tuple[str, str, int, list[str], int, str]]:
+        """
+        Where each dataset column comes from: (name, type, partition key or -1, the types in the files, files that lack it, conflict).
+        """
+
+    def describe_outputs(self, arg: OutputOptions, /) -> list[tuple[str, str, list[int], str, str]]: ...
 
     def vocabulary(self, column: str, min_count: int = 1, max_size: int | None = None, num_threads: int = 4) -> list[str]:
         """

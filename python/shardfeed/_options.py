@@ -34,6 +34,7 @@ Source = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
 StackArg = Mapping[str, Sequence[str]]
 
 _OUTPUTS = ("torch", "numpy")
+_PARTITIONINGS = ("hive", None)
 
 # The defaults are the C++ core's (shardfeed/plan.h, engine.h, catalog.h): a
 # default-constructed options struct is the one place they are written.
@@ -147,6 +148,7 @@ class Settings:
     transforms: list[Transform]
     transform: Callable[[dict[str, np.ndarray]], dict[str, Any]] | None
     cache: CacheSettings
+    partitioning: str | None = "hive"
     extra: dict[str, Any] = field(default_factory=dict)
     num_threads_given: bool = False  # else num_threads is the CPU-count default
 
@@ -158,6 +160,11 @@ class Settings:
         output = check_str("output", args["output"])
         if output not in _OUTPUTS:
             raise InvalidArgumentError(f"output must be one of {_OUTPUTS}, got {output!r}")
+        partitioning = args["partitioning"]
+        if partitioning not in _PARTITIONINGS:
+            raise InvalidArgumentError(
+                f"partitioning must be one of {_PARTITIONINGS}, got {partitioning!r}"
+            )
         transforms = check_list("transforms", args["transforms"])
         to_core(transforms)  # settings errors before anything is opened
         threads = check_opt_int("num_threads", args["num_threads"], INT32)
@@ -187,6 +194,7 @@ class Settings:
                 args["cache_dir"], args["cache_limit_bytes"], args["cache_decoded"],
                 args["prefetch_bytes"],
             ),
+            partitioning=partitioning,
         )  # fmt: skip
         settings.plan_options(0).validate()
         settings.engine_options(0).validate()
@@ -264,8 +272,10 @@ class Settings:
         }
 
 
-def open_dataset(sources: list[str]) -> _core.Dataset:
-    return _core.Dataset([str(Path(s)) if "://" not in s else s for s in sources])
+def open_dataset(sources: list[str], partitioning: str | None = "hive") -> _core.Dataset:
+    """The catalog; ``partitioning="hive"`` makes key=value folders columns."""
+    paths = [str(Path(s)) if "://" not in s else s for s in sources]
+    return _core.Dataset(paths, partitioning=partitioning or "")
 
 
 @dataclass

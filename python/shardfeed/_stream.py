@@ -54,11 +54,12 @@ class Stream:
         cache_limit_bytes: int | None = None,
         cache_decoded: bool = False,
         prefetch_bytes: int | None = DEFAULT_PREFETCH_BYTES,
+        partitioning: str | None = "hive",
     ) -> None:
         """Opens the dataset's catalog (footers only) after checking every argument.
 
         Args:
-            source: a directory (every ``*.parquet`` below it), a file, or a list of
+            source: a directory (every Parquet file below it), a file, or a list of
                 files; local paths or URIs Arrow knows (``file://``, ``s3://``, ...).
             columns: columns to hand out one by one; ``None`` means every column
                 that is not part of a ``stack``.
@@ -104,6 +105,22 @@ class Stream:
                 epochs map it from disk instead of decoding again.  Random
                 transforms always run after it.
             prefetch_bytes: how far ahead of use remote files are fetched.
+            partitioning: ``"hive"`` (default): ``key=value`` folders below the
+                dataset root become columns (int64 when every value is an integer,
+                else string; ``__HIVE_DEFAULT_PARTITION__`` is null), placed after
+                the files' columns; a file column of the same name wins.  ``None``:
+                folder names are only paths.
+
+        Below a folder, paths with a component starting with ``_`` or ``.`` are
+        skipped (Spark's ``_temporary``, ``_SUCCESS``, ``.crc`` files), and files
+        without the ``.parquet`` extension are read when they are Parquet.  Files
+        may differ in their schemas: columns are matched by name, compatible types
+        promoted (integer widths, integers with floats to float64, string with
+        large_string, ...), a column missing from a file reads as null there, and
+        types that cannot be promoted raise ``SchemaMismatchError`` only for a
+        column in use.  Dates are int32 days since the Unix epoch, timestamps int64
+        in their unit since the epoch (UTC), times and durations their integers,
+        decimals float64, dictionary columns their values (``describe_outputs()``).
 
         A wrong type raises ArgumentTypeError (a TypeError), a value out of range
         InvalidArgumentError (a ValueError); both name the argument.
@@ -113,7 +130,7 @@ class Stream:
         args = {k: v for k, v in locals().items() if k not in ("self", "__class__")}
         super().__init__()
         self._settings = Settings.make(args)
-        dataset = open_dataset(self._settings.sources)
+        dataset = open_dataset(self._settings.sources, self._settings.partitioning)
         # Column, type and stack errors surface here, before any data is read.
         self._outputs = dataset.describe_outputs(self._settings.output_options())
         self._fingerprint = str(dataset.fingerprint)
@@ -132,6 +149,24 @@ class Stream:
     def __len__(self) -> int:
         """Batches this rank yields per epoch."""
         return self._len
+
+    def describe_outputs(self) -> list[dict[str, Any]]:
+        """Each output as ``{"name", "dtype", "shape"}``, plus ``"source_type"``
+        (the dataset column's Arrow type, after promotion across files) for
+        one-column outputs and ``"unit"`` for times: ``"days"`` since the Unix
+        epoch for dates; ``"s"``, ``"ms"``, ``"us"`` or ``"ns"`` since the
+        epoch in UTC for timestamps, since midnight for times, for durations.
+        E.g. ``{"name": "ts", "dtype": "int64", "shape": [], "unit": "us",
+        "source_type": "timestamp[us, tz=UTC]"}``."""
+        out = []
+        for name, dtype, shape, source_type, unit in self._outputs:
+            info: dict[str, Any] = {"name": name, "dtype": dtype, "shape": list(shape)}
+            if source_type:
+                info["source_type"] = source_type
+            if unit:
+                info["unit"] = unit
+            out.append(info)
+        return out
 
     @property
     def epoch(self) -> int:

@@ -37,6 +37,8 @@ struct OutputInfo {
   std::string name;
   DType dtype;
   std::vector<int64_t> inner_shape;  // shape after the batch dimension (-1: varies)
+  std::string source_type;           // the dataset column's Arrow type (one-column outputs)
+  std::string unit;                  // times: "days", "s", "ms", "us", "ns"; else empty
 };
 
 // Checks columns, types and stacks against the schema without reading data.

@@ -19,6 +19,7 @@
 #include <parquet/metadata.h>
 
 #include "exec/assemble.h"
+#include "exec/convert.h"
 #include "shardfeed/status.h"
 #include "storage/open.h"
 #include "tier/decoded_tier_internal.h"
@@ -196,6 +197,35 @@ void Slow(const DecodeHooks& hooks, const char* stage) {
   }
 }
 
+// Dataset column `field` of one row group as its read type: the file's own
+// column `read` converted (types promoted across files, dictionaries
+// decoded), else a partition value repeated (also for a file column that
+// shadows a partition key, in the files that lack it), else nulls.
+arrow::Result<std::shared_ptr<arrow::Array>> DatasetColumn(
+    const Catalog& catalog, const FileEntry& file, int field,
+    const std::shared_ptr<arrow::Array>& read, int64_t num_rows, const std::string& context) {
+  const auto& dataset_field = catalog.schema()->field(field);
+  const auto read_type = ReadType(dataset_field->type());
+  if (read) {
+    auto conformed = ConformArray(read, read_type);
+    if (!conformed.ok()) {
+      return WithContext(conformed.status(),
+                         context + " (" + read->type()->ToString() + " in this file, " +
+                             dataset_field->type()->ToString() + " in the dataset)");
+    }
+    return conformed;
+  }
+  std::shared_ptr<arrow::Scalar> value;
+  const auto& keys = catalog.partition_schema();
+  const int key = keys ? keys->GetFieldIndex(dataset_field->name()) : -1;
+  if (key >= 0 && static_cast<size_t>(key) < file.partition_values.size()) {
+    value = file.partition_values[static_cast<size_t>(key)];
+  }
+  auto constant = ConstantArray(value, read_type, num_rows);
+  if (!constant.ok()) return WithContext(constant.status(), context);
+  return constant;
+}
+
 // Opens the file, reads the row group's columns and flattens them.
 arrow::Status ReadColumns(const Catalog& catalog, int32_t rg_index, const Layout& layout,
                           const DecodeHooks& hooks, const std::string& context,
@@ -237,12 +267,20 @@ arrow::Status ReadColumns(const Catalog& catalog, int32_t rg_index, const Layout
     return failed(ParquetExceptionStatus(std::current_exception(), {}, IoOutcome::kReadOk), where);
   }
 
+  // Dataset columns map onto the file's own by name (field_map); a column the
+  // file lacks, or a partition column, is made here instead of read.
   const auto& manifest = reader->manifest();
   std::vector<std::vector<int>> leaves(layout.fields.size());
+  std::vector<int> table_column(layout.fields.size(), -1);
   std::vector<int> all_leaves;
+  int read_columns = 0;
   for (size_t i = 0; i < layout.fields.size(); ++i) {
-    CollectLeaves(manifest.schema_fields[static_cast<size_t>(layout.fields[i])], &leaves[i]);
+    const int field = layout.fields[i];
+    const int in_file = file.field_map.empty() ? field : file.field_map[static_cast<size_t>(field)];
+    if (in_file < 0) continue;
+    CollectLeaves(manifest.schema_fields[static_cast<size_t>(in_file)], &leaves[i]);
     all_leaves.insert(all_leaves.end(), leaves[i].begin(), leaves[i].end());
+    table_column[i] = read_columns++;
   }
 
   auto read =
@@ -252,35 +290,43 @@ arrow::Status ReadColumns(const Catalog& catalog, int32_t rg_index, const Layout
     END_PARQUET_CATCH(ErrorContext{}, IoOutcome::kReadOk)
   };
   const auto t_decode = Clock::now();
-  auto maybe_table = read(all_leaves);
-  if (!maybe_table.ok()) {
-    // Single out the column that fails, so the message can name it.
-    for (size_t i = 0; i < layout.fields.size(); ++i) {
-      auto single = read(leaves[i]);
-      if (!single.ok()) return failed(single.status(), where.WithColumn(layout.field_names[i]));
+  std::shared_ptr<arrow::Table> table;
+  if (!all_leaves.empty()) {
+    auto maybe_table = read(all_leaves);
+    if (!maybe_table.ok()) {
+      // Single out the column that fails, so the message can name it.
+      for (size_t i = 0; i < layout.fields.size(); ++i) {
+        if (leaves[i].empty()) continue;
+        auto single = read(leaves[i]);
+        if (!single.ok()) return failed(single.status(), where.WithColumn(layout.field_names[i]));
+      }
+      return failed(maybe_table.status(), where);
     }
-    return failed(maybe_table.status(), where);
-  }
-  const auto& table = *maybe_table;
-  if (table->num_rows() != rg.num_rows) {
-    return Error(ErrorKind::kInvalidData,
-                 context + ": decoded " + std::to_string(table->num_rows()) +
-                     " rows, the footer says " + std::to_string(rg.num_rows));
+    table = *maybe_table;
+    if (table->num_rows() != rg.num_rows) {
+      return Error(ErrorKind::kInvalidData,
+                   context + ": decoded " + std::to_string(table->num_rows()) +
+                       " rows, the footer says " + std::to_string(rg.num_rows));
+    }
   }
 
   Slow(hooks, "decode");
   columns->resize(layout.fields.size());
   for (size_t i = 0; i < layout.fields.size(); ++i) {
     const std::string column_context = context + ", column '" + layout.field_names[i] + "'";
-    const auto& chunked = table->column(static_cast<int>(i));
-    std::shared_ptr<arrow::Array> array;
-    if (chunked->num_chunks() == 1) {
-      array = chunked->chunk(0);
-    } else {
-      auto maybe = arrow::Concatenate(chunked->chunks());
-      if (!maybe.ok()) return WithContext(maybe.status(), column_context);
-      array = *maybe;
+    std::shared_ptr<arrow::Array> stored;  // the file's own column, when it has one
+    if (table_column[i] >= 0) {
+      const auto& chunked = table->column(table_column[i]);
+      if (chunked->num_chunks() == 1) {
+        stored = chunked->chunk(0);
+      } else {
+        auto maybe = arrow::Concatenate(chunked->chunks(), EnginePool());
+        if (!maybe.ok()) return WithContext(maybe.status(), column_context);
+        stored = *maybe;
+      }
     }
+    ARROW_ASSIGN_OR_RAISE(auto array, DatasetColumn(catalog, file, layout.fields[i], stored,
+                                                    rg.num_rows, column_context));
     auto& column = (*columns)[i];
     ARROW_RETURN_NOT_OK(WithContext(
         Normalize(array, layout.field_raw_dtypes[i], layout.field_from_strings[i], &column),

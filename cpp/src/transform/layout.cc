@@ -5,7 +5,9 @@
 #include <set>
 
 #include <arrow/type.h>
+#include <arrow/util/key_value_metadata.h>
 
+#include "catalog/unify.h"
 #include "shardfeed/status.h"
 #include "transform/transform.h"
 
@@ -14,12 +16,27 @@ namespace shardfeed {
 namespace {
 
 constexpr char kSupported[] =
-    "supported: bool, integers, floats, and fixed-size or variable-length lists of those";
+    "supported: bool, integers, floats, dates, times, timestamps, durations, decimals, and "
+    "fixed-size or variable-length lists of those";
 
 bool IsStringType(arrow::Type::type id) {
   return id == arrow::Type::STRING || id == arrow::Type::LARGE_STRING ||
          id == arrow::Type::BINARY || id == arrow::Type::LARGE_BINARY ||
          id == arrow::Type::STRING_VIEW || id == arrow::Type::BINARY_VIEW;
+}
+
+const char* UnitName(arrow::TimeUnit::type unit) {
+  switch (unit) {
+    case arrow::TimeUnit::SECOND:
+      return "s";
+    case arrow::TimeUnit::MILLI:
+      return "ms";
+    case arrow::TimeUnit::MICRO:
+      return "us";
+    case arrow::TimeUnit::NANO:
+      return "ns";
+  }
+  return "";
 }
 
 bool IsListType(arrow::Type::type id) {
@@ -78,6 +95,23 @@ arrow::Result<DType> ValueDType(const arrow::DataType& type, const std::string& 
       return DType::kFloat32;
     case arrow::Type::DOUBLE:
       return DType::kFloat64;
+    // Times as the integers Arrow stores them: days (date64 is read as date32),
+    // or counts of the type's unit since the epoch in UTC (or since midnight).
+    case arrow::Type::DATE32:
+    case arrow::Type::DATE64:
+    case arrow::Type::TIME32:
+      return DType::kInt32;
+    case arrow::Type::TIMESTAMP:
+    case arrow::Type::TIME64:
+    case arrow::Type::DURATION:
+      return DType::kInt64;
+    case arrow::Type::DECIMAL32:
+    case arrow::Type::DECIMAL64:
+    case arrow::Type::DECIMAL128:
+    case arrow::Type::DECIMAL256:
+      return DType::kFloat64;  // the nearest double
+    case arrow::Type::DICTIONARY:
+      return ValueDType(*static_cast<const arrow::DictionaryType&>(type).value_type(), column);
     default: {
       std::string hint = std::string(" (") + kSupported + ")";
       const auto* values = &type;
@@ -116,6 +150,11 @@ arrow::Result<Layout> MakeLayout(const arrow::Schema& schema, const OutputOption
                      "column '" + name + "' is not in the dataset (columns: " + names + ")");
       }
       return Error(ErrorKind::kInvalidArgument, "column name '" + name + "' is ambiguous");
+    }
+    const auto& metadata = schema.field(field)->metadata();
+    if (metadata && metadata->Contains(kConflictKey)) {
+      // Types that differ across files matter only for the columns in use.
+      return Error(ErrorKind::kSchemaMismatch, metadata->Get(kConflictKey).ValueOr(""));
     }
     const auto& type = *schema.field(field)->type();
     ColumnShape shape = ColumnShape::kScalar;
@@ -295,22 +334,53 @@ arrow::Result<std::vector<OutputInfo>> DescribeOutputs(const arrow::Schema& sche
   ARROW_ASSIGN_OR_RAISE(Layout layout, MakeLayout(schema, options));
   std::vector<OutputInfo> infos;
   for (const auto& out : layout.outputs) {
+    OutputInfo info{out.name, out.dtype, {}, "", ""};
+    if (out.sources.size() == 1 && out.kind != OutputKind::kSampleId) {
+      const auto& type = schema.field(layout.fields[static_cast<size_t>(out.sources[0])])->type();
+      info.source_type = type->ToString();
+      // A transform that changes the type makes the unit meaningless.
+      if (layout.field_raw_dtypes[static_cast<size_t>(out.sources[0])] == out.dtype) {
+        info.unit = TimeUnitName(*type);
+      }
+    }
     switch (out.kind) {
       case OutputKind::kScalar:
       case OutputKind::kSampleId:
-        infos.push_back({out.name, out.dtype, {}});
+        infos.push_back(std::move(info));
         break;
       case OutputKind::kStack:
       case OutputKind::kFixedList:
-        infos.push_back({out.name, out.dtype, {out.width}});
+        info.inner_shape = {out.width};
+        infos.push_back(std::move(info));
         break;
       case OutputKind::kList:
-        infos.push_back({out.name, out.dtype, {-1}});
-        infos.push_back({out.name + "_lengths", DType::kInt64, {}});
+        info.inner_shape = {-1};
+        infos.push_back(std::move(info));
+        infos.push_back({out.name + "_lengths", DType::kInt64, {}, "", ""});
         break;
     }
   }
   return infos;
+}
+
+std::string TimeUnitName(const arrow::DataType& type) {
+  const arrow::DataType* value = &type;
+  if (IsListType(type.id()))
+    value = static_cast<const arrow::BaseListType&>(type).value_type().get();
+  switch (value->id()) {
+    case arrow::Type::DATE32:
+    case arrow::Type::DATE64:
+      return "days";
+    case arrow::Type::TIMESTAMP:
+      return UnitName(static_cast<const arrow::TimestampType&>(*value).unit());
+    case arrow::Type::TIME32:
+    case arrow::Type::TIME64:
+      return UnitName(static_cast<const arrow::TimeType&>(*value).unit());
+    case arrow::Type::DURATION:
+      return UnitName(static_cast<const arrow::DurationType&>(*value).unit());
+    default:
+      return "";
+  }
 }
 
 }  // namespace shardfeed

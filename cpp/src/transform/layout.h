@@ -51,4 +51,8 @@ arrow::Result<DType> ValueDType(const arrow::DataType& type, const std::string& 
 // deterministic: the part the decoded tier may store.
 size_t DeterministicPrefix(const Layout& layout, size_t field);
 
+// "days" for dates; "s", "ms", "us" or "ns" for timestamps, times and
+// durations (also as list elements); empty for other types.
+std::string TimeUnitName(const arrow::DataType& type);
+
 }  // namespace shardfeed
