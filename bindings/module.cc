@@ -19,6 +19,7 @@
 #include <arrow/type.h>
 
 #include "convert.h"
+#include "interrupt.h"
 #include "shardfeed/batch.h"
 #include "shardfeed/cache.h"
 #include "shardfeed/catalog.h"
@@ -48,11 +49,20 @@ class EngineHandle {
     engine_.reset();  // stops and joins the workers
   }
 
+  // Waits in slices of kSignalPoll and looks for signals between them, so that
+  // Ctrl-C raises KeyboardInterrupt within a fraction of a second whatever the
+  // workers are stuck on.  The interrupted wait loses nothing: the engine keeps
+  // its position and a later next() delivers the batch it was waiting for.
   nb::object Next() {
     std::shared_ptr<Batch> batch;
-    {
-      nb::gil_scoped_release release;
-      batch = Unwrap(engine_->Next());
+    for (;;) {
+      bool timed_out = false;
+      {
+        nb::gil_scoped_release release;
+        batch = Unwrap(engine_->NextWithin(kSignalPoll, &timed_out));
+      }
+      if (!timed_out) break;
+      CheckSignals();
     }
     if (!batch) return nb::none();
     return BatchToDict(*batch);
@@ -62,6 +72,8 @@ class EngineHandle {
     nb::gil_scoped_release release;
     engine_->Stop();
   }
+
+  void Cancel() { engine_->Cancel(); }
 
   int64_t num_units() const { return engine_->num_units(); }
 
@@ -178,6 +190,7 @@ NB_MODULE(_core, m) {
       .def_rw("debug_max_delay_us", &EngineOptions::debug_max_delay_us)
       .def_rw("debug_slow_stage", &EngineOptions::debug_slow_stage)
       .def_rw("debug_slow_us", &EngineOptions::debug_slow_us)
+      .def_rw("remote_timeout", &EngineOptions::remote_timeout)
       .def(
           "validate", [](const EngineOptions& o) { Check(o.Validate()); },
           "Raises InvalidArgumentError for a setting out of range.");
@@ -268,17 +281,19 @@ NB_MODULE(_core, m) {
   nb::class_<DatasetHandle>(m, "Dataset")
       .def(
           "__init__",
-          [](DatasetHandle* self, const std::vector<std::string>& sources, int num_threads) {
-            std::shared_ptr<Catalog> catalog;
-            {
-              nb::gil_scoped_release release;
-              CatalogOptions options;
-              options.num_threads = num_threads;
-              catalog = Unwrap(Catalog::Open(sources, options));
-            }
+          [](DatasetHandle* self, const std::vector<std::string>& sources, int num_threads,
+             double remote_timeout) {
+            CatalogOptions options;
+            options.num_threads = num_threads;
+            options.remote_timeout = remote_timeout;
+            // Reading footers can stall on remote storage: stay interruptible.
+            std::shared_ptr<Catalog> catalog =
+                Unwrap(RunInterruptible<arrow::Result<std::shared_ptr<Catalog>>>(
+                    [sources, options] { return Catalog::Open(sources, options); }));
             new (self) DatasetHandle{std::move(catalog)};
           },
-          "sources"_a, "num_threads"_a = CatalogOptions{}.num_threads)
+          "sources"_a, "num_threads"_a = CatalogOptions{}.num_threads,
+          "remote_timeout"_a = CatalogOptions{}.remote_timeout)
       .def_prop_ro("num_rows", [](const DatasetHandle& d) { return d.catalog->num_rows(); })
       .def_prop_ro("num_files", [](const DatasetHandle& d) { return d.catalog->files().size(); })
       .def_prop_ro("num_row_groups",
@@ -348,6 +363,8 @@ NB_MODULE(_core, m) {
            nb::sig("def next(self) -> dict[str, numpy.typing.NDArray[typing.Any]] | None"),
            "The next batch as {name: array}, None after the last; raises the first error.")
       .def("close", &EngineHandle::Close)
+      .def("cancel", &EngineHandle::Cancel,
+           "Stops the workers without waiting for them (after Ctrl-C); close() joins them.")
       .def_prop_ro("num_units", &EngineHandle::num_units)
       .def_prop_ro("num_batches", &EngineHandle::num_batches)
       .def("trace", &EngineHandle::Trace,

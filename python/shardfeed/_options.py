@@ -45,6 +45,7 @@ DEFAULT_DROP_LAST: bool = _PLAN.drop_last
 DEFAULT_SHUFFLE_WINDOW: int = _PLAN.window_row_groups
 DEFAULT_PREFETCH: int = _ENGINE.queue_depth
 DEFAULT_PREFETCH_BYTES: int = _ENGINE.prefetch_bytes
+DEFAULT_REMOTE_TIMEOUT: float = _ENGINE.remote_timeout
 
 
 def _env_int(name: str) -> int | None:
@@ -148,6 +149,7 @@ class Settings:
     cache: CacheSettings
     extra: dict[str, Any] = field(default_factory=dict)
     num_threads_given: bool = False  # else num_threads is the CPU-count default
+    remote_timeout: float = DEFAULT_REMOTE_TIMEOUT
 
     @classmethod
     def make(cls, args: Mapping[str, Any]) -> Settings:
@@ -160,6 +162,7 @@ class Settings:
         transforms = check_list("transforms", args["transforms"])
         to_core(transforms)  # settings errors before anything is opened
         threads = check_opt_int("num_threads", args["num_threads"], INT32)
+        timeout = check_opt_float("remote_timeout", args["remote_timeout"])
         rank, world = _resolve_world(
             check_opt_int("rank", args["rank"]), check_opt_int("world_size", args["world_size"])
         )
@@ -186,6 +189,7 @@ class Settings:
                 args["cache_dir"], args["cache_limit_bytes"], args["cache_decoded"],
                 args["prefetch_bytes"],
             ),
+            remote_timeout=DEFAULT_REMOTE_TIMEOUT if timeout is None else timeout,
         )  # fmt: skip
         settings.plan_options(0).validate()
         settings.engine_options(0).validate()
@@ -234,6 +238,7 @@ class Settings:
         e.num_threads = threads or self.num_threads
         e.queue_depth = self.prefetch
         e.prefetch_bytes = self.cache.prefetch_bytes
+        e.remote_timeout = self.remote_timeout
         e.start_batch = start_batch
         e.batch_offset = offset
         e.batch_stride = stride
@@ -260,8 +265,12 @@ class Settings:
         }
 
 
-def open_dataset(sources: list[str]) -> _core.Dataset:
-    return _core.Dataset([str(Path(s)) if "://" not in s else s for s in sources])
+def open_dataset(
+    sources: list[str], remote_timeout: float = DEFAULT_REMOTE_TIMEOUT
+) -> _core.Dataset:
+    return _core.Dataset(
+        [str(Path(s)) if "://" not in s else s for s in sources], remote_timeout=remote_timeout
+    )
 
 
 @dataclass

@@ -16,8 +16,12 @@
 #include <parquet/file_reader.h>
 #include <parquet/metadata.h>
 
+#include "catalog/file_check.h"
+#include "catalog/listing.h"
 #include "shardfeed/status.h"
+#include "util/deadline_file.h"
 #include "util/hash.h"
+#include "util/redact.h"
 
 namespace shardfeed {
 
@@ -31,11 +35,6 @@ std::string Normalize(const std::string& source) {
   std::error_code ec;
   auto abs = std::filesystem::absolute(source, ec);
   return ec ? source : abs.lexically_normal().string();
-}
-
-bool EndsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() &&
-         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 std::string ParentDir(const std::string& path) {
@@ -67,10 +66,11 @@ struct Footer {
 };
 
 arrow::Result<Footer> ReadFooter(arrow::fs::FileSystem& fs, const arrow::fs::FileInfo& info,
-                                 const std::string& rel) {
+                                 const std::string& rel, double remote_timeout) {
   const std::string context = "file '" + rel + "'";
   auto maybe_input = fs.OpenInputFile(info);
   if (!maybe_input.ok()) return WithContext(maybe_input.status(), context);
+  if (fs.type_name() != "local") maybe_input = WithDeadline(*maybe_input, remote_timeout);
   Footer footer;
   try {
     footer.metadata = parquet::ReadMetaData(*maybe_input);
@@ -124,6 +124,16 @@ std::vector<int64_t> Catalog::RowGroupRows() const {
 
 arrow::Result<std::shared_ptr<Catalog>> Catalog::Open(const std::vector<std::string>& sources,
                                                       const CatalogOptions& options) {
+  auto result = OpenUnredacted(sources, options);
+  if (result.ok()) return result;
+  // Messages quote sources (and Arrow's quote URIs): no credential may leave.
+  std::string message = result.status().message();
+  for (const auto& source : sources) message = RedactSecrets(std::move(message), source);
+  return Error(KindOf(result.status()), std::move(message));
+}
+
+arrow::Result<std::shared_ptr<Catalog>> Catalog::OpenUnredacted(
+    const std::vector<std::string>& sources, const CatalogOptions& options) {
   if (sources.empty()) return Error(ErrorKind::kInvalidArgument, "no source given");
   auto catalog = std::make_shared<Catalog>();
 
@@ -141,9 +151,12 @@ arrow::Result<std::shared_ptr<Catalog>> Catalog::Open(const std::vector<std::str
     }
     if (!catalog->fs_) {
       catalog->fs_ = *maybe_fs;
-      const auto query = source.find('?');
+      // Without secrets: the id is stored in cache entries, and credentials do
+      // not change which objects a URI names.
+      const std::string redacted = RedactUri(source);
+      const auto query = redacted.find('?');
       catalog->storage_id_ = catalog->fs_->type_name() + "|" +
-                             (query == std::string::npos ? "" : source.substr(query + 1));
+                             (query == std::string::npos ? "" : redacted.substr(query + 1));
       const char* endpoint = std::getenv("AWS_ENDPOINT_URL");
       if (catalog->fs_->type_name() == "s3" && endpoint)
         catalog->storage_id_ += "|" + std::string(endpoint);
@@ -152,7 +165,8 @@ arrow::Result<std::shared_ptr<Catalog>> Catalog::Open(const std::vector<std::str
                                                     "' is on " + (*maybe_fs)->type_name() +
                                                     ", the first on " + catalog->fs_->type_name());
     }
-    auto maybe_info = catalog->fs_->GetFileInfo(path);
+    ARROW_RETURN_NOT_OK(CheckObjectKey(*catalog->fs_, path, raw));
+    auto maybe_info = FileInfoWithin(*catalog->fs_, path, options.remote_timeout);
     if (!maybe_info.ok()) return WithContext(maybe_info.status(), "source '" + raw + "'");
     const auto& info = *maybe_info;
     if (info.type() == arrow::fs::FileType::NotFound) {
@@ -161,18 +175,9 @@ arrow::Result<std::shared_ptr<Catalog>> Catalog::Open(const std::vector<std::str
     source_paths.push_back(path);
     if (info.type() == arrow::fs::FileType::Directory) {
       single_dir = sources.size() == 1;
-      arrow::fs::FileSelector selector;
-      selector.base_dir = path;
-      selector.recursive = true;
-      auto maybe_list = catalog->fs_->GetFileInfo(selector);
-      if (!maybe_list.ok()) return WithContext(maybe_list.status(), "listing '" + raw + "'");
-      size_t found = 0;
-      for (auto& child : *maybe_list) {
-        if (child.IsFile() && EndsWith(child.path(), ".parquet")) {
-          infos.push_back(std::move(child));
-          ++found;
-        }
-      }
+      ARROW_ASSIGN_OR_RAISE(auto listed_files, ListParquetFiles(*catalog->fs_, path, raw));
+      const size_t found = listed_files.size();
+      for (auto& child : listed_files) infos.push_back(std::move(child));
       if (found == 0) {
         return Error(ErrorKind::kNotFound, "no Parquet files (*.parquet) under '" + raw + "'");
       }
@@ -202,7 +207,8 @@ arrow::Result<std::shared_ptr<Catalog>> Catalog::Open(const std::vector<std::str
   std::atomic<size_t> next{0};
   auto work = [&] {
     for (size_t i = next++; i < listed.size(); i = next++) {
-      footers[i] = ReadFooter(*catalog->fs_, listed[i].second, listed[i].first);
+      footers[i] =
+          ReadFooter(*catalog->fs_, listed[i].second, listed[i].first, options.remote_timeout);
     }
   };
   const size_t nthreads =
@@ -239,6 +245,7 @@ arrow::Result<std::shared_ptr<Catalog>> Catalog::Open(const std::vector<std::str
     if (mtime != arrow::fs::kNoTime) {
       entry.version = std::to_string(mtime.time_since_epoch().count());
     }
+    if (catalog->is_local()) entry.identity = LocalIdentity(entry.path);
     entry.metadata = footer.metadata;
     const auto file_index = static_cast<int32_t>(catalog->files_.size());
     hash.Update(rel);

@@ -1,0 +1,72 @@
+#include "catalog/file_check.h"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+
+#include "shardfeed/status.h"
+
+namespace shardfeed {
+
+namespace {
+
+int64_t Ns(const struct timespec& t) {
+  return static_cast<int64_t>(t.tv_sec) * 1000000000LL + static_cast<int64_t>(t.tv_nsec);
+}
+
+arrow::Status Changed(const std::string& what) {
+  return Error(ErrorKind::kInvalidData,
+               "the file changed since the dataset was opened (" + what +
+                   "); rows of two versions are never mixed: open the dataset again");
+}
+
+}  // namespace
+
+std::string LocalIdentity(const std::string& path) {
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0) return {};
+  return std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) + ":" +
+         std::to_string(Ns(st.st_ctim));
+}
+
+arrow::Status CheckUnchanged(arrow::fs::FileSystem& fs, const FileEntry& file) {
+  if (fs.type_name() == "local") {
+    struct stat st;
+    if (stat(file.path.c_str(), &st) != 0) {
+      if (errno == ENOENT) return Changed("it was removed");
+      return Error(ErrorKind::kStorage, std::strerror(errno));
+    }
+    if (st.st_size != file.size) {
+      return Changed("size " + std::to_string(file.size) + " -> " + std::to_string(st.st_size) +
+                     " bytes");
+    }
+    if (!file.version.empty() && std::to_string(Ns(st.st_mtim)) != file.version) {
+      return Changed("modification time");
+    }
+    if (!file.identity.empty() && LocalIdentity(file.path) != file.identity) {
+      return Changed("rewritten in place or replaced");
+    }
+    return arrow::Status::OK();
+  }
+  auto maybe_info = fs.GetFileInfo(file.path);
+  if (!maybe_info.ok()) return maybe_info.status();
+  const auto& info = *maybe_info;
+  if (info.type() == arrow::fs::FileType::NotFound) return Changed("it was removed");
+  if (info.size() != file.size) {
+    return Changed("size " + std::to_string(file.size) + " -> " + std::to_string(info.size()) +
+                   " bytes");
+  }
+  if (!file.version.empty() && info.mtime() != arrow::fs::kNoTime) {
+    using std::chrono::duration_cast;
+    using std::chrono::seconds;
+    const int64_t then = std::strtoll(file.version.c_str(), nullptr, 10) / 1000000000LL;
+    const int64_t now = duration_cast<seconds>(info.mtime().time_since_epoch()).count();
+    if (then != now) return Changed("modification time");
+  }
+  return arrow::Status::OK();
+}
+
+}  // namespace shardfeed
