@@ -24,6 +24,19 @@ std::string LocalIdentity(const std::string& path);
 // identity) recorded in the catalog.  Remote modification times are compared
 // to the second: listings and HEAD requests round them differently.  The
 // caller adds the context (file, row group) to the error.
-arrow::Status CheckUnchanged(arrow::fs::FileSystem& fs, const FileEntry& file);
+// A remote HEAD request that takes more than `timeout_seconds` (> 0) is a
+// StorageError.
+arrow::Status CheckUnchanged(arrow::fs::FileSystem& fs, const FileEntry& file,
+                             double timeout_seconds = 0);
+
+// The remote half of CheckUnchanged: `path` still has `size` bytes and the
+// modification time `version` (ns as text; empty: not compared).
+arrow::Status CheckRemoteUnchanged(arrow::fs::FileSystem& fs, const std::string& path, int64_t size,
+                                   const std::string& version, double timeout_seconds = 0);
+
+// fs.GetFileInfo(path), but a remote filesystem that does not answer within
+// `timeout_seconds` (> 0) gives a StorageError instead of a stall.
+arrow::Result<arrow::fs::FileInfo> FileInfoWithin(arrow::fs::FileSystem& fs,
+                                                  const std::string& path, double timeout_seconds);
 
 }  // namespace shardfeed

@@ -6,12 +6,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
-#include <cstdio>
 #include <cstring>
 #include <set>
 #include <utility>
-
-#include <arrow/util/future.h>
 
 #include "shardfeed/status.h"
 
@@ -99,21 +96,6 @@ arrow::Result<std::vector<arrow::fs::FileInfo>> ListParquetFiles(arrow::fs::File
     }
   }
   return files;
-}
-
-arrow::Result<arrow::fs::FileInfo> FileInfoWithin(arrow::fs::FileSystem& fs,
-                                                  const std::string& path, double timeout_seconds) {
-  if (IsLocal(fs) || timeout_seconds <= 0) return fs.GetFileInfo(path);
-  auto future = fs.GetFileInfoAsync({path});
-  if (!future.Wait(timeout_seconds)) {
-    char seconds[32];
-    std::snprintf(seconds, sizeof(seconds), "%g", timeout_seconds);
-    return Error(ErrorKind::kStorage, std::string("no answer from the storage within ") + seconds +
-                                          " s (remote_timeout)");
-  }
-  ARROW_ASSIGN_OR_RAISE(auto infos, future.result());
-  if (infos.size() != 1) return Error(ErrorKind::kStorage, "no file information returned");
-  return std::move(infos.front());
 }
 
 arrow::Status CheckObjectKey(const arrow::fs::FileSystem& fs, const std::string& path,

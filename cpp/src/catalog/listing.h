@@ -20,11 +20,6 @@ arrow::Result<std::vector<arrow::fs::FileInfo>> ListParquetFiles(arrow::fs::File
                                                                  const std::string& dir,
                                                                  const std::string& shown);
 
-// fs.GetFileInfo(path), but a remote filesystem that does not answer within
-// `timeout_seconds` (> 0) gives a StorageError instead of a stall.
-arrow::Result<arrow::fs::FileInfo> FileInfoWithin(arrow::fs::FileSystem& fs,
-                                                  const std::string& path, double timeout_seconds);
-
 // An object-store key with a "." or ".." component ("bucket/x/../y.parquet")
 // is an InvalidArgument error: S3 clients normalize it and would serve another
 // object's bytes under this name.  Local paths are not checked (the OS

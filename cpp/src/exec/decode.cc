@@ -187,7 +187,12 @@ bool PageChecksumsOn() {
 
 void Slow(const DecodeHooks& hooks, const char* stage) {
   if (hooks.slow_us > 0 && hooks.slow_stage == stage) {
-    std::this_thread::sleep_for(std::chrono::microseconds(hooks.slow_us));
+    // In slices, so that stopping the engine does not wait out a long sleep.
+    const auto until = Clock::now() + std::chrono::microseconds(hooks.slow_us);
+    while (Clock::now() < until && !(hooks.stop && hooks.stop->load())) {
+      std::this_thread::sleep_for(
+          std::min<Clock::duration>(until - Clock::now(), std::chrono::milliseconds(10)));
+    }
   }
 }
 
@@ -204,7 +209,8 @@ arrow::Status ReadColumns(const Catalog& catalog, int32_t rg_index, const Layout
     maybe_input = hooks.open(rg.file);
   } else {
     // (Through the file cache, the cache checks the version instead.)
-    ARROW_RETURN_NOT_OK(WithContext(CheckUnchanged(*catalog.filesystem(), file), context));
+    ARROW_RETURN_NOT_OK(
+        WithContext(CheckUnchanged(*catalog.filesystem(), file, hooks.remote_timeout), context));
     arrow::fs::FileInfo info(file.path, arrow::fs::FileType::File);
     info.set_size(file.size);
     maybe_input = catalog.filesystem()->OpenInputFile(info);
