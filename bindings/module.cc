@@ -3,6 +3,7 @@
 // StatusError and become shardfeed._errors classes (see convert.cc).
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/map.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/shared_ptr.h>
@@ -28,6 +29,7 @@
 #include "shardfeed/rng.h"
 #include "shardfeed/status.h"
 #include "shardfeed/transform.h"
+#include "shardfeed/vocabulary.h"
 #include "tier/decoded_tier.h"
 
 namespace nb = nanobind;
@@ -159,6 +161,16 @@ NB_MODULE(_core, m) {
       .def_rw("n", &TransformSpec::n)
       .def_rw("boundaries", &TransformSpec::boundaries)
       .def_prop_rw(
+          "values",
+          [](const TransformSpec& t) {
+            return t.vocabulary ? t.vocabulary->values() : std::vector<std::string>{};
+          },
+          [](TransformSpec& t, std::vector<std::string> values) {
+            nb::gil_scoped_release release;
+            t.vocabulary = Unwrap(VocabularyTable::Make(std::move(values)));
+          },
+          "Vocabulary: the values (setting it builds the lookup table once).")
+      .def_prop_rw(
           "dtype", [](const TransformSpec& t) { return std::string(DTypeName(t.dtype)); },
           [](TransformSpec& t, const std::string& name) {
             if (!ParseDType(name, &t.dtype)) {
@@ -173,6 +185,7 @@ NB_MODULE(_core, m) {
       .def_rw("stacks", &OutputOptions::stacks)
       .def_rw("with_sample_id", &OutputOptions::with_sample_id)
       .def_rw("fill_null", &OutputOptions::fill_null)
+      .def_rw("fill_null_columns", &OutputOptions::fill_null_columns)
       .def_rw("transforms", &OutputOptions::transforms);
 
   nb::class_<EngineOptions>(m, "EngineOptions")
@@ -282,18 +295,28 @@ NB_MODULE(_core, m) {
       .def(
           "__init__",
           [](DatasetHandle* self, const std::vector<std::string>& sources, int num_threads,
-             double remote_timeout) {
+             const std::string& partitioning, double remote_timeout) {
             CatalogOptions options;
             options.num_threads = num_threads;
             options.remote_timeout = remote_timeout;
+            if (partitioning == "hive") {
+              options.partitioning = Partitioning::kHive;
+            } else if (partitioning.empty()) {
+              options.partitioning = Partitioning::kNone;
+            } else {
+              throw StatusError(
+                  Error(ErrorKind::kInvalidArgument,
+                        "partitioning must be \"hive\" or None, got '" + partitioning + "'"));
+            }
             // Reading footers can stall on remote storage: stay interruptible.
             std::shared_ptr<Catalog> catalog =
                 Unwrap(RunInterruptible<arrow::Result<std::shared_ptr<Catalog>>>(
                     [sources, options] { return Catalog::Open(sources, options); }));
             new (self) DatasetHandle{std::move(catalog)};
           },
-          "sources"_a, "num_threads"_a = CatalogOptions{}.num_threads,
-          "remote_timeout"_a = CatalogOptions{}.remote_timeout)
+          "sources"_a, "num_threads"_a = CatalogOptions{}.num_threads, "partitioning"_a = "hive",
+          "remote_timeout"_a = CatalogOptions{}.remote_timeout,
+          "partitioning: \"hive\" (key=value folders become columns) or \"\" (none).")
       .def_prop_ro("num_rows", [](const DatasetHandle& d) { return d.catalog->num_rows(); })
       .def_prop_ro("num_files", [](const DatasetHandle& d) { return d.catalog->files().size(); })
       .def_prop_ro("num_row_groups",
@@ -331,14 +354,50 @@ NB_MODULE(_core, m) {
              }
              return out;
            })
+      .def(
+          "columns",
+          [](const DatasetHandle& d) {
+            // (name, type, partition key index or -1, distinct file types,
+            //  files lacking the column, conflict message or "")
+            std::vector<std::tuple<std::string, std::string, int, std::vector<std::string>, int64_t,
+                                   std::string>>
+                out;
+            const auto& schema = d.catalog->schema();
+            for (int i = 0; schema && i < schema->num_fields(); ++i) {
+              const auto& origin = d.catalog->column_origins()[static_cast<size_t>(i)];
+              out.emplace_back(schema->field(i)->name(), schema->field(i)->type()->ToString(),
+                               origin.partition_key, origin.file_types, origin.missing_files,
+                               origin.conflict);
+            }
+            return out;
+          },
+          "Where each dataset column comes from: (name, type, partition key or -1, the "
+          "types in the files, files that lack it, conflict).")
       .def("describe_outputs",
            [](const DatasetHandle& d, const OutputOptions& options) {
-             std::vector<std::tuple<std::string, std::string, std::vector<int64_t>>> out;
+             std::vector<std::tuple<std::string, std::string, std::vector<int64_t>, std::string,
+                                    std::string>>
+                 out;
              for (const auto& info : Unwrap(DescribeOutputs(*d.catalog->schema(), options))) {
-               out.emplace_back(info.name, DTypeName(info.dtype), info.inner_shape);
+               out.emplace_back(info.name, DTypeName(info.dtype), info.inner_shape,
+                                info.source_type, info.unit);
              }
              return out;
            })
+      .def(
+          "vocabulary",
+          [](const DatasetHandle& d, const std::string& column, int64_t min_count,
+             std::optional<int64_t> max_size, int num_threads) {
+            nb::gil_scoped_release release;
+            VocabularyOptions options;
+            options.min_count = min_count;
+            options.max_size = max_size;
+            options.num_threads = num_threads;
+            return Unwrap(BuildVocabulary(*d.catalog, column, options));
+          },
+          "column"_a, "min_count"_a = 1, "max_size"_a = nb::none(),
+          "num_threads"_a = VocabularyOptions{}.num_threads,
+          "The distinct values of a string column, most frequent first (ties by value).")
       .def("num_batches", [](const DatasetHandle& d, const PlanOptions& options) {
         return MakePlan(*d.catalog, options)->num_batches();
       });

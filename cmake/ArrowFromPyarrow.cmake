@@ -21,7 +21,8 @@ string(REGEX MATCH "^[0-9]+" PYARROW_MAJOR "${PYARROW_VERSION}")
 set(_so_version "${PYARROW_MAJOR}00")
 message(STATUS "Arrow C++ from pyarrow ${PYARROW_VERSION}: ${PYARROW_LIB_DIR}")
 
-foreach(_lib arrow parquet)
+# Arrow >= 21 ships its compute kernels (Cast) in libarrow_compute.
+foreach(_lib arrow parquet arrow_compute)
   set(_path "${PYARROW_LIB_DIR}/lib${_lib}.so.${_so_version}")
   if(NOT EXISTS "${_path}")
     message(FATAL_ERROR "not found: ${_path} (pyarrow ${PYARROW_VERSION})")
@@ -36,5 +37,8 @@ foreach(_lib arrow parquet)
                INTERFACE_COMPILE_DEFINITIONS "_GLIBCXX_USE_CXX11_ABI=1")
 endforeach()
 set_target_properties(shardfeed_pa_parquet PROPERTIES INTERFACE_LINK_LIBRARIES shardfeed_pa_arrow)
+set_target_properties(shardfeed_pa_arrow_compute PROPERTIES INTERFACE_LINK_LIBRARIES
+                                                            shardfeed_pa_arrow)
 add_library(Arrow::arrow ALIAS shardfeed_pa_arrow)
 add_library(Parquet::parquet ALIAS shardfeed_pa_parquet)
+add_library(Arrow::compute ALIAS shardfeed_pa_arrow_compute)

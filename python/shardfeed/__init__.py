@@ -30,6 +30,7 @@ from ._errors import (
 )
 from ._loader import Loader
 from ._random import sample_rng, sample_uniform
+from ._vocabulary import vocabulary
 
 __version__ = "0.1.0"
 
@@ -50,6 +51,7 @@ __all__ = [
     "sample_rng",
     "sample_uniform",
     "transforms",
+    "vocabulary",
 ]
 
 

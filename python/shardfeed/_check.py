@@ -69,6 +69,41 @@ def check_opt_float(name: str, value: Any) -> float | None:
     return float(value)
 
 
+FillNull = float | dict[str, float] | None
+
+
+def _fill_value(name: str, value: Any) -> float:
+    """A number (bools are 1.0/0.0, for bool columns) that a double holds exactly."""
+    if not isinstance(value, numbers.Real):
+        raise ArgumentTypeError(f"{name} must be a number, got {_what(value)}")
+    v = float(value)
+    if isinstance(value, numbers.Integral) and not is_bool(value) and v == v and int(v) != value:
+        raise InvalidArgumentError(f"{name}: {value} has no exact float64 value")
+    return v
+
+
+def check_fill_null(value: Any) -> FillNull:
+    """None, a number, or ``{column: number}`` (keys sorted, so settings compare equal).
+
+    Whether the column's type holds the value exactly is checked in C++, where
+    each column's type after its transforms is known."""
+    if value is None:
+        return None
+    if isinstance(value, Mapping):
+        out: dict[str, float] = {}
+        for key in sorted(value, key=lambda k: str(k)):
+            column = check_str("fill_null key", key)
+            out[column] = _fill_value(f"fill_null[{column!r}]", value[key])
+        return out
+    # One True for every column is most likely a mistake; a bool column takes
+    # True/False in the dict form, or 1/0.
+    if is_bool(value) or not isinstance(value, numbers.Real):
+        raise ArgumentTypeError(
+            f"fill_null must be a number, a dict {{column: number}} or None, got {_what(value)}"
+        )
+    return _fill_value("fill_null", value)
+
+
 def check_str(name: str, value: Any) -> str:
     if not isinstance(value, str):
         raise ArgumentTypeError(f"{name} must be a string, got {_what(value)}")

@@ -1,4 +1,4 @@
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy
@@ -114,6 +114,13 @@ class TransformSpec:
     def boundaries(self, arg: Sequence[float], /) -> None: ...
 
     @property
+    def values(self) -> list[str]:
+        """Vocabulary: the values (setting it builds the lookup table once)."""
+
+    @values.setter
+    def values(self, arg: Sequence[str], /) -> None: ...
+
+    @property
     def dtype(self) -> str: ...
 
     @dtype.setter
@@ -151,6 +158,12 @@ class OutputOptions:
 
     @fill_null.setter
     def fill_null(self, arg: float | None) -> None: ...
+
+    @property
+    def fill_null_columns(self) -> dict[str, float]: ...
+
+    @fill_null_columns.setter
+    def fill_null_columns(self, arg: Mapping[str, float], /) -> None: ...
 
     @property
     def transforms(self) -> list[TransformSpec]: ...
@@ -272,7 +285,8 @@ def open_file_cache(dir: str, limit_bytes: int) -> FileCache: ...
 def open_decoded_tier(dir: str, limit_bytes: int) -> DecodedTier: ...
 
 class Dataset:
-    def __init__(self, sources: Sequence[str], num_threads: int = 8) -> None: ...
+    def __init__(self, sources: Sequence[str], num_threads: int = 8, partitioning: str = 'hive') -> None:
+        """partitioning: "hive" (key=value folders become columns) or "" (none)."""
 
     @property
     def num_rows(self) -> int: ...
@@ -300,7 +314,17 @@ class Dataset:
 
     def schema(self) -> list[tuple[str, str]]: ...
 
-    def describe_outputs(self, arg: OutputOptions, /) -> list[tuple[str, str, list[int]]]: ...
+    def columns(self) -> list[tuple[str, str, int, list[str], int, str]]:
+        """
+        Where each dataset column comes from: (name, type, partition key or -1, the types in the files, files that lack it, conflict).
+        """
+
+    def describe_outputs(self, arg: OutputOptions, /) -> list[tuple[str, str, list[int], str, str]]: ...
+
+    def vocabulary(self, column: str, min_count: int = 1, max_size: int | None = None, num_threads: int = 4) -> list[str]:
+        """
+        The distinct values of a string column, most frequent first (ties by value).
+        """
 
     def num_batches(self, arg: PlanOptions, /) -> int: ...
 

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from . import _core
+from ._errors import UnsupportedTypeError
 from ._options import Caches, Settings
 from ._stream import Stream
 
@@ -38,7 +39,23 @@ def convert(batch: dict[str, Any], output: str) -> dict[str, Any]:
         return batch
     import torch
 
-    return {k: torch.from_numpy(v) if isinstance(v, np.ndarray) else v for k, v in batch.items()}
+    out: dict[str, Any] = {}
+    for name, value in batch.items():
+        if not isinstance(value, np.ndarray):
+            out[name] = value
+            continue
+        if value.dtype.char in "Qq":
+            # numpy's "unsigned long long" twin of uint64 (what the binding's
+            # arrays carry); torch takes only the canonical one.  A view: no copy.
+            value = value.view(value.dtype.str)
+        try:
+            out[name] = torch.from_numpy(value)
+        except TypeError as e:  # e.g. uint64 with a torch older than 2.3
+            raise UnsupportedTypeError(
+                f"output {name!r} has dtype {value.dtype}, which this torch "
+                f"{torch.__version__} cannot hold; cast it in transform= or use output='numpy'"
+            ) from e
+    return out
 
 
 class DeliverClock:
@@ -140,7 +157,7 @@ class Loader(Stream):
     @property
     def outputs(self) -> list[tuple[str, str, list[int]]]:
         """(name, dtype, shape after the batch dimension; -1 varies) of each output."""
-        return [(n, d, list(s)) for n, d, s in self._outputs]
+        return [(n, d, list(s)) for n, d, s, _, _ in self._outputs]
 
     def stats(self) -> dict[str, Any]:
         """Counters of the latest pass.

@@ -14,12 +14,13 @@ from . import _core
 from ._check import (
     INT32,
     UINT64,
+    FillNull,
     check_bool,
     check_callable,
+    check_fill_null,
     check_int,
     check_list,
     check_names,
-    check_opt_float,
     check_opt_int,
     check_path,
     check_source,
@@ -33,6 +34,7 @@ Source = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
 StackArg = Mapping[str, Sequence[str]]
 
 _OUTPUTS = ("torch", "numpy")
+_PARTITIONINGS = ("hive", None)
 
 # The defaults are the C++ core's (shardfeed/plan.h, engine.h, catalog.h): a
 # default-constructed options struct is the one place they are written.
@@ -143,10 +145,11 @@ class Settings:
     shuffle_window: int
     prefetch: int
     with_sample_id: bool
-    fill_null: float | None
+    fill_null: FillNull
     transforms: list[Transform]
     transform: Callable[[dict[str, np.ndarray]], dict[str, Any]] | None
     cache: CacheSettings
+    partitioning: str | None = "hive"
     extra: dict[str, Any] = field(default_factory=dict)
     num_threads_given: bool = False  # else num_threads is the CPU-count default
     remote_timeout: float = DEFAULT_REMOTE_TIMEOUT
@@ -159,6 +162,11 @@ class Settings:
         output = check_str("output", args["output"])
         if output not in _OUTPUTS:
             raise InvalidArgumentError(f"output must be one of {_OUTPUTS}, got {output!r}")
+        partitioning = args["partitioning"]
+        if partitioning not in _PARTITIONINGS:
+            raise InvalidArgumentError(
+                f"partitioning must be one of {_PARTITIONINGS}, got {partitioning!r}"
+            )
         transforms = check_list("transforms", args["transforms"])
         to_core(transforms)  # settings errors before anything is opened
         threads = check_opt_int("num_threads", args["num_threads"], INT32)
@@ -182,7 +190,7 @@ class Settings:
             shuffle_window=check_int("shuffle_window", args["shuffle_window"]),
             prefetch=check_int("prefetch", args["prefetch"], INT32),
             with_sample_id=check_bool("with_sample_id", args["with_sample_id"]),
-            fill_null=check_opt_float("fill_null", args["fill_null"]),
+            fill_null=check_fill_null(args["fill_null"]),
             transforms=transforms,
             transform=check_callable("transform", args["transform"]),
             cache=CacheSettings.make(
@@ -190,6 +198,7 @@ class Settings:
                 args["prefetch_bytes"],
             ),
             remote_timeout=DEFAULT_REMOTE_TIMEOUT if timeout is None else timeout,
+            partitioning=partitioning,
         )  # fmt: skip
         settings.plan_options(0).validate()
         settings.engine_options(0).validate()
@@ -219,7 +228,10 @@ class Settings:
             stacks.append(s)
         o.stacks = stacks
         o.with_sample_id = self.with_sample_id
-        o.fill_null = self.fill_null
+        if isinstance(self.fill_null, dict):
+            o.fill_null_columns = self.fill_null
+        else:
+            o.fill_null = self.fill_null
         o.transforms = to_core(self.transforms)
         return o
 
@@ -266,11 +278,13 @@ class Settings:
 
 
 def open_dataset(
-    sources: list[str], remote_timeout: float = DEFAULT_REMOTE_TIMEOUT
+    sources: list[str],
+    partitioning: str | None = "hive",
+    remote_timeout: float = DEFAULT_REMOTE_TIMEOUT,
 ) -> _core.Dataset:
-    return _core.Dataset(
-        [str(Path(s)) if "://" not in s else s for s in sources], remote_timeout=remote_timeout
-    )
+    """The catalog; ``partitioning="hive"`` makes key=value folders columns."""
+    paths = [str(Path(s)) if "://" not in s else s for s in sources]
+    return _core.Dataset(paths, partitioning=partitioning or "", remote_timeout=remote_timeout)
 
 
 @dataclass

@@ -48,19 +48,20 @@ class Stream:
         shuffle_window: int = DEFAULT_SHUFFLE_WINDOW,
         prefetch: int = DEFAULT_PREFETCH,
         with_sample_id: bool = False,
-        fill_null: float | None = None,
+        fill_null: float | Mapping[str, float] | None = None,
         transforms: Sequence[Transform] | None = None,
         transform: Callable[[dict[str, np.ndarray]], dict[str, Any]] | None = None,
         cache_dir: str | os.PathLike[str] | None = None,
         cache_limit_bytes: int | None = None,
         cache_decoded: bool = False,
         prefetch_bytes: int | None = DEFAULT_PREFETCH_BYTES,
+        partitioning: str | None = "hive",
         remote_timeout: float | None = DEFAULT_REMOTE_TIMEOUT,
     ) -> None:
         """Opens the dataset's catalog (footers only) after checking every argument.
 
         Args:
-            source: a directory (every ``*.parquet`` below it), a file, or a list of
+            source: a directory (every Parquet file below it), a file, or a list of
                 files; local paths or URIs Arrow knows (``file://``, ``s3://``, ...).
             columns: columns to hand out one by one; ``None`` means every column
                 that is not part of a ``stack``.
@@ -85,8 +86,13 @@ class Stream:
             prefetch: batches each worker may hold ready (its queue depth).
             with_sample_id: add ``"sample_id"``: each row's int64 index in the
                 dataset's natural order.
-            fill_null: value for nulls; ``None`` raises InvalidDataError naming the
-                file, row group and column of the first null.
+            fill_null: value for nulls: one number for every column, or
+                ``{column: number}`` (the other columns keep the default); ``None``
+                raises InvalidDataError naming the file, row group and column of
+                the first null.  A value the column's type (after its transforms)
+                cannot hold exactly -- -1 or 256 for uint8, 2.5 for an integer,
+                anything but 0/1/True/False for bool, NaN for a non-float -- is an
+                InvalidArgumentError here, naming the column.
             transforms: ``shardfeed.transforms`` objects run in the engine's threads,
                 in order, before ``stack`` (random ones keyed per sample).
             transform: a Python callable ``dict[str, ndarray] -> dict`` applied to each
@@ -104,6 +110,22 @@ class Stream:
             remote_timeout: seconds one remote read (a footer, a row group's
                 column chunks, a file's information) may take, retries
                 included, before a StorageError names the file; 0: no limit.
+            partitioning: ``"hive"`` (default): ``key=value`` folders below the
+                dataset root become columns (int64 when every value is an integer,
+                else string; ``__HIVE_DEFAULT_PARTITION__`` is null), placed after
+                the files' columns; a file column of the same name wins.  ``None``:
+                folder names are only paths.
+
+        Below a folder, paths with a component starting with ``_`` or ``.`` are
+        skipped (Spark's ``_temporary``, ``_SUCCESS``, ``.crc`` files), and files
+        without the ``.parquet`` extension are read when they are Parquet.  Files
+        may differ in their schemas: columns are matched by name, compatible types
+        promoted (integer widths, integers with floats to float64, string with
+        large_string, ...), a column missing from a file reads as null there, and
+        types that cannot be promoted raise ``SchemaMismatchError`` only for a
+        column in use.  Dates are int32 days since the Unix epoch, timestamps int64
+        in their unit since the epoch (UTC), times and durations their integers,
+        decimals float64, dictionary columns their values (``describe_outputs()``).
 
         A wrong type raises ArgumentTypeError (a TypeError), a value out of range
         InvalidArgumentError (a ValueError); both name the argument.
@@ -119,7 +141,9 @@ class Stream:
         args = {k: v for k, v in locals().items() if k not in ("self", "__class__")}
         super().__init__()
         self._settings = Settings.make(args)
-        dataset = open_dataset(self._settings.sources, self._settings.remote_timeout)
+        dataset = open_dataset(
+            self._settings.sources, self._settings.partitioning, self._settings.remote_timeout
+        )
         # Column, type and stack errors surface here, before any data is read.
         self._outputs = dataset.describe_outputs(self._settings.output_options())
         self._fingerprint = str(dataset.fingerprint)
@@ -138,6 +162,24 @@ class Stream:
     def __len__(self) -> int:
         """Batches this rank yields per epoch."""
         return self._len
+
+    def describe_outputs(self) -> list[dict[str, Any]]:
+        """Each output as ``{"name", "dtype", "shape"}``, plus ``"source_type"``
+        (the dataset column's Arrow type, after promotion across files) for
+        one-column outputs and ``"unit"`` for times: ``"days"`` since the Unix
+        epoch for dates; ``"s"``, ``"ms"``, ``"us"`` or ``"ns"`` since the
+        epoch in UTC for timestamps, since midnight for times, for durations.
+        E.g. ``{"name": "ts", "dtype": "int64", "shape": [], "unit": "us",
+        "source_type": "timestamp[us, tz=UTC]"}``."""
+        out = []
+        for name, dtype, shape, source_type, unit in self._outputs:
+            info: dict[str, Any] = {"name": name, "dtype": dtype, "shape": list(shape)}
+            if source_type:
+                info["source_type"] = source_type
+            if unit:
+                info["unit"] = unit
+            out.append(info)
+        return out
 
     @property
     def epoch(self) -> int:

@@ -12,8 +12,8 @@ from ._errors import ShardfeedError
 def _info(args: argparse.Namespace) -> int:
     from ._options import open_dataset
 
-    ds = open_dataset(args.source)
-    info = {
+    ds = open_dataset(args.source, args.partitioning)
+    info: dict[str, object] = {
         "root": ds.root,
         "files": ds.num_files,
         "row_groups": ds.num_row_groups,
@@ -21,8 +21,33 @@ def _info(args: argparse.Namespace) -> int:
         "fingerprint": ds.fingerprint,
         "schema": dict(ds.schema()),
     }
+    info.update(_evolution(ds.columns()))
     print(json.dumps(info, indent=2))
     return 0
+
+
+def _evolution(columns: list[tuple[str, str, int, list[str], int, str]]) -> dict[str, object]:
+    """Partition columns and how the files' schemas differ, from Dataset.columns()."""
+    partitions: dict[str, str] = {}
+    promoted: dict[str, dict[str, object]] = {}
+    missing: dict[str, int] = {}
+    conflicts: dict[str, str] = {}
+    for name, type_, key, file_types, missing_files, conflict in columns:
+        if key >= 0:
+            partitions[name] = type_
+        elif conflict:
+            conflicts[name] = conflict
+        elif len(file_types) > 1 or (file_types and file_types[0] != type_):
+            promoted[name] = {"type": type_, "from": list(file_types)}
+        if missing_files:
+            missing[name] = missing_files
+    # Unused conflicting columns are fine; using one raises SchemaMismatchError.
+    return {
+        "partitions": partitions,
+        "promoted": promoted,
+        "missing_in_files": missing,
+        "conflicts": conflicts,
+    }
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -119,6 +144,14 @@ def main(argv: list[str] | None = None) -> int:
 
     info = sub.add_parser("info", help="print a dataset's catalog (footers only)")
     info.add_argument("source", nargs="+", help="a folder, a file, or several files")
+    info.add_argument(
+        "--no-partitioning",
+        dest="partitioning",
+        action="store_const",
+        const=None,
+        default="hive",
+        help="read key=value folders as plain paths, not Hive partition columns",
+    )
     info.set_defaults(func=_info)
 
     prof = sub.add_parser("profile", help="find the bottleneck stage under a simulated step")

@@ -24,7 +24,10 @@ float64 input and float32 otherwise; ``HashBucket`` and ``Bucketize`` give int64
 ``Cast`` gives its dtype; the others keep the type.  On list columns the
 element-wise transforms apply to every element.  ``HashBucket`` maps integer ids
 to ``splitmix64(id) % num_buckets`` and strings to ``fnv1a64(utf8 bytes) %
-num_buckets`` (a string column needs HashBucket as its first transform).
+num_buckets`` (a string column needs HashBucket or Vocabulary as its first
+transform; dictionary<string> columns, such as pandas and polars categoricals,
+hash like the same strings stored plainly).  ``Vocabulary`` maps strings to
+int64 indices ``1..len(values)``, ``oov`` (0) for the rest and for nulls.
 """
 
 from __future__ import annotations
@@ -196,6 +199,67 @@ class RandomCrop(Transform):
         return t
 
 
+@dataclass(frozen=True)
+class Vocabulary(Transform):
+    """Strings to int64 indices: ``values[k]`` becomes ``k + 1``; a value not in
+    the list, and a null, becomes ``oov`` (so a null never raises here).
+
+    Exact: bytes are compared after a hash probe, so two strings never share an
+    index.  Takes string, large_string, string_view and dictionary<string>
+    columns (pandas and polars categoricals), as the column's first transform.
+    Build ``values`` with ``shardfeed.vocabulary(source, column)``.
+
+    The lookup table is built once, in C++, when the transform is first used.
+    In ``spec()`` (and so in a state dict) the values appear as their number
+    and a SHA-256 digest of the list, not the list itself, so that a vocabulary
+    of millions of ids keeps state dicts small.
+    """
+
+    values: Sequence[str] = field(default_factory=tuple)
+    oov: int = 0
+
+    def __post_init__(self) -> None:
+        if isinstance(self.values, (str, bytes)) or not isinstance(self.values, Sequence):
+            raise ArgumentTypeError(
+                f"Vocabulary on column '{self.column}': values must be a list of strings, "
+                f"got {type(self.values).__name__}"
+            )
+        values = tuple(self.values)
+        for v in values:
+            if not isinstance(v, str):
+                raise ArgumentTypeError(
+                    f"Vocabulary on column '{self.column}': values must be strings, got {v!r}"
+                )
+        if isinstance(self.oov, bool) or not isinstance(self.oov, int):
+            raise ArgumentTypeError(
+                f"Vocabulary on column '{self.column}': oov must be an integer, got {self.oov!r}"
+            )
+        if not -(2**63) <= self.oov < 2**63:
+            raise InvalidArgumentError(
+                f"Vocabulary on column '{self.column}': oov must fit in int64, got {self.oov}"
+            )
+        object.__setattr__(self, "values", values)
+
+    def spec(self) -> dict[str, Any]:
+        blob = json.dumps(list(self.values), ensure_ascii=False).encode()
+        return {"op": "Vocabulary", "column": self.column, "num_values": len(self.values),
+                "values_sha256": hashlib.sha256(blob).hexdigest(), "oov": self.oov}  # fmt: skip
+
+    def _core_spec(self) -> _core.TransformSpec:
+        # Built once per transform object (a loader reuses it for every epoch
+        # and worker): the table costs O(number of values).
+        cached: _core.TransformSpec | None = self.__dict__.get("_core")
+        if cached is None:
+            cached = self._base()
+            cached.n = self.oov
+            try:
+                cached.values = list(self.values)
+            except InvalidArgumentError as e:  # a duplicate value
+                raise InvalidArgumentError(f"{e} (column '{self.column}')") from None
+            object.__setattr__(self, "_core", cached)
+        return cached
+
+
 def to_core(transforms: Sequence[Transform]) -> list[_core.TransformSpec]:
     """Checks the list's form (types are checked against the schema by the engine)."""
     out = []
@@ -224,5 +288,6 @@ __all__ = [
     "RandomMask",
     "Standardize",
     "Transform",
+    "Vocabulary",
     "fingerprint",
 ]

@@ -3,6 +3,13 @@
 // Files are ordered by their path relative to the dataset root, so the same
 // files under another root (a local copy, a bucket) give the same catalog and
 // the same fingerprint.  Zero-row files are skipped.
+//
+// Below a dataset folder, paths with a component that starts with '_' or '.'
+// are not data (Spark's _temporary/ and _SUCCESS, .crc files); files without
+// the .parquet extension are read when their magic bytes say Parquet.  Hive
+// partition folders (key=value) become columns after the files' columns.
+// Files may differ in their schemas as described in catalog/unify.h: the
+// dataset schema is the promoted one, and each file maps onto it by name.
 #pragma once
 
 #include <cstdint>
@@ -27,6 +34,25 @@ struct FileEntry {
   std::string version;   // modification time (ns) as text; empty when unknown
   std::string identity;  // local files: device, inode, change time (see file_check.h)
   std::shared_ptr<parquet::FileMetaData> metadata;  // the footer, read once
+  // Dataset schema field -> this file's top-level field, -1 when the file
+  // lacks the column (it reads as null) or it is a partition column.
+  std::vector<int> field_map;
+  // One value per Catalog::partition_schema() field (a null scalar for
+  // __HIVE_DEFAULT_PARTITION__); what filters on partitions prune by.
+  std::vector<std::shared_ptr<arrow::Scalar>> partition_values;
+};
+
+// What the dataset schema says about one column beyond its type.
+struct ColumnOrigin {
+  int partition_key = -1;               // index into Catalog::partition_schema(); -1: a file column
+  std::vector<std::string> file_types;  // the distinct types in the files (promoted when > 1)
+  int64_t missing_files = 0;            // files that lack the column (it reads as null there)
+  std::string conflict;                 // non-empty: types with no common type
+};
+
+enum class Partitioning {
+  kNone,  // folder names are only paths
+  kHive,  // key=value folders become columns
 };
 
 struct RowGroupEntry {
@@ -42,13 +68,15 @@ struct CatalogOptions {
   // Seconds each remote footer read may take before a StorageError names the
   // file; 0: no deadline.
   double remote_timeout = 60.0;
+  Partitioning partitioning = Partitioning::kHive;
 };
 
 class Catalog {
  public:
-  // `sources`: one directory (every *.parquet below it), one file, or a list of
-  // files.  Local paths and URIs that Arrow's filesystems know (file://, s3://,
-  // gs://, hdfs://) are accepted; a list must live on one filesystem.
+  // `sources`: one directory (every Parquet file below it), one file, or a
+  // list of files (always read, whatever their names).  Local paths and URIs that Arrow's
+  // filesystems know (file://, s3://, gs://, hdfs://) are accepted; a list must live on one
+  // filesystem.
   static arrow::Result<std::shared_ptr<Catalog>> Open(const std::vector<std::string>& sources,
                                                       const CatalogOptions& options = {});
 
@@ -56,10 +84,18 @@ class Catalog {
   const std::string& root() const { return root_; }
   const std::vector<FileEntry>& files() const { return files_; }
   const std::vector<RowGroupEntry>& row_groups() const { return row_groups_; }
+  // The dataset schema: file columns (promoted across files), then partition keys.
   const std::shared_ptr<arrow::Schema>& schema() const { return schema_; }
+  // The Hive partition keys (int64 or string), also when a file column of the
+  // same name shadows one of them in schema().
+  const std::shared_ptr<arrow::Schema>& partition_schema() const { return partition_schema_; }
+  // One entry per schema() field.
+  const std::vector<ColumnOrigin>& column_origins() const { return origins_; }
   int64_t num_rows() const { return num_rows_; }
   // Hex digest of (relative paths, row-group row counts, schema): what the
-  // sample order depends on.  Stable across roots and machines.
+  // sample order depends on.  Stable across roots and machines.  Datasets whose
+  // files all have one schema and no partitions keep the digest of earlier
+  // versions; promoted types and partition keys are added only when present.
   const std::string& fingerprint() const { return fingerprint_; }
   // Which storage the files live on, beyond their paths: the filesystem type,
   // the source URI's options (endpoint_override, ...) and, for S3, the
@@ -74,11 +110,14 @@ class Catalog {
   static arrow::Result<std::shared_ptr<Catalog>> OpenUnredacted(
       const std::vector<std::string>& sources, const CatalogOptions& options);
 
+  friend struct CatalogBuilder;
   std::shared_ptr<arrow::fs::FileSystem> fs_;
   std::string root_;
   std::vector<FileEntry> files_;
   std::vector<RowGroupEntry> row_groups_;
   std::shared_ptr<arrow::Schema> schema_;
+  std::shared_ptr<arrow::Schema> partition_schema_;
+  std::vector<ColumnOrigin> origins_;
   int64_t num_rows_ = 0;
   std::string fingerprint_;
   std::string storage_id_;

@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -36,8 +37,10 @@ struct OutputOptions {
   std::vector<std::string> columns;  // empty + all_columns: every column
   bool all_columns = true;
   std::vector<StackSpec> stacks;
-  bool with_sample_id = false;            // adds "sample_id": int64 natural-order index
-  std::optional<double> fill_null;        // nullopt: a null is an error
+  bool with_sample_id = false;      // adds "sample_id": int64 natural-order index
+  std::optional<double> fill_null;  // nullopt: a null is an error
+  // Per column (dataset column names); overrides fill_null for those columns.
+  std::map<std::string, double> fill_null_columns;
   std::vector<TransformSpec> transforms;  // applied in order, before stacking
 };
 
@@ -110,6 +113,8 @@ struct OutputInfo {
   std::string name;
   DType dtype;
   std::vector<int64_t> inner_shape;  // shape after the batch dimension (-1: varies)
+  std::string source_type;           // the dataset column's Arrow type (one-column outputs)
+  std::string unit;                  // times: "days", "s", "ms", "us", "ns"; else empty
 };
 
 // Checks columns, types and stacks against the schema without reading data.

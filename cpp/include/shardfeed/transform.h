@@ -8,12 +8,14 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include <arrow/result.h>
 
 #include "shardfeed/batch.h"
+#include "shardfeed/vocabulary.h"
 
 namespace shardfeed {
 
@@ -28,6 +30,7 @@ enum class TransformOp {
   kGaussianNoise,  // a = std >= 0 (random)       -> float
   kRandomMask,     // a = probability in [0, 1], b = value (random)
   kRandomCrop,     // n = length >= 1, variable-length lists (random)
+  kVocabulary,     // vocabulary = the values, n = oov index; strings -> int64
 };
 
 struct TransformSpec {
@@ -38,6 +41,8 @@ struct TransformSpec {
   int64_t n = 0;
   std::vector<double> boundaries;
   DType dtype = DType::kFloat32;
+  // Vocabulary: the table, built once (a loader shares it between its engines).
+  std::shared_ptr<const VocabularyTable> vocabulary;
 };
 
 // Parses an op name ("Cast", "Standardize", ...), as the Python layer spells it.

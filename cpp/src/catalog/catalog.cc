@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <thread>
 #include <utility>
 
@@ -16,8 +17,11 @@
 #include <parquet/file_reader.h>
 #include <parquet/metadata.h>
 
+#include "catalog/discover.h"
 #include "catalog/file_check.h"
 #include "catalog/listing.h"
+#include "catalog/partition.h"
+#include "catalog/unify.h"
 #include "shardfeed/status.h"
 #include "util/deadline_file.h"
 #include "util/hash.h"
@@ -65,12 +69,26 @@ struct Footer {
   std::shared_ptr<arrow::Schema> schema;
 };
 
-arrow::Result<Footer> ReadFooter(arrow::fs::FileSystem& fs, const arrow::fs::FileInfo& info,
-                                 const std::string& rel, double remote_timeout) {
-  const std::string context = "file '" + rel + "'";
-  auto maybe_input = fs.OpenInputFile(info);
+// A file listed from a folder.
+struct Listed {
+  std::string rel;  // relative to the dataset root
+  arrow::fs::FileInfo info;
+  bool sniff = false;  // no .parquet extension: read only when the magic says Parquet
+  int source = 0;      // index of the source that listed it
+};
+
+// The footer, or nullopt for a sniffed file that is not Parquet.
+arrow::Result<std::optional<Footer>> ReadFooter(arrow::fs::FileSystem& fs, const Listed& file,
+                                                double remote_timeout) {
+  const std::string context = "file '" + file.rel + "'";
+  auto maybe_input = fs.OpenInputFile(file.info);
   if (!maybe_input.ok()) return WithContext(maybe_input.status(), context);
   if (fs.type_name() != "local") maybe_input = WithDeadline(*maybe_input, remote_timeout);
+  if (file.sniff) {
+    auto magic = HasParquetMagic(**maybe_input, file.info.size());
+    if (!magic.ok()) return WithContext(magic.status(), context);
+    if (!*magic) return std::nullopt;
+  }
   Footer footer;
   try {
     footer.metadata = parquet::ReadMetaData(*maybe_input);
@@ -89,26 +107,7 @@ arrow::Result<Footer> ReadFooter(arrow::fs::FileSystem& fs, const arrow::fs::Fil
   if (!st.ok()) return WithContext(st, context + ": cannot map the Parquet schema to Arrow");
   // Drop schema-level metadata (pandas, ARROW:schema): it says nothing about the rows.
   footer.schema = footer.schema->RemoveMetadata();
-  return footer;
-}
-
-std::string DescribeDifference(const arrow::Schema& a, const arrow::Schema& b) {
-  for (int i = 0; i < std::max(a.num_fields(), b.num_fields()); ++i) {
-    if (i >= a.num_fields()) return "extra column '" + b.field(i)->name() + "'";
-    if (i >= b.num_fields()) return "missing column '" + a.field(i)->name() + "'";
-    if (!a.field(i)->Equals(*b.field(i), /*check_metadata=*/false)) {
-      const auto& fa = *a.field(i);
-      const auto& fb = *b.field(i);
-      if (fa.name() != fb.name()) {
-        return "column " + std::to_string(i) + " is '" + fb.name() + "', expected '" + fa.name() +
-               "'";
-      }
-      return "column '" + fb.name() + "' is " + fb.type()->ToString() +
-             (fb.nullable() ? "" : " not null") + ", expected " + fa.type()->ToString() +
-             (fa.nullable() ? "" : " not null");
-    }
-  }
-  return "field metadata differs";
+  return std::optional<Footer>(std::move(footer));
 }
 
 }  // namespace
@@ -120,6 +119,227 @@ std::vector<int64_t> Catalog::RowGroupRows() const {
   rows.reserve(row_groups_.size());
   for (const auto& rg : row_groups_) rows.push_back(rg.num_rows);
   return rows;
+}
+
+// Builds a catalog in steps; a friend of Catalog.
+struct CatalogBuilder {
+  Catalog& catalog;
+  const CatalogOptions& options;
+  std::vector<Listed> listed;
+  std::vector<std::string> dir_sources;  // per source: its text when a folder, else empty
+
+  arrow::Status List(const std::vector<std::string>& sources);
+  arrow::Result<std::vector<std::optional<Footer>>> ReadFooters();
+  arrow::Status Build(std::vector<std::optional<Footer>> footers);
+  arrow::Status SetSchema(const SchemaUnifier& unifier, const std::vector<int32_t>& kept);
+};
+
+// 1. Resolves every source on one filesystem and lists the candidate files.
+arrow::Status CatalogBuilder::List(const std::vector<std::string>& sources) {
+  std::vector<std::string> source_paths;
+  bool single_dir = false;
+  for (const auto& raw : sources) {
+    const std::string source = Normalize(raw);
+    std::string path;
+    auto maybe_fs = arrow::fs::FileSystemFromUriOrPath(source, &path);
+    if (!maybe_fs.ok()) {
+      return Error(ErrorKind::kInvalidArgument,
+                   "cannot open source '" + raw + "': " + maybe_fs.status().message());
+    }
+    if (!catalog.fs_) {
+      catalog.fs_ = *maybe_fs;
+      // Without secrets: the id is stored in cache entries, and credentials do
+      // not change which objects a URI names.
+      const std::string redacted = RedactUri(source);
+      const auto query = redacted.find('?');
+      catalog.storage_id_ = catalog.fs_->type_name() + "|" +
+                            (query == std::string::npos ? "" : redacted.substr(query + 1));
+      const char* endpoint = std::getenv("AWS_ENDPOINT_URL");
+      if (catalog.fs_->type_name() == "s3" && endpoint)
+        catalog.storage_id_.append("|").append(endpoint);
+    } else if ((*maybe_fs)->type_name() != catalog.fs_->type_name()) {
+      return Error(ErrorKind::kInvalidArgument, "sources must live on one filesystem: '" + raw +
+                                                    "' is on " + (*maybe_fs)->type_name() +
+                                                    ", the first on " + catalog.fs_->type_name());
+    }
+    ARROW_RETURN_NOT_OK(CheckObjectKey(*catalog.fs_, path, raw));
+    auto maybe_info = FileInfoWithin(*catalog.fs_, path, options.remote_timeout);
+    if (!maybe_info.ok()) return WithContext(maybe_info.status(), "source '" + raw + "'");
+    const auto& info = *maybe_info;
+    if (info.type() == arrow::fs::FileType::NotFound) {
+      return Error(ErrorKind::kNotFound, "source '" + raw + "' does not exist");
+    }
+    source_paths.push_back(path);
+    const int source_index = static_cast<int>(dir_sources.size());
+    dir_sources.emplace_back();
+    if (info.type() != arrow::fs::FileType::Directory) {
+      listed.push_back({"", info, false, source_index});  // a file named explicitly: always read
+      continue;
+    }
+    single_dir = sources.size() == 1;
+    dir_sources.back() = raw;
+    // Directory symlinks followed at most once (a loop reads nothing twice).
+    ARROW_ASSIGN_OR_RAISE(auto files, ListFiles(*catalog.fs_, path, raw));
+    std::string base = path;
+    while (base.size() > 1 && base.back() == '/') base.pop_back();
+    for (auto& child : files) {
+      if (!child.IsFile()) continue;
+      // Hidden below the folder given, as Spark, Hive and pyarrow.dataset skip them.
+      // (Keys with "." or ".." components are hidden too: never read, never aliased.)
+      if (IsHiddenPath(Relative(base, child.path()))) continue;
+      const bool sniff = !HasParquetExtension(child.path());
+      listed.push_back({"", std::move(child), sniff, source_index});
+    }
+  }
+  if (single_dir) {
+    catalog.root_ = source_paths.front();
+    while (catalog.root_.size() > 1 && catalog.root_.back() == '/') catalog.root_.pop_back();
+  } else {
+    std::vector<std::string> dirs;
+    for (const auto& file : listed) dirs.push_back(ParentDir(file.info.path()));
+    if (dirs.empty()) dirs.push_back(source_paths.front());
+    catalog.root_ = CommonDir(dirs);
+  }
+  for (auto& file : listed) file.rel = Relative(catalog.root_, file.info.path());
+  std::stable_sort(listed.begin(), listed.end(),
+                   [](const Listed& x, const Listed& y) { return x.rel < y.rel; });
+  listed.erase(std::unique(listed.begin(), listed.end(),
+                           [](const Listed& x, const Listed& y) { return x.rel == y.rel; }),
+               listed.end());
+  return arrow::Status::OK();
+}
+
+// 2. Reads the footers in parallel; the first error (in file order) wins.
+arrow::Result<std::vector<std::optional<Footer>>> CatalogBuilder::ReadFooters() {
+  std::vector<arrow::Result<std::optional<Footer>>> results(listed.size(),
+                                                            arrow::Status::Cancelled("unread"));
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i = next++; i < listed.size(); i = next++) {
+      results[i] = ReadFooter(*catalog.fs_, listed[i], options.remote_timeout);
+    }
+  };
+  const size_t nthreads =
+      std::min<size_t>(listed.size(), static_cast<size_t>(std::max(1, options.num_threads)));
+  std::vector<std::thread> threads;
+  for (size_t t = 1; t < nthreads; ++t) threads.emplace_back(work);
+  work();
+  for (auto& t : threads) t.join();
+  std::vector<std::optional<Footer>> footers;
+  std::vector<size_t> found(dir_sources.size(), 0);
+  for (size_t i = 0; i < results.size(); ++i) {
+    ARROW_ASSIGN_OR_RAISE(auto footer, std::move(results[i]));
+    if (footer) ++found[static_cast<size_t>(listed[i].source)];
+    footers.push_back(std::move(footer));
+  }
+  for (size_t s = 0; s < dir_sources.size(); ++s) {
+    if (!dir_sources[s].empty() && found[s] == 0) {
+      return Error(ErrorKind::kNotFound, "no Parquet files under '" + dir_sources[s] + "'");
+    }
+  }
+  return footers;
+}
+
+// The dataset schema: the promoted file columns, then the partition keys that
+// no file column shadows (a file's own column wins, as in pyarrow.dataset).
+arrow::Status CatalogBuilder::SetSchema(const SchemaUnifier& unifier,
+                                        const std::vector<int32_t>& kept) {
+  arrow::FieldVector fields;
+  for (auto& column : unifier.Columns()) {
+    fields.push_back(column.field);
+    catalog.origins_.push_back({-1, column.file_types, column.missing_files, column.conflict});
+  }
+  catalog.partition_schema_ = arrow::schema({});
+  if (options.partitioning == Partitioning::kHive && !kept.empty()) {
+    std::vector<std::string> rels;
+    for (int32_t i : kept) rels.push_back(listed[static_cast<size_t>(i)].rel);
+    ARROW_ASSIGN_OR_RAISE(PartitionTable partitions, InferPartitions(rels));
+    catalog.partition_schema_ = partitions.schema;
+    for (size_t f = 0; f < catalog.files_.size(); ++f) {
+      catalog.files_[f].partition_values = std::move(partitions.values[f]);
+    }
+    for (int k = 0; k < partitions.schema->num_fields(); ++k) {
+      const auto& field = partitions.schema->field(k);
+      const bool shadowed = std::any_of(fields.begin(), fields.end(), [&](const auto& other) {
+        return other->name() == field->name();
+      });
+      if (shadowed) continue;
+      fields.push_back(field);
+      catalog.origins_.push_back({k, {field->type()->ToString()}, 0, ""});
+    }
+  }
+  catalog.schema_ = arrow::schema(fields);
+  auto maps = unifier.FieldMaps();
+  for (size_t f = 0; f < catalog.files_.size(); ++f) {
+    auto& map = catalog.files_[f].field_map;
+    map = std::move(maps[f]);
+    map.resize(fields.size(), -1);
+  }
+  return arrow::Status::OK();
+}
+
+// 3. Builds the row-group table and the dataset schema.
+arrow::Status CatalogBuilder::Build(std::vector<std::optional<Footer>> footers) {
+  StableHash hash;
+  SchemaUnifier unifier;
+  // The first file with rows decides the fingerprint's schema (else the first file).
+  std::shared_ptr<arrow::Schema> first_schema;
+  bool first_has_rows = false;
+  std::vector<int32_t> kept;  // listed index of each catalog file
+  for (size_t i = 0; i < listed.size(); ++i) {
+    if (!footers[i]) continue;  // not Parquet
+    Footer& footer = *footers[i];
+    const auto& rel = listed[i].rel;
+    const bool has_rows = footer.metadata->num_rows() > 0;
+    if (!first_schema || (!first_has_rows && has_rows)) {
+      first_schema = footer.schema;
+      first_has_rows = has_rows;
+    }
+    if (!has_rows) continue;  // zero-row files are skipped
+    unifier.Add(rel, *footer.schema);
+    FileEntry entry;
+    entry.path = listed[i].info.path();
+    entry.rel_path = rel;
+    entry.size = listed[i].info.size();
+    const auto mtime = listed[i].info.mtime();
+    if (mtime != arrow::fs::kNoTime) {
+      entry.version = std::to_string(mtime.time_since_epoch().count());
+    }
+    if (catalog.is_local()) entry.identity = LocalIdentity(entry.path);
+    entry.metadata = footer.metadata;
+    const auto file_index = static_cast<int32_t>(catalog.files_.size());
+    hash.Update(rel);
+    for (int g = 0; g < footer.metadata->num_row_groups(); ++g) {
+      auto rg = footer.metadata->RowGroup(g);
+      if (rg->num_rows() == 0) continue;
+      RowGroupEntry row_group;
+      row_group.file = file_index;
+      row_group.row_group = g;
+      row_group.num_rows = rg->num_rows();
+      row_group.first_row = catalog.num_rows_;
+      row_group.total_bytes = rg->total_compressed_size();
+      catalog.num_rows_ += rg->num_rows();
+      catalog.row_groups_.push_back(row_group);
+      hash.Update(rg->num_rows());
+    }
+    hash.Update("\n");
+    catalog.files_.push_back(std::move(entry));
+    kept.push_back(static_cast<int32_t>(i));
+  }
+  if (kept.empty() && first_schema) unifier.Add("", *first_schema);  // only zero-row files
+  ARROW_RETURN_NOT_OK(SetSchema(unifier, kept));
+  // The digest of earlier versions when the files agree; else the promoted schema.
+  if (first_schema) {
+    arrow::FieldVector file_fields;
+    for (const auto& column : unifier.Columns()) file_fields.push_back(column.field);
+    hash.Update(unifier.uniform() ? first_schema->ToString()
+                                  : arrow::schema(file_fields)->ToString());
+  }
+  if (catalog.partition_schema_->num_fields() > 0) {
+    hash.Update("partitions:" + catalog.partition_schema_->ToString());
+  }
+  catalog.fingerprint_ = hash.HexDigest();
+  return arrow::Status::OK();
 }
 
 arrow::Result<std::shared_ptr<Catalog>> Catalog::Open(const std::vector<std::string>& sources,
@@ -136,137 +356,10 @@ arrow::Result<std::shared_ptr<Catalog>> Catalog::OpenUnredacted(
     const std::vector<std::string>& sources, const CatalogOptions& options) {
   if (sources.empty()) return Error(ErrorKind::kInvalidArgument, "no source given");
   auto catalog = std::make_shared<Catalog>();
-
-  // 1. Resolve every source on one filesystem and list the Parquet files.
-  std::vector<arrow::fs::FileInfo> infos;
-  std::vector<std::string> source_paths;
-  bool single_dir = false;
-  for (const auto& raw : sources) {
-    const std::string source = Normalize(raw);
-    std::string path;
-    auto maybe_fs = arrow::fs::FileSystemFromUriOrPath(source, &path);
-    if (!maybe_fs.ok()) {
-      return Error(ErrorKind::kInvalidArgument,
-                   "cannot open source '" + raw + "': " + maybe_fs.status().message());
-    }
-    if (!catalog->fs_) {
-      catalog->fs_ = *maybe_fs;
-      // Without secrets: the id is stored in cache entries, and credentials do
-      // not change which objects a URI names.
-      const std::string redacted = RedactUri(source);
-      const auto query = redacted.find('?');
-      catalog->storage_id_ = catalog->fs_->type_name() + "|" +
-                             (query == std::string::npos ? "" : redacted.substr(query + 1));
-      const char* endpoint = std::getenv("AWS_ENDPOINT_URL");
-      if (catalog->fs_->type_name() == "s3" && endpoint)
-        catalog->storage_id_ += "|" + std::string(endpoint);
-    } else if ((*maybe_fs)->type_name() != catalog->fs_->type_name()) {
-      return Error(ErrorKind::kInvalidArgument, "sources must live on one filesystem: '" + raw +
-                                                    "' is on " + (*maybe_fs)->type_name() +
-                                                    ", the first on " + catalog->fs_->type_name());
-    }
-    ARROW_RETURN_NOT_OK(CheckObjectKey(*catalog->fs_, path, raw));
-    auto maybe_info = FileInfoWithin(*catalog->fs_, path, options.remote_timeout);
-    if (!maybe_info.ok()) return WithContext(maybe_info.status(), "source '" + raw + "'");
-    const auto& info = *maybe_info;
-    if (info.type() == arrow::fs::FileType::NotFound) {
-      return Error(ErrorKind::kNotFound, "source '" + raw + "' does not exist");
-    }
-    source_paths.push_back(path);
-    if (info.type() == arrow::fs::FileType::Directory) {
-      single_dir = sources.size() == 1;
-      ARROW_ASSIGN_OR_RAISE(auto listed_files, ListParquetFiles(*catalog->fs_, path, raw));
-      const size_t found = listed_files.size();
-      for (auto& child : listed_files) infos.push_back(std::move(child));
-      if (found == 0) {
-        return Error(ErrorKind::kNotFound, "no Parquet files (*.parquet) under '" + raw + "'");
-      }
-    } else {
-      infos.push_back(info);
-    }
-  }
-  if (single_dir) {
-    catalog->root_ = source_paths.front();
-    while (catalog->root_.size() > 1 && catalog->root_.back() == '/') catalog->root_.pop_back();
-  } else {
-    std::vector<std::string> dirs;
-    for (const auto& info : infos) dirs.push_back(ParentDir(info.path()));
-    catalog->root_ = CommonDir(dirs);
-  }
-
-  std::vector<std::pair<std::string, arrow::fs::FileInfo>> listed;
-  for (auto& info : infos) listed.emplace_back(Relative(catalog->root_, info.path()), info);
-  std::sort(listed.begin(), listed.end(),
-            [](const auto& x, const auto& y) { return x.first < y.first; });
-  listed.erase(std::unique(listed.begin(), listed.end(),
-                           [](const auto& x, const auto& y) { return x.first == y.first; }),
-               listed.end());
-
-  // 2. Read the footers in parallel; the first error (in file order) wins.
-  std::vector<arrow::Result<Footer>> footers(listed.size(), arrow::Status::Cancelled("unread"));
-  std::atomic<size_t> next{0};
-  auto work = [&] {
-    for (size_t i = next++; i < listed.size(); i = next++) {
-      footers[i] =
-          ReadFooter(*catalog->fs_, listed[i].second, listed[i].first, options.remote_timeout);
-    }
-  };
-  const size_t nthreads =
-      std::min<size_t>(listed.size(), static_cast<size_t>(std::max(1, options.num_threads)));
-  std::vector<std::thread> threads;
-  for (size_t t = 1; t < nthreads; ++t) threads.emplace_back(work);
-  work();
-  for (auto& t : threads) t.join();
-
-  // 3. Build the row-group table; check that the schemas agree.
-  StableHash hash;
-  std::string reference_file;
-  for (size_t i = 0; i < listed.size(); ++i) {
-    ARROW_ASSIGN_OR_RAISE(Footer footer, std::move(footers[i]));
-    const auto& rel = listed[i].first;
-    if (!catalog->schema_) {
-      catalog->schema_ = footer.schema;
-      reference_file = rel;
-    }
-    if (footer.metadata->num_rows() == 0) continue;  // zero-row files are skipped
-    if (catalog->num_rows_ == 0 && catalog->files_.empty()) {
-      catalog->schema_ = footer.schema;
-      reference_file = rel;
-    } else if (!footer.schema->Equals(*catalog->schema_, /*check_metadata=*/false)) {
-      return Error(ErrorKind::kSchemaMismatch,
-                   "file '" + rel + "' has a schema that differs from file '" + reference_file +
-                       "': " + DescribeDifference(*catalog->schema_, *footer.schema));
-    }
-    FileEntry entry;
-    entry.path = listed[i].second.path();
-    entry.rel_path = rel;
-    entry.size = listed[i].second.size();
-    const auto mtime = listed[i].second.mtime();
-    if (mtime != arrow::fs::kNoTime) {
-      entry.version = std::to_string(mtime.time_since_epoch().count());
-    }
-    if (catalog->is_local()) entry.identity = LocalIdentity(entry.path);
-    entry.metadata = footer.metadata;
-    const auto file_index = static_cast<int32_t>(catalog->files_.size());
-    hash.Update(rel);
-    for (int g = 0; g < footer.metadata->num_row_groups(); ++g) {
-      auto rg = footer.metadata->RowGroup(g);
-      if (rg->num_rows() == 0) continue;
-      RowGroupEntry row_group;
-      row_group.file = file_index;
-      row_group.row_group = g;
-      row_group.num_rows = rg->num_rows();
-      row_group.first_row = catalog->num_rows_;
-      row_group.total_bytes = rg->total_compressed_size();
-      catalog->num_rows_ += rg->num_rows();
-      catalog->row_groups_.push_back(row_group);
-      hash.Update(rg->num_rows());
-    }
-    hash.Update("\n");
-    catalog->files_.push_back(std::move(entry));
-  }
-  if (catalog->schema_) hash.Update(catalog->schema_->ToString());
-  catalog->fingerprint_ = hash.HexDigest();
+  CatalogBuilder builder{*catalog, options, {}, {}};
+  ARROW_RETURN_NOT_OK(builder.List(sources));
+  ARROW_ASSIGN_OR_RAISE(auto footers, builder.ReadFooters());
+  ARROW_RETURN_NOT_OK(builder.Build(std::move(footers)));
   return catalog;
 }
 

@@ -65,5 +65,33 @@ TEST(Catalog, ErrorsNameThePath) {
   EXPECT_NE(bad.status().message().find("bad.parquet"), std::string::npos);
 }
 
+TEST(Catalog, SkipsHiddenPathsAndSniffsFilesWithoutExtension) {
+  TempDir dir;
+  WriteIdFile(dir.path() / "date=2024-01-01" / "part-00000-c000", 0, 30, 10);
+  WriteIdFile(dir.path() / "date=2024-01-02" / "part-00000.parquet", 30, 20, 10);
+  WriteIdFile(dir.path() / "_temporary" / "0" / "attempt_1" / "date=2024-01-01" / "part-0.parquet",
+              0, 30, 10);
+  WriteText(dir.path() / "_SUCCESS", "");
+  WriteText(dir.path() / "date=2024-01-01" / ".part-00000-c000.crc", "checksum");
+  WriteText(dir.path() / "date=2024-01-01" / "notes", "not parquet, ignored");
+  auto catalog = Catalog::Open({dir.path().string()}).ValueOrDie();
+  ASSERT_EQ(catalog->files().size(), 2u);
+  EXPECT_EQ(catalog->files()[0].rel_path, "date=2024-01-01/part-00000-c000");
+  EXPECT_EQ(catalog->num_rows(), 50);
+  // The partition key follows the files' columns; each file holds its value.
+  const auto& schema = *catalog->schema();
+  ASSERT_EQ(schema.num_fields(), 4);
+  EXPECT_EQ(schema.field(3)->ToString(), "date: string");
+  EXPECT_EQ(catalog->column_origins()[3].partition_key, 0);
+  EXPECT_EQ(catalog->files()[1].partition_values[0]->ToString(), "2024-01-02");
+  EXPECT_EQ(catalog->files()[0].field_map, (std::vector<int>{0, 1, 2, -1}));
+
+  CatalogOptions plain;
+  plain.partitioning = Partitioning::kNone;
+  auto without = Catalog::Open({dir.path().string()}, plain).ValueOrDie();
+  EXPECT_EQ(without->schema()->num_fields(), 3);
+  EXPECT_EQ(without->partition_schema()->num_fields(), 0);
+}
+
 }  // namespace
 }  // namespace shardfeed

@@ -16,11 +16,6 @@ namespace shardfeed {
 
 namespace {
 
-bool EndsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() &&
-         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 bool IsLocal(const arrow::fs::FileSystem& fs) { return fs.type_name() == "local"; }
 
 arrow::fs::FileInfo FileInfoOf(const std::string& path, const struct stat& st) {
@@ -58,7 +53,7 @@ struct LocalWalk {
       if (stat(path.c_str(), &st) != 0) continue;  // a dangling link: nothing to read
       if (S_ISDIR(st.st_mode)) {
         ARROW_RETURN_NOT_OK(Visit(path, st));
-      } else if (S_ISREG(st.st_mode) && EndsWith(name, ".parquet")) {
+      } else if (S_ISREG(st.st_mode)) {
         files.push_back(FileInfoOf(path, st));
       }
     }
@@ -68,9 +63,9 @@ struct LocalWalk {
 
 }  // namespace
 
-arrow::Result<std::vector<arrow::fs::FileInfo>> ListParquetFiles(arrow::fs::FileSystem& fs,
-                                                                 const std::string& dir,
-                                                                 const std::string& shown) {
+arrow::Result<std::vector<arrow::fs::FileInfo>> ListFiles(arrow::fs::FileSystem& fs,
+                                                          const std::string& dir,
+                                                          const std::string& shown) {
   if (IsLocal(fs)) {
     std::string root = dir;
     while (root.size() > 1 && root.back() == '/') root.pop_back();
@@ -90,10 +85,7 @@ arrow::Result<std::vector<arrow::fs::FileInfo>> ListParquetFiles(arrow::fs::File
   if (!maybe_list.ok()) return WithContext(maybe_list.status(), "listing '" + shown + "'");
   std::vector<arrow::fs::FileInfo> files;
   for (auto& child : *maybe_list) {
-    if (child.IsFile() && EndsWith(child.path(), ".parquet")) {
-      ARROW_RETURN_NOT_OK(CheckObjectKey(fs, child.path(), child.path()));
-      files.push_back(std::move(child));
-    }
+    if (child.IsFile()) files.push_back(std::move(child));
   }
   return files;
 }

@@ -11,14 +11,14 @@
 
 namespace shardfeed {
 
-// Every *.parquet file below directory `dir` of `fs`.  On the local filesystem
+// Every file below directory `dir` of `fs`.  On the local filesystem
 // directory symlinks are followed at most once: a directory reached again (by
 // device and inode) — a loop, or a second link to it — is skipped, so no file
-// is read twice.  Elsewhere Arrow's recursive listing is used, and every key
-// goes through CheckObjectKey.  `shown` names the source in errors.
-arrow::Result<std::vector<arrow::fs::FileInfo>> ListParquetFiles(arrow::fs::FileSystem& fs,
-                                                                 const std::string& dir,
-                                                                 const std::string& shown);
+// is read twice.  Elsewhere Arrow's recursive listing is used.  `shown` names
+// the source in errors.
+arrow::Result<std::vector<arrow::fs::FileInfo>> ListFiles(arrow::fs::FileSystem& fs,
+                                                          const std::string& dir,
+                                                          const std::string& shown);
 
 // An object-store key with a "." or ".." component ("bucket/x/../y.parquet")
 // is an InvalidArgument error: S3 clients normalize it and would serve another

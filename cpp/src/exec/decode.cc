@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -22,11 +23,14 @@
 
 #include "catalog/file_check.h"
 #include "exec/assemble.h"
+#include "exec/convert.h"
 #include "shardfeed/status.h"
 #include "tier/decoded_tier.h"
 #include "transform/transform.h"
 #include "util/deadline_file.h"
+#include "util/hash.h"
 #include "util/memory.h"
+#include "util/string_array.h"
 
 namespace shardfeed {
 
@@ -40,12 +44,6 @@ void CollectLeaves(const parquet::arrow::SchemaField& field, std::vector<int>* o
   for (const auto& child : field.children) CollectLeaves(child, out);
 }
 
-uint64_t Fnv1a64(std::string_view bytes) {
-  uint64_t h = 0xCBF29CE484222325ULL;
-  for (unsigned char c : bytes) h = (h ^ c) * 0x100000001B3ULL;
-  return h;
-}
-
 // Marks element i*stride..(i+1)*stride null for every null entry i of `array`.
 void MarkNulls(const arrow::Array& array, int64_t stride, int64_t count, DecodedColumn* out) {
   if (array.null_count() == 0) return;
@@ -55,6 +53,38 @@ void MarkNulls(const arrow::Array& array, int64_t stride, int64_t count, Decoded
       for (int64_t j = 0; j < stride; ++j) out->nulls[static_cast<size_t>(i * stride + j)] = 1;
     }
   }
+}
+
+// StringHash64 of every element of a string-like or dictionary<string> array
+// (0 for nulls); a dictionary's values are hashed once, then mapped.
+arrow::Status HashStrings(const arrow::Array& array, uint64_t* hashes) {
+  if (IsStringDictionary(array)) {
+    const auto& dict = static_cast<const arrow::DictionaryArray&>(array);
+    const auto& values = *dict.dictionary();
+    std::vector<uint64_t> mapped(static_cast<size_t>(values.length()), 0);
+    for (int64_t k = 0; k < values.length(); ++k) {
+      if (values.IsValid(k)) mapped[static_cast<size_t>(k)] = StringHash64(StringAt(values, k));
+    }
+    bool bad = false;
+    ForEachDictionaryIndex(dict, [&](int64_t i, int64_t k) {
+      if (dict.IsNull(i)) {
+        hashes[i] = 0;
+      } else if (k < 0 || k >= values.length()) {
+        bad = true;
+      } else {
+        hashes[i] = mapped[static_cast<size_t>(k)];
+      }
+    });
+    if (bad) return Error(ErrorKind::kInvalidData, "dictionary index out of range");
+    return arrow::Status::OK();
+  }
+  if (!IsStringLike(array.type_id())) {
+    return Error(ErrorKind::kUnsupportedType, "expected strings, got " + array.type()->ToString());
+  }
+  for (int64_t i = 0; i < array.length(); ++i) {
+    hashes[i] = array.IsNull(i) ? 0 : StringHash64(StringAt(array, i));
+  }
+  return arrow::Status::OK();
 }
 
 // Flat values of a primitive, bool or string array; copies only for bools and
@@ -68,21 +98,8 @@ arrow::Status Flatten(const std::shared_ptr<arrow::Array>& array, DType dtype, b
   if (from_strings) {
     ARROW_ASSIGN_OR_RAISE(out->owned,
                           arrow::AllocateBuffer(std::max<int64_t>(n * 8, 1), EnginePool()));
-    auto* hashes = reinterpret_cast<uint64_t*>(out->owned->mutable_data());
-    const auto id = array->type_id();
-    for (int64_t i = 0; i < n; ++i) {
-      if (array->IsNull(i)) {
-        hashes[i] = 0;
-      } else if (id == arrow::Type::STRING || id == arrow::Type::BINARY) {
-        hashes[i] = Fnv1a64(static_cast<const arrow::BinaryArray&>(*array).GetView(i));
-      } else if (id == arrow::Type::LARGE_STRING || id == arrow::Type::LARGE_BINARY) {
-        hashes[i] = Fnv1a64(static_cast<const arrow::LargeBinaryArray&>(*array).GetView(i));
-      } else {  // string and binary views
-        auto scalar = array->GetScalar(i);
-        if (!scalar.ok()) return scalar.status();
-        hashes[i] = Fnv1a64(static_cast<const arrow::BaseBinaryScalar&>(**scalar).view());
-      }
-    }
+    ARROW_RETURN_NOT_OK(
+        HashStrings(*array, reinterpret_cast<uint64_t*>(out->owned->mutable_data())));
   } else if (dtype == DType::kBool) {
     ARROW_ASSIGN_OR_RAISE(out->owned, arrow::AllocateBuffer(std::max<int64_t>(n, 1), EnginePool()));
     auto* dst = out->owned->mutable_data();
@@ -140,9 +157,10 @@ arrow::Status Normalize(const std::shared_ptr<arrow::Array>& array, DType dtype,
 
 // The null policy, after the transforms: fill with `fill_null`, or fail naming
 // the first null row.
-arrow::Status ApplyNullPolicy(const Layout& layout, const std::string& context, DecodedColumn* c) {
+arrow::Status ApplyNullPolicy(const std::optional<double>& fill_null, const std::string& context,
+                              DecodedColumn* c) {
   if (c->null_rows) {
-    if (!layout.fill_null) {
+    if (!fill_null) {
       int64_t row = 0;
       while (!c->null_rows->IsNull(row)) ++row;
       return Error(ErrorKind::kInvalidData, context + ": null list at row " + std::to_string(row) +
@@ -155,7 +173,7 @@ arrow::Status ApplyNullPolicy(const Layout& layout, const std::string& context, 
     c->null_rows.reset();
   }
   if (!c->has_nulls()) return arrow::Status::OK();
-  if (!layout.fill_null) {
+  if (!fill_null) {
     const auto first = std::find(c->nulls.begin(), c->nulls.end(), 1) - c->nulls.begin();
     int64_t row = first;
     if (c->list_size > 0) {
@@ -167,7 +185,7 @@ arrow::Status ApplyNullPolicy(const Layout& layout, const std::string& context, 
     return Error(ErrorKind::kInvalidData, context + ": null value at row " + std::to_string(row) +
                                               " (pass fill_null=<value> to replace nulls)");
   }
-  return FillNullValues(c, *layout.fill_null);
+  return FillNullValues(c, *fill_null);
 }
 
 }  // namespace
@@ -194,6 +212,35 @@ void Slow(const DecodeHooks& hooks, const char* stage) {
           std::min<Clock::duration>(until - Clock::now(), std::chrono::milliseconds(10)));
     }
   }
+}
+
+// Dataset column `field` of one row group as its read type: the file's own
+// column `read` converted (types promoted across files, dictionaries
+// decoded), else a partition value repeated (also for a file column that
+// shadows a partition key, in the files that lack it), else nulls.
+arrow::Result<std::shared_ptr<arrow::Array>> DatasetColumn(
+    const Catalog& catalog, const FileEntry& file, int field,
+    const std::shared_ptr<arrow::Array>& read, int64_t num_rows, const std::string& context) {
+  const auto& dataset_field = catalog.schema()->field(field);
+  const auto read_type = ReadType(dataset_field->type());
+  if (read) {
+    auto conformed = ConformArray(read, read_type);
+    if (!conformed.ok()) {
+      return WithContext(conformed.status(),
+                         context + " (" + read->type()->ToString() + " in this file, " +
+                             dataset_field->type()->ToString() + " in the dataset)");
+    }
+    return conformed;
+  }
+  std::shared_ptr<arrow::Scalar> value;
+  const auto& keys = catalog.partition_schema();
+  const int key = keys ? keys->GetFieldIndex(dataset_field->name()) : -1;
+  if (key >= 0 && static_cast<size_t>(key) < file.partition_values.size()) {
+    value = file.partition_values[static_cast<size_t>(key)];
+  }
+  auto constant = ConstantArray(value, read_type, num_rows);
+  if (!constant.ok()) return WithContext(constant.status(), context);
+  return constant;
 }
 
 // Opens the file, reads the row group's columns and flattens them.
@@ -249,12 +296,20 @@ arrow::Status ReadColumns(const Catalog& catalog, int32_t rg_index, const Layout
     return Error(ErrorKind::kInvalidData, context + ": " + e.what());
   }
 
+  // Dataset columns map onto the file's own by name (field_map); a column the
+  // file lacks, or a partition column, is made here instead of read.
   const auto& manifest = reader->manifest();
   std::vector<std::vector<int>> leaves(layout.fields.size());
+  std::vector<int> table_column(layout.fields.size(), -1);
   std::vector<int> all_leaves;
+  int read_columns = 0;
   for (size_t i = 0; i < layout.fields.size(); ++i) {
-    CollectLeaves(manifest.schema_fields[static_cast<size_t>(layout.fields[i])], &leaves[i]);
+    const int field = layout.fields[i];
+    const int in_file = file.field_map.empty() ? field : file.field_map[static_cast<size_t>(field)];
+    if (in_file < 0) continue;
+    CollectLeaves(manifest.schema_fields[static_cast<size_t>(in_file)], &leaves[i]);
     all_leaves.insert(all_leaves.end(), leaves[i].begin(), leaves[i].end());
+    table_column[i] = read_columns++;
   }
 
   auto read =
@@ -266,43 +321,51 @@ arrow::Status ReadColumns(const Catalog& catalog, int32_t rg_index, const Layout
     }
   };
   const auto t_decode = Clock::now();
-  auto maybe_table = read(all_leaves);
-  if (!maybe_table.ok()) {
-    // Single out the column that fails, so the message can name it.
-    for (size_t i = 0; i < layout.fields.size(); ++i) {
-      auto single = read(leaves[i]);
-      if (!single.ok()) {
-        return Error(ErrorKind::kInvalidData, context + ", column '" + layout.field_names[i] +
-                                                  "': " + single.status().message());
+  std::shared_ptr<arrow::Table> table;
+  if (!all_leaves.empty()) {
+    auto maybe_table = read(all_leaves);
+    if (!maybe_table.ok()) {
+      // Single out the column that fails, so the message can name it.
+      for (size_t i = 0; i < layout.fields.size(); ++i) {
+        if (leaves[i].empty()) continue;
+        auto single = read(leaves[i]);
+        if (!single.ok()) {
+          return Error(ErrorKind::kInvalidData, context + ", column '" + layout.field_names[i] +
+                                                    "': " + single.status().message());
+        }
       }
+      return Error(ErrorKind::kInvalidData, context + ": " + maybe_table.status().message());
     }
-    return Error(ErrorKind::kInvalidData, context + ": " + maybe_table.status().message());
-  }
-  const auto& table = *maybe_table;
-  if (!hooks.open && catalog.is_local()) {
-    // Rewritten while it was read: the bytes may mix both versions.  (A stat;
-    // remotely the check before the read is what a HEAD request can do.)
-    ARROW_RETURN_NOT_OK(WithContext(CheckUnchanged(*catalog.filesystem(), file), context));
-  }
-  if (table->num_rows() != rg.num_rows) {
-    return Error(ErrorKind::kInvalidData,
-                 context + ": decoded " + std::to_string(table->num_rows()) +
-                     " rows, the footer says " + std::to_string(rg.num_rows));
+    table = *maybe_table;
+    if (!hooks.open && catalog.is_local()) {
+      // Rewritten while it was read: the bytes may mix both versions.  (A stat;
+      // remotely the check before the read is what a HEAD request can do.)
+      ARROW_RETURN_NOT_OK(WithContext(CheckUnchanged(*catalog.filesystem(), file), context));
+    }
+    if (table->num_rows() != rg.num_rows) {
+      return Error(ErrorKind::kInvalidData,
+                   context + ": decoded " + std::to_string(table->num_rows()) +
+                       " rows, the footer says " + std::to_string(rg.num_rows));
+    }
   }
 
   Slow(hooks, "decode");
   columns->resize(layout.fields.size());
   for (size_t i = 0; i < layout.fields.size(); ++i) {
     const std::string column_context = context + ", column '" + layout.field_names[i] + "'";
-    const auto& chunked = table->column(static_cast<int>(i));
-    std::shared_ptr<arrow::Array> array;
-    if (chunked->num_chunks() == 1) {
-      array = chunked->chunk(0);
-    } else {
-      auto maybe = arrow::Concatenate(chunked->chunks());
-      if (!maybe.ok()) return WithContext(maybe.status(), column_context);
-      array = *maybe;
+    std::shared_ptr<arrow::Array> stored;  // the file's own column, when it has one
+    if (table_column[i] >= 0) {
+      const auto& chunked = table->column(table_column[i]);
+      if (chunked->num_chunks() == 1) {
+        stored = chunked->chunk(0);
+      } else {
+        auto maybe = arrow::Concatenate(chunked->chunks(), EnginePool());
+        if (!maybe.ok()) return WithContext(maybe.status(), column_context);
+        stored = *maybe;
+      }
     }
+    ARROW_ASSIGN_OR_RAISE(auto array, DatasetColumn(catalog, file, layout.fields[i], stored,
+                                                    rg.num_rows, column_context));
     auto& column = (*columns)[i];
     ARROW_RETURN_NOT_OK(WithContext(
         Normalize(array, layout.field_raw_dtypes[i], layout.field_from_strings[i], &column),
@@ -373,8 +436,9 @@ arrow::Result<std::shared_ptr<const DecodedRowGroup>> DecodeRowGroup(const Catal
   }
   for (size_t i = 0; i < layout.fields.size(); ++i) {
     ARROW_RETURN_NOT_OK(apply(i, layout.field_transforms[i].size()));
-    ARROW_RETURN_NOT_OK(ApplyNullPolicy(
-        layout, context + ", column '" + layout.field_names[i] + "'", &decoded->columns[i]));
+    ARROW_RETURN_NOT_OK(ApplyNullPolicy(layout.field_fill_null[i],
+                                        context + ", column '" + layout.field_names[i] + "'",
+                                        &decoded->columns[i]));
   }
 
   hooks.clock->Add(Stage::kTransform, t_transform, 0, layout.transforms.empty() ? 0 : rg.num_rows,

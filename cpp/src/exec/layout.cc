@@ -5,7 +5,9 @@
 #include <set>
 
 #include <arrow/type.h>
+#include <arrow/util/key_value_metadata.h>
 
+#include "catalog/unify.h"
 #include "shardfeed/status.h"
 #include "transform/transform.h"
 
@@ -14,7 +16,8 @@ namespace shardfeed {
 namespace {
 
 constexpr char kSupported[] =
-    "supported: bool, integers, floats, and fixed-size or variable-length lists of those";
+    "supported: bool, integers, floats, dates, times, timestamps, durations, decimals, and "
+    "fixed-size or variable-length lists of those";
 
 bool IsStringType(arrow::Type::type id) {
   return id == arrow::Type::STRING || id == arrow::Type::LARGE_STRING ||
@@ -22,9 +25,46 @@ bool IsStringType(arrow::Type::type id) {
          id == arrow::Type::STRING_VIEW || id == arrow::Type::BINARY_VIEW;
 }
 
+const char* UnitName(arrow::TimeUnit::type unit) {
+  switch (unit) {
+    case arrow::TimeUnit::SECOND:
+      return "s";
+    case arrow::TimeUnit::MILLI:
+      return "ms";
+    case arrow::TimeUnit::MICRO:
+      return "us";
+    case arrow::TimeUnit::NANO:
+      return "ns";
+  }
+  return "";
+}
+
 bool IsListType(arrow::Type::type id) {
   return id == arrow::Type::LIST || id == arrow::Type::LARGE_LIST ||
          id == arrow::Type::FIXED_SIZE_LIST;
+}
+
+// Each field's null fill (the per-column value, else the scalar), checked
+// against the field's type after its transforms: nulls are filled there.
+arrow::Status SetFillValues(const OutputOptions& options, Layout* layout) {
+  for (const auto& [column, value] : options.fill_null_columns) {
+    const auto& names = layout->field_names;
+    if (std::find(names.begin(), names.end(), column) == names.end()) {
+      return Error(ErrorKind::kInvalidArgument,
+                   "fill_null: column '" + column + "' is not among the outputs");
+    }
+  }
+  for (size_t i = 0; i < layout->fields.size(); ++i) {
+    std::optional<double> fill = options.fill_null;
+    auto it = options.fill_null_columns.find(layout->field_names[i]);
+    if (it != options.fill_null_columns.end()) fill = it->second;
+    if (fill) {
+      ARROW_RETURN_NOT_OK(CheckFillValue(*fill, layout->field_dtypes[i],
+                                         "fill_null for column '" + layout->field_names[i] + "'"));
+    }
+    layout->field_fill_null.push_back(fill);
+  }
+  return arrow::Status::OK();
 }
 
 }  // namespace
@@ -55,11 +95,35 @@ arrow::Result<DType> ValueDType(const arrow::DataType& type, const std::string& 
       return DType::kFloat32;
     case arrow::Type::DOUBLE:
       return DType::kFloat64;
+    // Times as the integers Arrow stores them: days (date64 is read as date32),
+    // or counts of the type's unit since the epoch in UTC (or since midnight).
+    case arrow::Type::DATE32:
+    case arrow::Type::DATE64:
+    case arrow::Type::TIME32:
+      return DType::kInt32;
+    case arrow::Type::TIMESTAMP:
+    case arrow::Type::TIME64:
+    case arrow::Type::DURATION:
+      return DType::kInt64;
+    case arrow::Type::DECIMAL32:
+    case arrow::Type::DECIMAL64:
+    case arrow::Type::DECIMAL128:
+    case arrow::Type::DECIMAL256:
+      return DType::kFloat64;  // the nearest double
+    case arrow::Type::DICTIONARY:
+      return ValueDType(*static_cast<const arrow::DictionaryType&>(type).value_type(), column);
     default: {
       std::string hint = std::string(" (") + kSupported + ")";
-      if (IsStringType(type.id())) {
-        hint = "; map it to ids with HashBucket(\"" + column +
-               "\", num_buckets=...) or leave it out with columns=";
+      const auto* values = &type;
+      if (type.id() == arrow::Type::DICTIONARY) {
+        values = static_cast<const arrow::DictionaryType&>(type).value_type().get();
+      }
+      if (IsStringType(values->id())) {
+        hint =
+            "; strings are accepted by HashBucket and Vocabulary: map it to ids with "
+            "HashBucket(\"" +
+            column + "\", num_buckets=...) or Vocabulary(\"" + column +
+            "\", values=...), or leave it out with columns=";
       }
       return Error(ErrorKind::kUnsupportedType, "column '" + column + "' has type " +
                                                     type.ToString() +
@@ -70,7 +134,6 @@ arrow::Result<DType> ValueDType(const arrow::DataType& type, const std::string& 
 
 arrow::Result<Layout> MakeLayout(const arrow::Schema& schema, const OutputOptions& options) {
   Layout layout;
-  layout.fill_null = options.fill_null;
   std::map<std::string, int> decoded;  // column name -> index into layout.fields
   auto need = [&](const std::string& name) -> arrow::Result<int> {
     auto it = decoded.find(name);
@@ -87,6 +150,11 @@ arrow::Result<Layout> MakeLayout(const arrow::Schema& schema, const OutputOption
                      "column '" + name + "' is not in the dataset (columns: " + names + ")");
       }
       return Error(ErrorKind::kInvalidArgument, "column name '" + name + "' is ambiguous");
+    }
+    const auto& metadata = schema.field(field)->metadata();
+    if (metadata && metadata->Contains(kConflictKey)) {
+      // Types that differ across files matter only for the columns in use.
+      return Error(ErrorKind::kSchemaMismatch, metadata->Get(kConflictKey).ValueOr(""));
     }
     const auto& type = *schema.field(field)->type();
     ColumnShape shape = ColumnShape::kScalar;
@@ -106,12 +174,23 @@ arrow::Result<Layout> MakeLayout(const arrow::Schema& schema, const OutputOption
     for (size_t t = 0; t < options.transforms.size(); ++t) {
       if (options.transforms[t].column == name) chain.push_back(t);
     }
+    if (value_type->id() == arrow::Type::DICTIONARY) {
+      value_type = static_cast<const arrow::DictionaryType&>(*value_type).value_type().get();
+    }
+    // Strings become hashes (StringHash64) when their first transform takes
+    // strings; dictionaries (pandas and polars categoricals) too.
     const bool from_strings = shape == ColumnShape::kScalar && IsStringType(value_type->id()) &&
                               !chain.empty() &&
-                              options.transforms[chain[0]].op == TransformOp::kHashBucket;
+                              (options.transforms[chain[0]].op == TransformOp::kHashBucket ||
+                               options.transforms[chain[0]].op == TransformOp::kVocabulary);
     DType raw = DType::kUInt64;  // string hashes
     if (!from_strings) {
       ARROW_ASSIGN_OR_RAISE(raw, ValueDType(*value_type, name));
+      if (value_type != &type && type.id() == arrow::Type::DICTIONARY) {
+        return Error(ErrorKind::kUnsupportedType,
+                     "column '" + name + "' has type " + type.ToString() +
+                         ": dictionary-encoded numbers are not supported");
+      }
     }
     DType dtype = raw;
     bool strings = from_strings;
@@ -229,6 +308,7 @@ arrow::Result<Layout> MakeLayout(const arrow::Schema& schema, const OutputOption
     }
   }
   layout.transforms = options.transforms;
+  ARROW_RETURN_NOT_OK(SetFillValues(options, &layout));
   layout.field_used_alone.assign(layout.fields.size(), false);
   for (const auto& out : layout.outputs) {
     if (out.kind == OutputKind::kStack) continue;
@@ -245,22 +325,53 @@ arrow::Result<std::vector<OutputInfo>> DescribeOutputs(const arrow::Schema& sche
   ARROW_ASSIGN_OR_RAISE(Layout layout, MakeLayout(schema, options));
   std::vector<OutputInfo> infos;
   for (const auto& out : layout.outputs) {
+    OutputInfo info{out.name, out.dtype, {}, "", ""};
+    if (out.sources.size() == 1 && out.kind != OutputKind::kSampleId) {
+      const auto& type = schema.field(layout.fields[static_cast<size_t>(out.sources[0])])->type();
+      info.source_type = type->ToString();
+      // A transform that changes the type makes the unit meaningless.
+      if (layout.field_raw_dtypes[static_cast<size_t>(out.sources[0])] == out.dtype) {
+        info.unit = TimeUnitName(*type);
+      }
+    }
     switch (out.kind) {
       case OutputKind::kScalar:
       case OutputKind::kSampleId:
-        infos.push_back({out.name, out.dtype, {}});
+        infos.push_back(std::move(info));
         break;
       case OutputKind::kStack:
       case OutputKind::kFixedList:
-        infos.push_back({out.name, out.dtype, {out.width}});
+        info.inner_shape = {out.width};
+        infos.push_back(std::move(info));
         break;
       case OutputKind::kList:
-        infos.push_back({out.name, out.dtype, {-1}});
-        infos.push_back({out.name + "_lengths", DType::kInt64, {}});
+        info.inner_shape = {-1};
+        infos.push_back(std::move(info));
+        infos.push_back({out.name + "_lengths", DType::kInt64, {}, "", ""});
         break;
     }
   }
   return infos;
+}
+
+std::string TimeUnitName(const arrow::DataType& type) {
+  const arrow::DataType* value = &type;
+  if (IsListType(type.id()))
+    value = static_cast<const arrow::BaseListType&>(type).value_type().get();
+  switch (value->id()) {
+    case arrow::Type::DATE32:
+    case arrow::Type::DATE64:
+      return "days";
+    case arrow::Type::TIMESTAMP:
+      return UnitName(static_cast<const arrow::TimestampType&>(*value).unit());
+    case arrow::Type::TIME32:
+    case arrow::Type::TIME64:
+      return UnitName(static_cast<const arrow::TimeType&>(*value).unit());
+    case arrow::Type::DURATION:
+      return UnitName(static_cast<const arrow::DurationType&>(*value).unit());
+    default:
+      return "";
+  }
 }
 
 }  // namespace shardfeed

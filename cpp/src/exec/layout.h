@@ -37,12 +37,18 @@ struct Layout {
   std::vector<std::vector<size_t>> field_transforms;  // indices into `transforms`, in order
   std::vector<TransformSpec> transforms;
   std::vector<OutputPlan> outputs;
-  std::optional<double> fill_null;
+  // Per field: the value that replaces its nulls (checked to fit its final
+  // dtype exactly), or nullopt: a null is an error.
+  std::vector<std::optional<double>> field_fill_null;
 };
 
 arrow::Result<Layout> MakeLayout(const arrow::Schema& schema, const OutputOptions& options);
 
 // The value type of a numeric/bool Arrow type, or an error naming the column.
 arrow::Result<DType> ValueDType(const arrow::DataType& type, const std::string& column);
+
+// "days" for dates; "s", "ms", "us" or "ns" for timestamps, times and
+// durations (also as list elements); empty for other types.
+std::string TimeUnitName(const arrow::DataType& type);
 
 }  // namespace shardfeed

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -71,6 +72,8 @@ std::string Spec(const TransformSpec& t) {
   out << TransformOpName(t.op) << '(' << t.a << ',' << t.b << ',' << t.n << ','
       << DTypeName(t.dtype);
   for (double b : t.boundaries) out << ',' << b;
+  // A vocabulary by its digest: the key stays short for any number of values.
+  if (t.vocabulary) out << ",vocab:" << t.vocabulary->size() << ':' << t.vocabulary->digest();
   out << ')';
   return out.str();
 }
@@ -294,9 +297,11 @@ void DecodedTier::Store(const std::string& key, const std::vector<DecodedColumn>
   bool ok = true;
   {
     std::ofstream out(temp, std::ios::binary | std::ios::trunc);
+    int64_t end = 0;  // of the data written so far
     auto write_at = [&](int64_t at, const void* data, int64_t bytes) {
       out.seekp(at);
       out.write(static_cast<const char*>(data), bytes);
+      end = std::max(end, at + bytes);
     };
     write_at(0, header.data(), static_cast<int64_t>(header.size()));
     for (size_t i = 0; i < columns.size(); ++i) {
@@ -309,9 +314,12 @@ void DecodedTier::Store(const std::string& key, const std::vector<DecodedColumn>
       }
       if (r.nulls_bytes > 0) write_at(r.nulls_offset, c.nulls.data(), r.nulls_bytes);
     }
-    if (total > 0) {
+    // Pad the last buffer to its aligned end; a buffer that ends there already
+    // must keep its last byte (a zero written over it made every entry whose
+    // last buffer was a multiple of 64 bytes fail its digest: never a hit).
+    if (end < total) {
       const char zero = 0;
-      write_at(total - 1, &zero, 1);  // pad the last buffer to its aligned end
+      write_at(total - 1, &zero, 1);
     }
     out.flush();
     ok = static_cast<bool>(out);

@@ -4,11 +4,13 @@
 #include <cmath>
 #include <limits>
 #include <numbers>
+#include <sstream>
 #include <type_traits>
 
 #include "exec/dtype_dispatch.h"
 #include "shardfeed/rng.h"
 #include "shardfeed/status.h"
+#include "transform/vocabulary.h"
 
 namespace shardfeed {
 
@@ -29,6 +31,7 @@ constexpr OpName kOps[] = {
     {TransformOp::kGaussianNoise, "GaussianNoise"},
     {TransformOp::kRandomMask, "RandomMask"},
     {TransformOp::kRandomCrop, "RandomCrop"},
+    {TransformOp::kVocabulary, "Vocabulary"},
 };
 
 bool IsFloat(DType t) { return t == DType::kFloat32 || t == DType::kFloat64; }
@@ -78,6 +81,50 @@ void ForEachRowElement(const DecodedColumn& c, const RandomKey& key, size_t posi
 
 }  // namespace
 
+arrow::Status CheckFillValue(double value, DType dtype, const std::string& what) {
+  std::ostringstream shown;
+  shown.precision(17);
+  shown << value;
+  auto fail = [&](const std::string& why) {
+    return Error(ErrorKind::kInvalidArgument, what + ": fill value " + shown.str() + " " + why);
+  };
+  if (dtype == DType::kBool) {
+    if (value == 0 || value == 1) return arrow::Status::OK();
+    return fail("is not a bool (0, 1, True or False)");
+  }
+  if (std::isnan(value)) {
+    if (IsFloat(dtype) || dtype == DType::kFloat16) return arrow::Status::OK();
+    return fail(std::string("(NaN) is not a value of ") + DTypeName(dtype));
+  }
+  if (dtype == DType::kFloat16) {
+    if (std::isinf(value) || std::fabs(value) <= 65504.0) return arrow::Status::OK();
+    return fail("is out of the range of float16");
+  }
+  return VisitDType(dtype, [&](auto z) -> arrow::Status {
+    using T = decltype(z);
+    if constexpr (std::is_floating_point_v<T>) {
+      if (std::isinf(value) || std::fabs(value) <= std::numeric_limits<T>::max()) {
+        return arrow::Status::OK();
+      }
+      return fail(std::string("is out of the range of ") + DTypeName(dtype));
+    } else {
+      if (value != std::trunc(value)) {
+        return fail(std::string("is not an integer, so ") + DTypeName(dtype) +
+                    " cannot hold it exactly");
+      }
+      // 2^63 and 2^64 are exact doubles: the bounds compare without rounding.
+      const double lo = static_cast<double>(std::numeric_limits<T>::lowest());
+      const double hi_exclusive = std::ldexp(1.0, std::numeric_limits<T>::digits);
+      if (value < lo || value >= hi_exclusive) {
+        return fail(std::string("is out of the range of ") + DTypeName(dtype) + " [" +
+                    std::to_string(std::numeric_limits<T>::lowest()) + ", " +
+                    std::to_string(std::numeric_limits<T>::max()) + "]");
+      }
+      return arrow::Status::OK();
+    }
+  });
+}
+
 arrow::Result<TransformOp> ParseTransformOp(const std::string& name) {
   for (const auto& op : kOps) {
     if (name == op.name) return op.op;
@@ -106,8 +153,13 @@ arrow::Result<DType> TransformedType(const TransformSpec& t, DType in, ColumnSha
   auto unsupported = [&](const std::string& why) {
     return Error(ErrorKind::kUnsupportedType, what + ": " + why);
   };
-  if (from_strings && t.op != TransformOp::kHashBucket) {
-    return unsupported("a string column must first go through HashBucket");
+  const bool takes_strings = t.op == TransformOp::kHashBucket || t.op == TransformOp::kVocabulary;
+  if (from_strings && !takes_strings) {
+    return unsupported("a string column must first go through HashBucket or Vocabulary");
+  }
+  if (!from_strings && t.op == TransformOp::kVocabulary) {
+    return unsupported(std::string("needs a string column (as its first transform), not ") +
+                       DTypeName(in));
   }
   if (in == DType::kFloat16 && t.op != TransformOp::kFillNull) {
     return unsupported("float16 columns take no transform but FillNull");
@@ -117,7 +169,7 @@ arrow::Result<DType> TransformedType(const TransformSpec& t, DType in, ColumnSha
       if (t.dtype == DType::kFloat16) return unsupported("cannot cast to float16");
       return t.dtype;
     case TransformOp::kFillNull:
-      if (std::isnan(t.a) && !IsFloat(in)) return invalid("NaN fill for a non-float column");
+      ARROW_RETURN_NOT_OK(CheckFillValue(t.a, in, what));
       return in;
     case TransformOp::kClip:
       if (std::isnan(t.a) || std::isnan(t.b)) return invalid("bounds must not be NaN");
@@ -154,6 +206,9 @@ arrow::Result<DType> TransformedType(const TransformSpec& t, DType in, ColumnSha
       if (shape != ColumnShape::kList) return unsupported("needs a variable-length list column");
       if (t.n < 1) return invalid("length must be >= 1");
       return in;
+    case TransformOp::kVocabulary:
+      if (!t.vocabulary) return invalid("no values");
+      return DType::kInt64;
   }
   return invalid("unknown transform");
 }
@@ -261,6 +316,8 @@ arrow::Status ApplyTransform(const TransformSpec& t, size_t position, const Rand
       return MapValues(c,
                        [&](int64_t i, double v) { return mask[static_cast<size_t>(i)] ? t.b : v; });
     }
+    case TransformOp::kVocabulary:
+      return ApplyVocabulary(t, c);
     case TransformOp::kRandomCrop: {
       const uint64_t purpose = static_cast<uint64_t>(Purpose::kTransformBase) + position;
       for (int64_t r = 0; r < rows; ++r) {

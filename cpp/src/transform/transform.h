@@ -19,6 +19,11 @@ enum class ColumnShape { kScalar, kFixedList, kList };
 arrow::Result<DType> TransformedType(const TransformSpec& t, DType in, ColumnShape shape,
                                      bool from_strings);
 
+// OK when `value` is a value of `dtype`: for integers an integer in range,
+// for bool 0 or 1, for floats any number in range (rounded to the nearest)
+// or NaN; else InvalidArgument "<what>: ...".
+arrow::Status CheckFillValue(double value, DType dtype, const std::string& what);
+
 struct RandomKey {
   uint64_t seed = 0;
   uint64_t epoch = 0;

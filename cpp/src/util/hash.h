@@ -9,6 +9,15 @@
 
 namespace shardfeed {
 
+// The one 64-bit hash of a string's bytes (FNV-1a 64): HashBucket's string
+// ids and the Vocabulary table's probes.  Changing it changes every hashed
+// column, so it is written down once, here.
+inline uint64_t StringHash64(std::string_view bytes) {
+  uint64_t h = 0xCBF29CE484222325ULL;
+  for (unsigned char c : bytes) h = (h ^ c) * 0x100000001B3ULL;
+  return h;
+}
+
 class StableHash {
  public:
   void Update(std::string_view bytes) {

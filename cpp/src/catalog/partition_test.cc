@@ -1,0 +1,65 @@
+#include "catalog/partition.h"
+
+#include <arrow/scalar.h>
+#include <arrow/type.h>
+#include <gtest/gtest.h>
+
+#include "shardfeed/status.h"
+
+namespace shardfeed {
+namespace {
+
+TEST(Partition, ParsesKeyValueFoldersOnly) {
+  auto pairs = ParseHivePath("date=2024-01-01/misc/hour=03/part-0.parquet");
+  ASSERT_EQ(pairs.size(), 2u);
+  EXPECT_EQ(pairs[0].first, "date");
+  EXPECT_EQ(*pairs[0].second, "2024-01-01");
+  EXPECT_EQ(pairs[1].first, "hour");
+  EXPECT_EQ(*pairs[1].second, "03");
+  EXPECT_TRUE(ParseHivePath("a=1.parquet").empty());  // the file name is not a folder
+  EXPECT_TRUE(ParseHivePath("=x/f").empty());         // no key
+}
+
+TEST(Partition, DecodesEscapesAndTheDefaultPartition) {
+  EXPECT_EQ(UrlDecode("New%20York"), "New York");
+  EXPECT_EQ(UrlDecode("a%2Fb%3d"), "a/b=");
+  EXPECT_EQ(UrlDecode("100%"), "100%");  // malformed escapes stay
+  EXPECT_EQ(UrlDecode("%zz%4"), "%zz%4");
+  auto pairs = ParseHivePath("city=New%20York/k=__HIVE_DEFAULT_PARTITION__/f");
+  ASSERT_EQ(pairs.size(), 2u);
+  EXPECT_EQ(*pairs[0].second, "New York");
+  EXPECT_FALSE(pairs[1].second.has_value());
+}
+
+TEST(Partition, TypesKeysAcrossAllFiles) {
+  auto table =
+      InferPartitions({"d=2024-01-01/h=03/a", "d=2024-01-02/h=__HIVE_DEFAULT_PARTITION__/b",
+                       "d=2024-01-02/h=-7/c"})
+          .ValueOrDie();
+  ASSERT_EQ(table.schema->num_fields(), 2);
+  EXPECT_TRUE(table.schema->field(0)->type()->Equals(arrow::utf8()));
+  EXPECT_TRUE(table.schema->field(1)->type()->Equals(arrow::int64()));
+  ASSERT_EQ(table.values.size(), 3u);
+  EXPECT_EQ(table.values[0][0]->ToString(), "2024-01-01");
+  EXPECT_EQ(static_cast<const arrow::Int64Scalar&>(*table.values[0][1]).value, 3);
+  EXPECT_FALSE(table.values[1][1]->is_valid);
+  EXPECT_EQ(static_cast<const arrow::Int64Scalar&>(*table.values[2][1]).value, -7);
+  // One value that is not an integer makes the key a string everywhere.
+  auto mixed = InferPartitions({"k=1/a", "k=x/b"}).ValueOrDie();
+  EXPECT_TRUE(mixed.schema->field(0)->type()->Equals(arrow::utf8()));
+  EXPECT_EQ(mixed.values[0][0]->ToString(), "1");
+  // No partition folders: no keys.
+  EXPECT_EQ(InferPartitions({"a/b", "c"}).ValueOrDie().schema->num_fields(), 0);
+}
+
+TEST(Partition, FilesMustAgreeOnTheKeys) {
+  auto st = InferPartitions({"a=1/b=2/f", "a=1/g"}).status();
+  EXPECT_EQ(KindOf(st), ErrorKind::kSchemaMismatch);
+  EXPECT_NE(st.message().find("'a=1/b=2/f'"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("'a=1/g'"), std::string::npos) << st.message();
+  EXPECT_FALSE(InferPartitions({"a=1/b=2/f", "b=1/a=2/g"}).ok());  // order matters
+  EXPECT_FALSE(InferPartitions({"a=1/a=2/f"}).ok());               // a key twice
+}
+
+}  // namespace
+}  // namespace shardfeed

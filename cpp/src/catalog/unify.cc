@@ -1,0 +1,236 @@
+#include "catalog/unify.h"
+
+#include <algorithm>
+#include <map>
+
+#include <arrow/type.h>
+#include <arrow/type_traits.h>
+#include <arrow/util/key_value_metadata.h>
+
+#include "shardfeed/status.h"
+
+namespace shardfeed {
+
+namespace {
+
+using arrow::Type;
+using TypePtr = std::shared_ptr<arrow::DataType>;
+
+int IntBits(const arrow::DataType& t) {
+  return static_cast<const arrow::FixedWidthType&>(t).bit_width();
+}
+
+TypePtr IntType(int bits, bool is_signed) {
+  switch (bits) {
+    case 8:
+      return is_signed ? arrow::int8() : arrow::uint8();
+    case 16:
+      return is_signed ? arrow::int16() : arrow::uint16();
+    case 32:
+      return is_signed ? arrow::int32() : arrow::uint32();
+    default:
+      return is_signed ? arrow::int64() : arrow::uint64();
+  }
+}
+
+bool IsStringLike(Type::type id) {
+  return id == Type::STRING || id == Type::LARGE_STRING || id == Type::STRING_VIEW;
+}
+
+bool IsBinaryLike(Type::type id) {
+  return id == Type::BINARY || id == Type::LARGE_BINARY || id == Type::BINARY_VIEW;
+}
+
+bool IsVarList(Type::type id) { return id == Type::LIST || id == Type::LARGE_LIST; }
+
+bool IsNumber(Type::type id) {
+  return arrow::is_integer(id) || arrow::is_floating(id) || arrow::is_decimal(id);
+}
+
+arrow::TimeUnit::type Finer(arrow::TimeUnit::type a, arrow::TimeUnit::type b) {
+  return std::max(a, b);  // SECOND < MILLI < MICRO < NANO
+}
+
+arrow::Status Incompatible(const TypePtr& a, const TypePtr& b) {
+  return arrow::Status::TypeError(a->ToString(), " and ", b->ToString(), " have no common type");
+}
+
+arrow::Result<TypePtr> PromoteIntegers(const TypePtr& a, const TypePtr& b) {
+  const bool sa = arrow::is_signed_integer(a->id()), sb = arrow::is_signed_integer(b->id());
+  const int wa = IntBits(*a), wb = IntBits(*b);
+  if (sa == sb) return IntType(std::max(wa, wb), sa);
+  const int signed_bits = sa ? wa : wb, unsigned_bits = sa ? wb : wa;
+  if (signed_bits > unsigned_bits) return IntType(signed_bits, true);
+  // A signed type twice as wide as the unsigned one holds both; none holds uint64.
+  if (unsigned_bits < 64) return IntType(unsigned_bits * 2, true);
+  return Incompatible(a, b);
+}
+
+arrow::Result<TypePtr> PromoteLists(const TypePtr& a, const TypePtr& b) {
+  const auto& la = static_cast<const arrow::BaseListType&>(*a);
+  const auto& lb = static_cast<const arrow::BaseListType&>(*b);
+  ARROW_ASSIGN_OR_RAISE(TypePtr values, PromoteTypes(la.value_type(), lb.value_type()));
+  // The element field keeps the first type's name ("item", "element") and is
+  // nullable when either is.
+  auto element = la.value_field()->WithType(values)->WithNullable(la.value_field()->nullable() ||
+                                                                  lb.value_field()->nullable());
+  if (a->id() == Type::FIXED_SIZE_LIST) {
+    const auto size = static_cast<const arrow::FixedSizeListType&>(*a).list_size();
+    if (b->id() != Type::FIXED_SIZE_LIST ||
+        static_cast<const arrow::FixedSizeListType&>(*b).list_size() != size) {
+      return Incompatible(a, b);
+    }
+    return arrow::fixed_size_list(element, size);
+  }
+  if (!IsVarList(b->id())) return Incompatible(a, b);
+  if (a->id() == Type::LARGE_LIST || b->id() == Type::LARGE_LIST) {
+    return arrow::large_list(element);
+  }
+  return arrow::list(element);
+}
+
+arrow::Result<TypePtr> PromoteTemporal(const TypePtr& a, const TypePtr& b) {
+  const auto ia = a->id(), ib = b->id();
+  if (ia == Type::TIMESTAMP && ib == Type::TIMESTAMP) {
+    const auto& ta = static_cast<const arrow::TimestampType&>(*a);
+    const auto& tb = static_cast<const arrow::TimestampType&>(*b);
+    if (ta.timezone() != tb.timezone()) return Incompatible(a, b);
+    return arrow::timestamp(Finer(ta.unit(), tb.unit()), ta.timezone());
+  }
+  if ((ia == Type::DATE32 || ia == Type::DATE64) && (ib == Type::DATE32 || ib == Type::DATE64)) {
+    return arrow::date32();
+  }
+  if (ia == Type::DURATION && ib == Type::DURATION) {
+    return arrow::duration(Finer(static_cast<const arrow::DurationType&>(*a).unit(),
+                                 static_cast<const arrow::DurationType&>(*b).unit()));
+  }
+  if ((ia == Type::TIME32 || ia == Type::TIME64) && (ib == Type::TIME32 || ib == Type::TIME64)) {
+    const auto unit = Finer(static_cast<const arrow::TimeType&>(*a).unit(),
+                            static_cast<const arrow::TimeType&>(*b).unit());
+    return unit <= arrow::TimeUnit::MILLI ? arrow::time32(unit) : arrow::time64(unit);
+  }
+  return Incompatible(a, b);
+}
+
+}  // namespace
+
+TypePtr StripDictionary(const TypePtr& type) {
+  switch (type->id()) {
+    case Type::DICTIONARY:
+      return StripDictionary(static_cast<const arrow::DictionaryType&>(*type).value_type());
+    case Type::LIST:
+    case Type::LARGE_LIST:
+    case Type::FIXED_SIZE_LIST: {
+      const auto& list = static_cast<const arrow::BaseListType&>(*type);
+      auto values = StripDictionary(list.value_type());
+      if (values == list.value_type()) return type;
+      auto element = list.value_field()->WithType(values);
+      if (type->id() == Type::LIST) return arrow::list(element);
+      if (type->id() == Type::LARGE_LIST) return arrow::large_list(element);
+      return arrow::fixed_size_list(
+          element, static_cast<const arrow::FixedSizeListType&>(*type).list_size());
+    }
+    default:
+      return type;
+  }
+}
+
+arrow::Result<TypePtr> PromoteTypes(const TypePtr& a, const TypePtr& b) {
+  if (a->Equals(*b)) return a;
+  const auto ia = a->id(), ib = b->id();
+  if (ia == Type::NA) return b;
+  if (ib == Type::NA) return a;
+  if (arrow::is_integer(ia) && arrow::is_integer(ib)) return PromoteIntegers(a, b);
+  if (arrow::is_floating(ia) && arrow::is_floating(ib)) {
+    return IntBits(*a) >= IntBits(*b) ? a : b;
+  }
+  // Decimals become float64 anyway; integers with floats need float64's 53 bits.
+  if (IsNumber(ia) && IsNumber(ib)) return arrow::float64();
+  if (IsStringLike(ia) && IsStringLike(ib)) return arrow::large_utf8();
+  if (IsBinaryLike(ia) && IsBinaryLike(ib)) return arrow::large_binary();
+  if (arrow::is_list(ia) && arrow::is_list(ib)) return PromoteLists(a, b);
+  const bool ta = arrow::is_temporal(ia) || ia == Type::DURATION;
+  const bool tb = arrow::is_temporal(ib) || ib == Type::DURATION;
+  if (ta && tb) return PromoteTemporal(a, b);
+  return Incompatible(a, b);
+}
+
+void SchemaUnifier::Add(const std::string& rel_path, const arrow::Schema& schema) {
+  if (!first_) {
+    first_ = std::make_shared<arrow::Schema>(schema.fields());
+  } else if (!schema.Equals(*first_, /*check_metadata=*/false)) {
+    uniform_ = false;
+  }
+  std::map<std::string, int> index;
+  for (size_t c = 0; c < columns_.size(); ++c) {
+    index.emplace(columns_[c].info.field->name(), static_cast<int>(c));
+  }
+  std::vector<int> map(columns_.size(), -1);
+  for (int f = 0; f < schema.num_fields(); ++f) {
+    const auto& field = schema.field(f);
+    const auto type = StripDictionary(field->type());
+    auto it = index.find(field->name());
+    if (it == index.end()) {
+      Column column;
+      column.info.field = arrow::field(field->name(), type, field->nullable() || !maps_.empty());
+      column.info.missing_files = static_cast<int64_t>(maps_.size());
+      column.info.file_types.push_back(type->ToString());
+      column.type_file = rel_path;
+      column.present = 1;
+      index.emplace(field->name(), static_cast<int>(columns_.size()));
+      columns_.push_back(std::move(column));
+      map.push_back(f);
+      continue;
+    }
+    if (map[static_cast<size_t>(it->second)] >= 0) continue;  // a duplicate name: first wins
+    map[static_cast<size_t>(it->second)] = f;
+    auto& column = columns_[static_cast<size_t>(it->second)];
+    ++column.present;
+    auto& info = column.info;
+    const std::string type_text = type->ToString();
+    if (std::find(info.file_types.begin(), info.file_types.end(), type_text) ==
+        info.file_types.end()) {
+      info.file_types.push_back(type_text);
+    }
+    bool nullable = info.field->nullable() || field->nullable();
+    if (!info.conflict.empty()) continue;
+    auto promoted = PromoteTypes(info.field->type(), type);
+    if (!promoted.ok()) {
+      info.conflict = "file '" + rel_path + "' has a schema that differs from file '" +
+                      column.type_file + "': column '" + field->name() + "' is " + type_text +
+                      ", expected " + info.file_types.front() +
+                      ", and the two have no common type (leave the column out with "
+                      "columns=[...] or rewrite one of the files)";
+      continue;
+    }
+    info.field = info.field->WithType(*promoted)->WithNullable(nullable);
+  }
+  for (size_t c = 0; c < columns_.size(); ++c) {
+    if (map[c] < 0 && !columns_[c].info.field->nullable()) {
+      columns_[c].info.field = columns_[c].info.field->WithNullable(true);
+    }
+  }
+  maps_.push_back(std::move(map));
+}
+
+std::vector<UnifiedColumn> SchemaUnifier::Columns() const {
+  std::vector<UnifiedColumn> out;
+  for (const auto& column : columns_) {
+    UnifiedColumn info = column.info;
+    info.missing_files = static_cast<int64_t>(maps_.size()) - column.present;
+    if (!info.conflict.empty()) {
+      info.field =
+          info.field->WithMetadata(arrow::key_value_metadata({kConflictKey}, {info.conflict}));
+    }
+    out.push_back(std::move(info));
+  }
+  return out;
+}
+
+std::vector<std::vector<int>> SchemaUnifier::FieldMaps() const {
+  std::vector<std::vector<int>> out = maps_;
+  for (auto& map : out) map.resize(columns_.size(), -1);
+  return out;
+}
+
+}  // namespace shardfeed

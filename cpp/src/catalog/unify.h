@@ -1,0 +1,72 @@
+// Schema evolution: one dataset schema from files whose schemas differ (internal).
+//
+// Columns are matched by name.  Types that can hold each other's values are
+// promoted to one common type, as pyarrow's promote_options="permissive" does
+// where that is safe: integer widths to the widest (a signed/unsigned mix to
+// the smallest signed type that holds both; uint64 with a signed type is an
+// error, as no integer type holds both), integers with floats to float64,
+// float widths to the widest, string/large_string to large_string (binary
+// alike), list/large_list to large_list of the promoted element type, the
+// finer of two timestamp, duration or time units (time zones must agree),
+// date32/date64 to date32, decimals of other precision (or with numbers) to
+// float64, and the null type (an all-null pandas column) to the other type.
+// A dictionary type counts as its value type.  A column missing from some
+// files, or nullable in some, is nullable.  Types that cannot be promoted are
+// recorded as a conflict, and only a loader that uses the column fails.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <arrow/result.h>
+#include <arrow/type_fwd.h>
+
+namespace shardfeed {
+
+// Field metadata key of a dataset column whose types conflict; the value is
+// the message that using the column raises (SchemaMismatchError).
+inline constexpr char kConflictKey[] = "shardfeed.conflict";
+
+// `type` with every dictionary type replaced by its value type.
+std::shared_ptr<arrow::DataType> StripDictionary(const std::shared_ptr<arrow::DataType>& type);
+
+// The common type of `a` and `b` (dictionaries already stripped), or a
+// TypeError when no type holds the values of both.
+arrow::Result<std::shared_ptr<arrow::DataType>> PromoteTypes(
+    const std::shared_ptr<arrow::DataType>& a, const std::shared_ptr<arrow::DataType>& b);
+
+struct UnifiedColumn {
+  std::shared_ptr<arrow::Field> field;  // the promoted type; conflict in its metadata
+  std::vector<std::string> file_types;  // the distinct types in the files, in order of appearance
+  int64_t missing_files = 0;            // files without this column
+  std::string conflict;                 // non-empty: types that cannot be promoted
+};
+
+class SchemaUnifier {
+ public:
+  // Adds the next file (catalog order).
+  void Add(const std::string& rel_path, const arrow::Schema& schema);
+
+  // The dataset's columns: the first file's order, then new columns in order
+  // of appearance.
+  std::vector<UnifiedColumn> Columns() const;
+  // Per added file: dataset column -> the file's top-level field, -1 when missing.
+  std::vector<std::vector<int>> FieldMaps() const;
+  // True when every file has exactly the first file's schema.
+  bool uniform() const { return uniform_; }
+
+ private:
+  struct Column {
+    UnifiedColumn info;
+    std::string type_file;  // a file that has the column's first type
+    int64_t present = 0;
+  };
+  std::vector<Column> columns_;
+  std::vector<std::vector<int>> maps_;
+  std::shared_ptr<arrow::Schema> first_;
+  bool uniform_ = true;
+};
+
+}  // namespace shardfeed

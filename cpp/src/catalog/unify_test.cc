@@ -1,0 +1,117 @@
+#include "catalog/unify.h"
+
+#include <arrow/type.h>
+#include <arrow/util/key_value_metadata.h>
+#include <gtest/gtest.h>
+
+namespace shardfeed {
+namespace {
+
+using arrow::DataType;
+using TypePtr = std::shared_ptr<DataType>;
+
+std::string Promote(const TypePtr& a, const TypePtr& b) {
+  auto ab = PromoteTypes(a, b);
+  auto ba = PromoteTypes(b, a);
+  EXPECT_EQ(ab.ok(), ba.ok());
+  if (!ab.ok()) return "error";
+  EXPECT_TRUE((*ab)->Equals(**ba)) << (*ab)->ToString() << " vs " << (*ba)->ToString();
+  return (*ab)->ToString();
+}
+
+TEST(Promote, Integers) {
+  EXPECT_EQ(Promote(arrow::int32(), arrow::int64()), "int64");
+  EXPECT_EQ(Promote(arrow::uint8(), arrow::uint32()), "uint32");
+  EXPECT_EQ(Promote(arrow::int8(), arrow::uint8()), "int16");
+  EXPECT_EQ(Promote(arrow::int64(), arrow::uint32()), "int64");
+  EXPECT_EQ(Promote(arrow::int32(), arrow::uint32()), "int64");
+  EXPECT_EQ(Promote(arrow::int64(), arrow::uint64()), "error");
+  EXPECT_EQ(Promote(arrow::int8(), arrow::uint64()), "error");
+}
+
+TEST(Promote, FloatsAndDecimals) {
+  EXPECT_EQ(Promote(arrow::float32(), arrow::float64()), "double");
+  EXPECT_EQ(Promote(arrow::float16(), arrow::float32()), "float");
+  EXPECT_EQ(Promote(arrow::int32(), arrow::float32()), "double");
+  EXPECT_EQ(Promote(arrow::uint64(), arrow::float64()), "double");
+  EXPECT_EQ(Promote(arrow::decimal128(10, 2), arrow::decimal128(12, 3)), "double");
+  EXPECT_EQ(Promote(arrow::decimal128(10, 2), arrow::int64()), "double");
+  EXPECT_EQ(Promote(arrow::boolean(), arrow::int8()), "error");
+}
+
+TEST(Promote, StringsBinariesAndLists) {
+  EXPECT_EQ(Promote(arrow::utf8(), arrow::large_utf8()), "large_string");
+  EXPECT_EQ(Promote(arrow::binary(), arrow::large_binary()), "large_binary");
+  EXPECT_EQ(Promote(arrow::utf8(), arrow::binary()), "error");
+  EXPECT_EQ(Promote(arrow::utf8(), arrow::int64()), "error");
+  EXPECT_EQ(Promote(arrow::list(arrow::int32()), arrow::large_list(arrow::int64())),
+            "large_list<item: int64>");
+  EXPECT_EQ(Promote(arrow::fixed_size_list(arrow::float32(), 3),
+                    arrow::fixed_size_list(arrow::float64(), 3)),
+            "fixed_size_list<item: double>[3]");
+  EXPECT_EQ(Promote(arrow::fixed_size_list(arrow::float32(), 3),
+                    arrow::fixed_size_list(arrow::float32(), 4)),
+            "error");
+  EXPECT_EQ(Promote(arrow::list(arrow::utf8()), arrow::list(arrow::int8())), "error");
+  // Element names differ between writers ("item", "element"): the same type.
+  auto item = arrow::list(arrow::field("item", arrow::int64()));
+  auto element = arrow::list(arrow::field("element", arrow::int64()));
+  EXPECT_TRUE(PromoteTypes(item, element).ok());
+}
+
+TEST(Promote, TimesAndNulls) {
+  EXPECT_EQ(
+      Promote(arrow::timestamp(arrow::TimeUnit::MILLI), arrow::timestamp(arrow::TimeUnit::MICRO)),
+      "timestamp[us]");
+  EXPECT_EQ(Promote(arrow::timestamp(arrow::TimeUnit::MILLI, "UTC"),
+                    arrow::timestamp(arrow::TimeUnit::MILLI)),
+            "error");
+  EXPECT_EQ(Promote(arrow::date32(), arrow::date64()), "date32[day]");
+  EXPECT_EQ(
+      Promote(arrow::duration(arrow::TimeUnit::SECOND), arrow::duration(arrow::TimeUnit::NANO)),
+      "duration[ns]");
+  EXPECT_EQ(Promote(arrow::null(), arrow::utf8()), "string");
+  EXPECT_EQ(Promote(arrow::date32(), arrow::int32()), "error");
+}
+
+TEST(Promote, DictionariesCountAsTheirValues) {
+  auto dict = arrow::dictionary(arrow::int8(), arrow::utf8());
+  EXPECT_EQ(StripDictionary(dict)->ToString(), "string");
+  EXPECT_EQ(StripDictionary(arrow::list(dict))->ToString(), "list<item: string>");
+}
+
+TEST(Unify, MatchesColumnsByNameAndRecordsConflicts) {
+  SchemaUnifier unifier;
+  unifier.Add("a", *arrow::schema({arrow::field("x", arrow::int32(), false),
+                                   arrow::field("s", arrow::utf8())}));
+  unifier.Add("b", *arrow::schema({arrow::field("s", arrow::int64()),
+                                   arrow::field("x", arrow::int64(), false),
+                                   arrow::field("new", arrow::float32(), false)}));
+  EXPECT_FALSE(unifier.uniform());
+  auto columns = unifier.Columns();
+  ASSERT_EQ(columns.size(), 3u);
+  EXPECT_EQ(columns[0].field->ToString(), "x: int64 not null");
+  EXPECT_EQ(columns[0].file_types, (std::vector<std::string>{"int32", "int64"}));
+  EXPECT_EQ(columns[1].field->name(), "s");
+  EXPECT_NE(columns[1].conflict.find("file 'b'"), std::string::npos) << columns[1].conflict;
+  EXPECT_NE(columns[1].conflict.find("file 'a'"), std::string::npos) << columns[1].conflict;
+  ASSERT_TRUE(columns[1].field->metadata());
+  EXPECT_TRUE(columns[1].field->metadata()->Contains(kConflictKey));
+  EXPECT_EQ(columns[2].field->ToString(), "new: float");  // missing in 'a': nullable
+  EXPECT_EQ(columns[2].missing_files, 1);
+  auto maps = unifier.FieldMaps();
+  EXPECT_EQ(maps[0], (std::vector<int>{0, 1, -1}));
+  EXPECT_EQ(maps[1], (std::vector<int>{1, 0, 2}));
+}
+
+TEST(Unify, UniformFilesKeepTheirSchema) {
+  SchemaUnifier unifier;
+  auto schema = arrow::schema({arrow::field("x", arrow::int32(), false)});
+  unifier.Add("a", *schema);
+  unifier.Add("b", *schema);
+  EXPECT_TRUE(unifier.uniform());
+  EXPECT_EQ(unifier.Columns()[0].field->ToString(), "x: int32 not null");
+}
+
+}  // namespace
+}  // namespace shardfeed

@@ -1,0 +1,197 @@
+// BuildVocabulary: one pass over one string column of every row group.
+#include <algorithm>
+#include <atomic>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <unordered_map>
+#include <utility>
+
+#include <arrow/array.h>
+#include <arrow/table.h>
+#include <arrow/type.h>
+#include <parquet/arrow/reader.h>
+#include <parquet/arrow/schema.h>
+#include <parquet/file_reader.h>
+#include <parquet/metadata.h>
+
+#include "shardfeed/status.h"
+#include "shardfeed/vocabulary.h"
+#include "util/hash.h"
+#include "util/memory.h"
+#include "util/string_array.h"
+
+namespace shardfeed {
+
+namespace {
+
+struct Hash {
+  using is_transparent = void;
+  size_t operator()(std::string_view s) const { return StringHash64(s); }
+};
+// Counts per distinct value; looked up by string_view, so a row costs no copy.
+using Counts = std::unordered_map<std::string, int64_t, Hash, std::equal_to<>>;
+
+void Add(Counts* counts, std::string_view value, int64_t n) {
+  auto it = counts->find(value);
+  if (it == counts->end()) {
+    counts->emplace(std::string(value), n);
+  } else {
+    it->second += n;
+  }
+}
+
+arrow::Status CountArray(const arrow::Array& array, Counts* counts) {
+  if (IsStringDictionary(array)) {
+    // Rows are counted per index; each distinct value is then added once.
+    const auto& dict = static_cast<const arrow::DictionaryArray&>(array);
+    const auto& values = *dict.dictionary();
+    std::vector<int64_t> per_index(static_cast<size_t>(values.length()), 0);
+    bool bad = false;
+    ForEachDictionaryIndex(dict, [&](int64_t i, int64_t k) {
+      if (dict.IsNull(i)) return;
+      if (k < 0 || k >= values.length()) {
+        bad = true;
+        return;
+      }
+      ++per_index[static_cast<size_t>(k)];
+    });
+    if (bad) return Error(ErrorKind::kInvalidData, "dictionary index out of range");
+    for (int64_t k = 0; k < values.length(); ++k) {
+      if (per_index[static_cast<size_t>(k)] > 0 && values.IsValid(k)) {
+        Add(counts, StringAt(values, k), per_index[static_cast<size_t>(k)]);
+      }
+    }
+    return arrow::Status::OK();
+  }
+  if (!IsStringLike(array.type_id())) {
+    return Error(ErrorKind::kUnsupportedType, "expected strings, got " + array.type()->ToString());
+  }
+  for (int64_t i = 0; i < array.length(); ++i) {
+    if (array.IsValid(i)) Add(counts, StringAt(array, i), 1);
+  }
+  return arrow::Status::OK();
+}
+
+bool IsUtf8(arrow::Type::type id) {
+  return id == arrow::Type::STRING || id == arrow::Type::LARGE_STRING ||
+         id == arrow::Type::STRING_VIEW;
+}
+
+// Counts the column's values in every row group of file `f`.
+arrow::Status CountFile(const Catalog& catalog, int32_t f, int field, Counts* counts) {
+  const auto& file = catalog.files()[static_cast<size_t>(f)];
+  const std::string context = "file '" + file.rel_path + "'";
+  arrow::fs::FileInfo info(file.path, arrow::fs::FileType::File);
+  info.set_size(file.size);
+  auto input = catalog.filesystem()->OpenInputFile(info);
+  if (!input.ok()) return WithContext(input.status(), context);
+  try {
+    auto pq = parquet::ParquetFileReader::Open(*input, parquet::ReaderProperties(EnginePool()),
+                                               file.metadata);
+    parquet::ArrowReaderProperties props;
+    props.set_use_threads(false);
+    props.set_pre_buffer(true);
+    parquet::arrow::SchemaManifest manifest;
+    ARROW_RETURN_NOT_OK(parquet::arrow::SchemaManifest::Make(
+        file.metadata->schema(), file.metadata->key_value_metadata(), props, &manifest));
+    if (static_cast<size_t>(field) >= manifest.schema_fields.size() ||
+        !manifest.schema_fields[static_cast<size_t>(field)].is_leaf()) {
+      return Error(ErrorKind::kUnsupportedType, context + ": column is not a string column");
+    }
+    const int leaf = manifest.schema_fields[static_cast<size_t>(field)].column_index;
+    // Plain string columns decode straight into a dictionary per row group,
+    // so each row costs an index, not a string.
+    props.set_read_dictionary(leaf, true);
+    ARROW_ASSIGN_OR_RAISE(auto reader,
+                          parquet::arrow::FileReader::Make(EnginePool(), std::move(pq), props));
+    for (const auto& rg : catalog.row_groups()) {
+      if (rg.file != f) continue;
+      const std::string rg_context = context + ", row group " + std::to_string(rg.row_group);
+      auto table = reader->ReadRowGroup(rg.row_group, {leaf});
+      if (!table.ok()) return WithContext(table.status(), rg_context);
+      for (const auto& chunk : (*table)->column(0)->chunks()) {
+        ARROW_RETURN_NOT_OK(WithContext(CountArray(*chunk, counts), rg_context));
+      }
+    }
+  } catch (const std::exception& e) {
+    return Error(ErrorKind::kInvalidData, context + ": " + e.what());
+  }
+  return arrow::Status::OK();
+}
+
+}  // namespace
+
+arrow::Result<std::vector<std::string>> BuildVocabulary(const Catalog& catalog,
+                                                        const std::string& column,
+                                                        const VocabularyOptions& options) {
+  if (options.min_count < 1) {
+    return Error(ErrorKind::kInvalidArgument, "min_count must be >= 1");
+  }
+  if (options.max_size && *options.max_size < 0) {
+    return Error(ErrorKind::kInvalidArgument, "max_size must be >= 0");
+  }
+  if (options.num_threads < 1) {
+    return Error(ErrorKind::kInvalidArgument, "num_threads must be >= 1");
+  }
+  const int field = catalog.schema()->GetFieldIndex(column);
+  if (field < 0) {
+    return Error(ErrorKind::kColumnNotFound,
+                 "vocabulary: column '" + column + "' is not in the dataset (or is ambiguous)");
+  }
+  const auto& type = catalog.schema()->field(field)->type();
+  const auto* values_type = type.get();
+  if (type->id() == arrow::Type::DICTIONARY) {
+    values_type = static_cast<const arrow::DictionaryType&>(*type).value_type().get();
+  }
+  if (!IsUtf8(values_type->id())) {
+    return Error(ErrorKind::kUnsupportedType,
+                 "vocabulary: column '" + column + "' has type " + type->ToString() +
+                     "; a vocabulary is built from string, large_string or dictionary<string> "
+                     "columns");
+  }
+
+  // Files in parallel, each into its own counts; the sum does not depend on
+  // which thread counted what.
+  const auto num_files = static_cast<int32_t>(catalog.files().size());
+  const int threads = std::max(1, std::min<int>(options.num_threads, num_files));
+  std::vector<Counts> counts(static_cast<size_t>(threads));
+  std::vector<arrow::Status> errors(static_cast<size_t>(num_files));
+  std::atomic<int32_t> next{0};
+  auto work = [&](size_t t) {
+    for (int32_t f = next++; f < num_files; f = next++) {
+      errors[static_cast<size_t>(f)] = CountFile(catalog, f, field, &counts[t]);
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int t = 1; t < threads; ++t) pool.emplace_back(work, static_cast<size_t>(t));
+  work(0);
+  for (auto& thread : pool) thread.join();
+  for (const auto& st : errors) {
+    ARROW_RETURN_NOT_OK(WithContext(st, "vocabulary of column '" + column + "'"));
+  }
+  for (size_t t = 1; t < counts.size(); ++t) {
+    for (auto& [value, n] : counts[t]) Add(&counts[0], value, n);
+    Counts().swap(counts[t]);
+  }
+
+  std::vector<std::pair<int64_t, std::string>> ranked;
+  for (auto& [value, n] : counts[0]) {
+    if (n >= options.min_count) ranked.emplace_back(n, value);
+  }
+  // Most frequent first; ties by value, bytewise (std::string compares as
+  // unsigned chars): one order on every run.
+  std::sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) {
+    return a.first != b.first ? a.first > b.first : a.second < b.second;
+  });
+  if (options.max_size && static_cast<size_t>(*options.max_size) < ranked.size()) {
+    ranked.resize(static_cast<size_t>(*options.max_size));
+  }
+  std::vector<std::string> out;
+  out.reserve(ranked.size());
+  for (auto& entry : ranked) out.push_back(std::move(entry.second));
+  return out;
+}
+
+}  // namespace shardfeed

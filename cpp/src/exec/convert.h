@@ -1,0 +1,34 @@
+// From each file's columns to the dataset's types (internal).
+//
+// Files of one dataset may store a column with other types (catalog/unify.h),
+// a dictionary encoding, or not at all; partition columns live only in paths.
+// Before flattening, every column becomes an array of one "read type" per
+// dataset column, whose values buffer is what the batch hands out.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include <arrow/result.h>
+#include <arrow/type_fwd.h>
+
+namespace shardfeed {
+
+// The type a dataset column is read as: date64 -> date32 (days), decimals ->
+// float64, dictionaries -> their values, inside lists too; every other type
+// as it is (timestamps, times and durations are their integers already).
+std::shared_ptr<arrow::DataType> ReadType(const std::shared_ptr<arrow::DataType>& dataset_type);
+
+// `array` (one file's column, in the file's type) as `read_type`: dictionaries
+// decoded (but for strings, which the hasher takes as they are), promoted
+// types widened.  Overflow is an error, never a wrap.
+arrow::Result<std::shared_ptr<arrow::Array>> ConformArray(
+    const std::shared_ptr<arrow::Array>& array, const std::shared_ptr<arrow::DataType>& read_type);
+
+// `length` copies of `value` as `type`: a partition column (cheap: one value
+// repeated), or all nulls for a column a file lacks (`value` null).
+arrow::Result<std::shared_ptr<arrow::Array>> ConstantArray(
+    const std::shared_ptr<arrow::Scalar>& value, const std::shared_ptr<arrow::DataType>& type,
+    int64_t length);
+
+}  // namespace shardfeed
