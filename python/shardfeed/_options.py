@@ -21,6 +21,7 @@ from ._check import (
     check_int,
     check_list,
     check_names,
+    check_opt_float,
     check_opt_int,
     check_path,
     check_source,

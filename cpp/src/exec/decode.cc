@@ -194,7 +194,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// TEMPORARY (measurement): SHARDFEED_PAGE_CHECKSUMS=0 turns verification off.
+// SHARDFEED_PAGE_CHECKSUMS=0 turns verification off: for measuring its cost
+// (bench_core.py --page-checksums), not a setting.
 bool PageChecksumsOn() {
   static const bool on = [] {
     const char* v = std::getenv("SHARDFEED_PAGE_CHECKSUMS");
