@@ -1,5 +1,6 @@
 #include "catalog/file_check.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 
 #include <filesystem>
