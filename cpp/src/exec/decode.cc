@@ -1,6 +1,7 @@
 #include "exec/decode.h"
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -18,12 +19,14 @@
 #include <parquet/file_reader.h>
 #include <parquet/metadata.h>
 
+#include "catalog/file_check.h"
 #include "exec/assemble.h"
 #include "exec/convert.h"
 #include "shardfeed/status.h"
 #include "storage/open.h"
 #include "tier/decoded_tier_internal.h"
 #include "transform/transform.h"
+#include "util/deadline_file.h"
 #include "util/hash.h"
 #include "util/memory.h"
 #include "util/parquet_error.h"
@@ -191,9 +194,24 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// SHARDFEED_PAGE_CHECKSUMS=0 turns verification off: for measuring its cost
+// (bench_core.py --page-checksums), not a setting.
+bool PageChecksumsOn() {
+  static const bool on = [] {
+    const char* v = std::getenv("SHARDFEED_PAGE_CHECKSUMS");
+    return !(v && std::string(v) == "0");
+  }();
+  return on;
+}
+
 void Slow(const DecodeHooks& hooks, const char* stage) {
   if (hooks.slow_us > 0 && hooks.slow_stage == stage) {
-    std::this_thread::sleep_for(std::chrono::microseconds(hooks.slow_us));
+    // In slices, so that stopping the engine does not wait out a long sleep.
+    const auto until = Clock::now() + std::chrono::microseconds(hooks.slow_us);
+    while (Clock::now() < until && !(hooks.stop && hooks.stop->load())) {
+      std::this_thread::sleep_for(
+          std::min<Clock::duration>(until - Clock::now(), std::chrono::milliseconds(10)));
+    }
   }
 }
 
@@ -234,8 +252,17 @@ arrow::Status ReadColumns(const Catalog& catalog, int32_t rg_index, const Layout
   const auto& file = catalog.files()[static_cast<size_t>(rg.file)];
   const auto t_open = Clock::now();
   const ErrorContext where{file.rel_path, rg.row_group, "", ""};
+  if (!hooks.open) {
+    // (Through the file cache, the cache checks the version instead.)
+    ARROW_RETURN_NOT_OK(
+        WithContext(CheckUnchanged(*catalog.filesystem(), file, hooks.remote_timeout), context));
+  }
   auto opened = OpenCatalogFile(catalog, rg.file, hooks.open);
   if (!opened.ok()) return ParquetStatus(opened.status(), where);
+  // Uncached remote reads: one deadline for all of this row group's reads.
+  if (!hooks.open && !catalog.is_local()) {
+    opened->file = WithDeadline(opened->file, hooks.remote_timeout, hooks.stop);
+  }
   hooks.clock->Add(hooks.io_stage, t_open, 0, 0, rg_index);
   auto io_ns = std::make_shared<std::atomic<int64_t>>(0);
   const bool slow_io = hooks.slow_stage == StageName(hooks.io_stage);
@@ -250,8 +277,12 @@ arrow::Status ReadColumns(const Catalog& catalog, int32_t rg_index, const Layout
 
   std::unique_ptr<parquet::arrow::FileReader> reader;
   try {
-    auto pq = parquet::ParquetFileReader::Open(input, parquet::ReaderProperties(EnginePool()),
-                                               file.metadata);
+    parquet::ReaderProperties reader_props(EnginePool());
+    // Pages written with a CRC32 (pyarrow's write_page_checksum, Spark) are
+    // checked: a flipped bit is an error, never a changed value.  Pages
+    // without one are read as before.
+    reader_props.set_page_checksum_verification(PageChecksumsOn());
+    auto pq = parquet::ParquetFileReader::Open(input, reader_props, file.metadata);
     parquet::ArrowReaderProperties props;
     props.set_use_threads(false);  // the engine parallelizes across row groups
     // One chunk per column: with the default (64Ki rows) a larger row group came
@@ -303,6 +334,11 @@ arrow::Status ReadColumns(const Catalog& catalog, int32_t rg_index, const Layout
       return failed(maybe_table.status(), where);
     }
     table = *maybe_table;
+    if (!hooks.open && catalog.is_local()) {
+      // Rewritten while it was read: the bytes may mix both versions.  (A stat;
+      // remotely the check before the read is what a HEAD request can do.)
+      ARROW_RETURN_NOT_OK(WithContext(CheckUnchanged(*catalog.filesystem(), file), context));
+    }
     if (table->num_rows() != rg.num_rows) {
       return Error(ErrorKind::kInvalidData,
                    context + ": decoded " + std::to_string(table->num_rows()) +

@@ -135,6 +135,8 @@ class EngineImpl final : public Engine {
     if (!catalog_->is_local()) hooks_.io_stage = Stage::kFetch;
     hooks_.slow_stage = options_.debug_slow_stage;
     hooks_.slow_us = options_.debug_slow_us;
+    hooks_.remote_timeout = options_.remote_timeout;
+    hooks_.stop = &stop_;
     const int n = std::max(1, options_.num_threads);
     for (int w = 0; w < n; ++w) {
       queues_.push_back(std::make_unique<BoundedQueue<Item>>(
@@ -147,14 +149,24 @@ class EngineImpl final : public Engine {
 
   ~EngineImpl() override { Stop(); }
 
-  arrow::Result<std::shared_ptr<Batch>> Next() override {
+  arrow::Result<std::shared_ptr<Batch>> Next() override { return NextImpl(nullptr, nullptr); }
+
+  arrow::Result<std::shared_ptr<Batch>> NextWithin(std::chrono::milliseconds wait,
+                                                   bool* timed_out) override {
+    return NextImpl(&wait, timed_out);
+  }
+
+  arrow::Result<std::shared_ptr<Batch>> NextImpl(const std::chrono::milliseconds* wait,
+                                                 bool* timed_out) {
     std::lock_guard<std::mutex> lock(consumer_mu_);
+    if (timed_out) *timed_out = false;
     if (!error_.ok()) return error_;
     if (next_unit_ >= schedule_->num_units()) return nullptr;
     auto& queue = *queues_[static_cast<size_t>(next_unit_ % static_cast<int64_t>(queues_.size()))];
     const auto t0 = Clock::now();
-    auto item = queue.Pop();
+    auto item = wait ? queue.PopFor(*wait, timed_out) : queue.Pop();
     clock_->Add(Stage::kWaitEmpty, t0, 0, 0, next_unit_);
+    if (timed_out && *timed_out) return nullptr;
     if (!item) {
       error_ = arrow::Status::Cancelled("the loader was closed");
       return error_;
@@ -168,6 +180,13 @@ class EngineImpl final : public Engine {
     batches_ += 1;
     rows_delivered_ += (**item)->num_rows;
     return std::move(*item);
+  }
+
+  void Cancel() override {
+    // StopWorkers() less the prefetcher's Stop(), which joins its thread.
+    stop_.store(true);
+    store_.Stop();
+    for (auto& q : queues_) q->Stop();
   }
 
   void Stop() override {
