@@ -42,7 +42,7 @@ TEST(Layout, OutputsColumnsStacksAndTheirTypes) {
   options.columns = {"id", "v", "seq"};
   options.stacks = {{"xy", {"x", "y"}}};
   options.with_sample_id = true;
-  options.fill_null = 0.5;
+  options.fill_null = 2.0;
   auto layout = MakeLayout(*TestSchema(), options).ValueOrDie();
 
   // Stack columns are decoded first, then the columns in the order asked.
@@ -59,7 +59,7 @@ TEST(Layout, OutputsColumnsStacksAndTheirTypes) {
   ASSERT_EQ(layout.field_fill_null.size(), layout.fields.size());
   for (const auto& fill : layout.field_fill_null) {
     ASSERT_TRUE(fill.has_value());
-    EXPECT_EQ(*fill, 0.5);
+    EXPECT_EQ(*fill, 2.0);
   }
 
   // Columns, then stacks, then the sample id.
