@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -209,3 +210,20 @@ def test_the_tier_hits_for_every_dtype(tmp_path, column, stacked):
     assert digest(again) == digest(reference)
     s = again.stats()
     assert s["decoded_hits"] == 4 and s["decoded_misses"] == 0 and s["decoded_corrupt"] == 0, s
+def test_cache_cli_counts_and_clears_the_decoded_tier(dataset, tmp_path, capsys):
+    from shardfeed import cli
+
+    digest(loader(dataset, tmp_path))
+    (tmp_path / "decoded" / "notes.txt").write_text("not the tier's")  # left alone
+    assert cli.main(["cache", "stats", "--cache-dir", str(tmp_path)]) == 0
+    stats = json.loads(capsys.readouterr().out)
+    assert stats["decoded"]["entries"] == N_ROW_GROUPS and stats["decoded"]["bytes"] > 0
+    assert cli.main(["cache", "clear", "--cache-dir", str(tmp_path)]) == 0
+    cleared = json.loads(capsys.readouterr().out)
+    assert cleared["freed_decoded_bytes"] == stats["decoded"]["bytes"]
+    assert cleared["decoded"] == {"dir": stats["decoded"]["dir"], "entries": 0, "bytes": 0}
+    assert (tmp_path / "decoded" / "notes.txt").exists()
+    # Cleared, the next loader decodes again and gives the same stream.
+    again, reference = loader(dataset, tmp_path), plain(dataset)
+    assert digest(again) == digest(reference)
+    assert again.stats()["decoded_misses"] == N_ROW_GROUPS

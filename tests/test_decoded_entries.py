@@ -1,6 +1,6 @@
 """Damaged decoded-tier entries (issue 10): never trusted, never a crash; decoded again.
 
-An entry: "SFDT0002" | u64 key length | key | u64 columns | 80-byte records | u64 header
+An entry: "SFDT0003" | u64 key length | key | u64 columns | 80-byte records | u64 header
 digest | u64 data digest | buffers.  The cases below set record fields to values that used to
 abort or crash the process (rows >= 2^60, offsets of INT64_MAX, ...), both leaving the digests
 (the damage a disk does) and re-sealing them (what only a forger could do): either way the
@@ -14,33 +14,24 @@ import struct
 from pathlib import Path
 
 import pytest
+import xxhash
 
 from .conftest import digest
 from .test_decoded_cache import loader, plain
 
-M64 = (1 << 64) - 1
 RECORD = struct.Struct("<iiqqqqqqqqq")  # dtype, from_strings, count, list_size, rows, offsets
 FIELDS = ["count", "list_size", "rows", "values_offset", "values_bytes", "starts_offset"]
 FIELDS += ["lengths_offset", "nulls_offset", "nulls_bytes"]
 
 
-def fnv_digest(data: bytes) -> int:
-    """The tier's 64-bit digest (decoded_tier.cc, Digest)."""
-    n = len(data)
-    h = (0x9E3779B97F4A7C15 ^ n) & M64
-    i = 0
-    while i + 8 <= n:
-        h = ((h ^ int.from_bytes(data[i : i + 8], "little")) * 0xFF51AFD7ED558CCD) & M64
-        h ^= h >> 29
-        i += 8
-    for b in data[i:]:
-        h = ((h ^ b) * 0x100000001B3) & M64
-    return h ^ (h >> 32)
+def tier_digest(data: bytes) -> int:
+    """The tier's 64-bit digest: the project's one hash, XXH3-64 (util/hash.cc, Hash64)."""
+    return xxhash.xxh3_64_intdigest(data)
 
 
 def damage(path: Path, column: int, field: str, value: int, seal: bool) -> None:
     raw = bytearray(path.read_bytes())
-    assert raw[:8] == b"SFDT0002"
+    assert raw[:8] == b"SFDT0003"
     key_len = struct.unpack_from("<Q", raw, 8)[0]
     records = 16 + key_len + 8
     columns = struct.unpack_from("<Q", raw, records - 8)[0]
@@ -50,7 +41,7 @@ def damage(path: Path, column: int, field: str, value: int, seal: bool) -> None:
     RECORD.pack_into(raw, at, *fields)
     if seal:
         end = records + RECORD.size * columns
-        struct.pack_into("<Q", raw, end, fnv_digest(bytes(raw[:end])))
+        struct.pack_into("<Q", raw, end, tier_digest(bytes(raw[:end])))
     path.write_bytes(bytes(raw))
 
 

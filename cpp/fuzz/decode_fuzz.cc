@@ -7,7 +7,7 @@
 #include <memory>
 
 #include "exec/decode.h"
-#include "exec/layout.h"
+#include "transform/layout.h"
 #include "exec/stage_clock.h"
 #include "fuzz_util.h"
 #include "shardfeed/catalog.h"

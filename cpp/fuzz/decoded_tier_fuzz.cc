@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "fuzz_util.h"
-#include "tier/decoded_tier.h"
+#include "tier/decoded_tier_internal.h"
 
 namespace {
 
@@ -64,10 +64,10 @@ void WriteSeeds(const std::string& dir) {
   };
   for (size_t i = 0; i < entries.size(); ++i) {
     const std::string key = "seed|" + std::to_string(i);
-    tier->Store(key, entries[i], 4);
+    tier->impl()->Store(key, entries[i], 4);
     for (const char mode : {'\0', '\1'}) {
       std::string bytes(1, mode);
-      std::FILE* in = std::fopen(tier->PathOf(key).c_str(), "rb");
+      std::FILE* in = std::fopen(tier->impl()->PathOf(key).c_str(), "rb");
       if (in == nullptr) std::abort();
       for (int ch; (ch = std::fgetc(in)) != EOF;) bytes.push_back(static_cast<char>(ch));
       std::fclose(in);
@@ -94,9 +94,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string entry(reinterpret_cast<const char*>(data + 1), size - 1);
   if (data[0] & 1) SealDecodedTierEntryForTesting(&entry);
   const std::string key = KeyOf(entry);
-  fuzz::WriteFile(tier->PathOf(key), reinterpret_cast<const uint8_t*>(entry.data()), entry.size());
-  auto loaded = tier->Load(key);
-  std::filesystem::remove(tier->PathOf(key));  // (the map stays valid) keys vary: don't pile up
+  fuzz::WriteFile(tier->impl()->PathOf(key), reinterpret_cast<const uint8_t*>(entry.data()), entry.size());
+  auto loaded = tier->impl()->Load(key);
+  std::filesystem::remove(tier->impl()->PathOf(key));  // (the map stays valid) keys vary: don't pile up
   if (!loaded.ok() || !*loaded) return 0;
   volatile uint64_t sink = 0;
   for (const auto& c : **loaded) {

@@ -61,7 +61,9 @@ class TorchDataset(Stream, torch.utils.data.IterableDataset):  # type: ignore[ty
         # After a fork (or unpickling) read the footers anew rather than reuse the
         # parent's filesystem handles; the fingerprint proves it is the same data.
         if self._dataset is None or self._pid != os.getpid():
-            dataset = open_dataset(self._settings.sources, self._settings.partitioning)
+            dataset = open_dataset(
+                self._settings.sources, self._settings.partitioning, self._settings.remote_timeout
+            )
             if dataset.fingerprint != self._fingerprint:
                 raise StateDictError(
                     "the dataset changed since the TorchDataset was made "

@@ -8,10 +8,9 @@
 // dropped as soon as every batch of their mixing window has been assembled.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
-#include <map>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,29 +18,13 @@
 
 #include "shardfeed/batch.h"
 #include "shardfeed/catalog.h"
+#include "shardfeed/decoded_tier.h"
+#include "shardfeed/output.h"
 #include "shardfeed/plan.h"
-#include "shardfeed/transform.h"
 
 namespace shardfeed {
 
-class DecodedTier;
 class FileCache;
-
-struct StackSpec {
-  std::string name;                  // output name
-  std::vector<std::string> columns;  // numeric scalar columns, in output order
-};
-
-struct OutputOptions {
-  std::vector<std::string> columns;  // empty + all_columns: every column
-  bool all_columns = true;
-  std::vector<StackSpec> stacks;
-  bool with_sample_id = false;      // adds "sample_id": int64 natural-order index
-  std::optional<double> fill_null;  // nullopt: a null is an error
-  // Per column (dataset column names); overrides fill_null for those columns.
-  std::map<std::string, double> fill_null_columns;
-  std::vector<TransformSpec> transforms;  // applied in order, before stacking
-};
 
 // The defaults of the Python API (prefetch, prefetch_bytes) are read from a
 // default-constructed EngineOptions, so they are written down once, here.
@@ -61,6 +44,9 @@ struct EngineOptions {
   // how many bytes of them a background thread fetches ahead of use.
   std::shared_ptr<FileCache> file_cache;
   int64_t prefetch_bytes = int64_t{256} << 20;
+  // Seconds the remote reads of one row group may take, retries included,
+  // before a StorageError names the file; 0: no deadline.  Python: remote_timeout.
+  double remote_timeout = 60.0;
   // Record every worker's timeline (for a Chrome/Perfetto trace).
   bool trace = false;
   // Test hooks: each unit sleeps a random 0..debug_max_delay_us microseconds;
@@ -105,18 +91,6 @@ struct EngineStats {
   int64_t peak_live_row_groups = 0;         // most decoded row groups held at once
 };
 
-struct OutputInfo {
-  std::string name;
-  DType dtype;
-  std::vector<int64_t> inner_shape;  // shape after the batch dimension (-1: varies)
-  std::string source_type;           // the dataset column's Arrow type (one-column outputs)
-  std::string unit;                  // times: "days", "s", "ms", "us", "ns"; else empty
-};
-
-// Checks columns, types and stacks against the schema without reading data.
-arrow::Result<std::vector<OutputInfo>> DescribeOutputs(const arrow::Schema& schema,
-                                                       const OutputOptions& options);
-
 class Engine {
  public:
   static arrow::Result<std::unique_ptr<Engine>> Make(std::shared_ptr<const Catalog> catalog,
@@ -127,11 +101,24 @@ class Engine {
   // The next batch in order, nullptr after the last one.  Blocks.  After an
   // error every later call returns the same error.
   virtual arrow::Result<std::shared_ptr<Batch>> Next() = 0;
+  // Like Next(), but returns after at most `wait` with *timed_out set (and no
+  // batch) when none is ready: the binding waits in such slices so that it can
+  // act on Ctrl-C.  A later call picks up where this one left off.
+  virtual arrow::Result<std::shared_ptr<Batch>> NextWithin(std::chrono::milliseconds wait,
+                                                           bool* timed_out) = 0;
   // Stops and joins the workers; idempotent.  Next() then returns Cancelled.
   virtual void Stop() = 0;
+  // Tells the workers to stop without waiting for them (Ctrl-C: a worker may be
+  // inside a long read); Next() then returns Cancelled.  Stop() or the
+  // destructor joins them.
+  virtual void Cancel() = 0;
   virtual int64_t num_units() const = 0;
   virtual EngineStats stats() const = 0;
   virtual std::vector<TraceRecord> trace() const = 0;
 };
+
+// Threads started by engines in this process (workers and prefetchers) that
+// have not returned yet; 0 once every engine is stopped (for tests).
+int64_t LiveEngineThreads();
 
 }  // namespace shardfeed

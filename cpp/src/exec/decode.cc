@@ -1,6 +1,7 @@
 #include "exec/decode.h"
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -10,23 +11,25 @@
 #include <arrow/array.h>
 #include <arrow/array/concatenate.h>
 #include <arrow/buffer.h>
-#include <arrow/filesystem/filesystem.h>
 #include <arrow/scalar.h>
 #include <arrow/table.h>
 #include <arrow/util/bit_util.h>
 #include <parquet/arrow/reader.h>
 #include <parquet/arrow/schema.h>
-#include <parquet/exception.h>
 #include <parquet/file_reader.h>
 #include <parquet/metadata.h>
 
+#include "catalog/file_check.h"
 #include "exec/assemble.h"
 #include "exec/convert.h"
 #include "shardfeed/status.h"
-#include "tier/decoded_tier.h"
+#include "storage/open.h"
+#include "tier/decoded_tier_internal.h"
 #include "transform/transform.h"
+#include "util/deadline_file.h"
 #include "util/hash.h"
 #include "util/memory.h"
+#include "util/parquet_error.h"
 #include "util/string_array.h"
 
 namespace shardfeed {
@@ -227,9 +230,24 @@ bool FitsLayout(const std::vector<DecodedColumn>& columns, const Layout& layout,
   return true;
 }
 
+// SHARDFEED_PAGE_CHECKSUMS=0 turns verification off: for measuring its cost
+// (bench_core.py --page-checksums), not a setting.
+bool PageChecksumsOn() {
+  static const bool on = [] {
+    const char* v = std::getenv("SHARDFEED_PAGE_CHECKSUMS");
+    return !(v && std::string(v) == "0");
+  }();
+  return on;
+}
+
 void Slow(const DecodeHooks& hooks, const char* stage) {
   if (hooks.slow_us > 0 && hooks.slow_stage == stage) {
-    std::this_thread::sleep_for(std::chrono::microseconds(hooks.slow_us));
+    // In slices, so that stopping the engine does not wait out a long sleep.
+    const auto until = Clock::now() + std::chrono::microseconds(hooks.slow_us);
+    while (Clock::now() < until && !(hooks.stop && hooks.stop->load())) {
+      std::this_thread::sleep_for(
+          std::min<Clock::duration>(until - Clock::now(), std::chrono::milliseconds(10)));
+    }
   }
 }
 
@@ -268,27 +286,39 @@ arrow::Status ReadColumns(const Catalog& catalog, int32_t rg_index, const Layout
                           std::vector<DecodedColumn>* columns) {
   const auto& rg = catalog.row_groups()[static_cast<size_t>(rg_index)];
   const auto& file = catalog.files()[static_cast<size_t>(rg.file)];
-
   const auto t_open = Clock::now();
-  arrow::Result<std::shared_ptr<arrow::io::RandomAccessFile>> maybe_input;
-  if (hooks.open) {
-    maybe_input = hooks.open(rg.file);
-  } else {
-    arrow::fs::FileInfo info(file.path, arrow::fs::FileType::File);
-    info.set_size(file.size);
-    maybe_input = catalog.filesystem()->OpenInputFile(info);
+  const ErrorContext where{file.rel_path, rg.row_group, "", ""};
+  if (!hooks.open) {
+    // (Through the file cache, the cache checks the version instead.)
+    ARROW_RETURN_NOT_OK(
+        WithContext(CheckUnchanged(*catalog.filesystem(), file, hooks.remote_timeout), context));
   }
-  if (!maybe_input.ok()) return WithContext(maybe_input.status(), context);
+  auto opened = OpenCatalogFile(catalog, rg.file, hooks.open);
+  if (!opened.ok()) return ParquetStatus(opened.status(), where);
+  // Uncached remote reads: one deadline for all of this row group's reads.
+  if (!hooks.open && !catalog.is_local()) {
+    opened->file = WithDeadline(opened->file, hooks.remote_timeout, hooks.stop);
+  }
   hooks.clock->Add(hooks.io_stage, t_open, 0, 0, rg_index);
   auto io_ns = std::make_shared<std::atomic<int64_t>>(0);
   const bool slow_io = hooks.slow_stage == StageName(hooks.io_stage);
-  maybe_input = TimedFile(*maybe_input, hooks.clock, hooks.io_stage, rg_index,
-                          slow_io ? hooks.slow_us : 0, io_ns);
+  auto input = TimedFile(opened->file, hooks.clock, hooks.io_stage, rg_index,
+                         slow_io ? hooks.slow_us : 0, io_ns);
+  // A failed read is the storage's fault; any other failure, the bytes'.
+  auto failed = [&](const arrow::Status& status, const ErrorContext& at) {
+    const arrow::Status io = opened->failure->first();
+    if (!io.ok()) return ParquetStatus(Error(ErrorKind::kStorage, io.message()), at);
+    return ParquetStatus(status, at, IoOutcome::kReadOk);
+  };
 
   std::unique_ptr<parquet::arrow::FileReader> reader;
   try {
-    auto pq = parquet::ParquetFileReader::Open(
-        *maybe_input, parquet::ReaderProperties(EnginePool()), file.metadata);
+    parquet::ReaderProperties reader_props(EnginePool());
+    // Pages written with a CRC32 (pyarrow's write_page_checksum, Spark) are
+    // checked: a flipped bit is an error, never a changed value.  Pages
+    // without one are read as before.
+    reader_props.set_page_checksum_verification(PageChecksumsOn());
+    auto pq = parquet::ParquetFileReader::Open(input, reader_props, file.metadata);
     parquet::ArrowReaderProperties props;
     props.set_use_threads(false);  // the engine parallelizes across row groups
     // One chunk per column: with the default (64Ki rows) a larger row group came
@@ -305,10 +335,10 @@ arrow::Status ReadColumns(const Catalog& catalog, int32_t rg_index, const Layout
     // where it measured 8-15% less read+decode time than chunk-by-chunk reads).
     props.set_pre_buffer(true);
     auto maybe_reader = parquet::arrow::FileReader::Make(EnginePool(), std::move(pq), props);
-    if (!maybe_reader.ok()) return WithContext(maybe_reader.status(), context);
+    if (!maybe_reader.ok()) return failed(maybe_reader.status(), where);
     reader = std::move(*maybe_reader);
-  } catch (const std::exception& e) {
-    return Error(ErrorKind::kInvalidData, context + ": " + e.what());
+  } catch (...) {
+    return failed(ParquetExceptionStatus(std::current_exception(), {}, IoOutcome::kReadOk), where);
   }
 
   // Dataset columns map onto the file's own by name (field_map); a column the
@@ -329,11 +359,9 @@ arrow::Status ReadColumns(const Catalog& catalog, int32_t rg_index, const Layout
 
   auto read =
       [&](const std::vector<int>& leaf_columns) -> arrow::Result<std::shared_ptr<arrow::Table>> {
-    try {
-      return reader->ReadRowGroup(rg.row_group, leaf_columns);
-    } catch (const std::exception& e) {
-      return arrow::Status::IOError(e.what());
-    }
+    BEGIN_PARQUET_CATCH
+    return reader->ReadRowGroup(rg.row_group, leaf_columns);
+    END_PARQUET_CATCH(ErrorContext{}, IoOutcome::kReadOk)
   };
   const auto t_decode = Clock::now();
   std::shared_ptr<arrow::Table> table;
@@ -344,14 +372,16 @@ arrow::Status ReadColumns(const Catalog& catalog, int32_t rg_index, const Layout
       for (size_t i = 0; i < layout.fields.size(); ++i) {
         if (leaves[i].empty()) continue;
         auto single = read(leaves[i]);
-        if (!single.ok()) {
-          return Error(ErrorKind::kInvalidData, context + ", column '" + layout.field_names[i] +
-                                                    "': " + single.status().message());
-        }
+        if (!single.ok()) return failed(single.status(), where.WithColumn(layout.field_names[i]));
       }
-      return Error(ErrorKind::kInvalidData, context + ": " + maybe_table.status().message());
+      return failed(maybe_table.status(), where);
     }
     table = *maybe_table;
+    if (!hooks.open && catalog.is_local()) {
+      // Rewritten while it was read: the bytes may mix both versions.  (A stat;
+      // remotely the check before the read is what a HEAD request can do.)
+      ARROW_RETURN_NOT_OK(WithContext(CheckUnchanged(*catalog.filesystem(), file), context));
+    }
     if (table->num_rows() != rg.num_rows) {
       return Error(ErrorKind::kInvalidData,
                    context + ": decoded " + std::to_string(table->num_rows()) +
@@ -413,8 +443,12 @@ arrow::Result<std::shared_ptr<const DecodedRowGroup>> DecodeRowGroup(const Catal
   bool cached = false;
   if (hooks.tier) {
     const auto t_load = Clock::now();
-    tier_key = DecodedTier::Key(catalog, rg_index, layout);
-    ARROW_ASSIGN_OR_RAISE(auto loaded, hooks.tier->Load(tier_key));
+    tier_key = DecodedTier::Impl::Key(catalog, rg_index, layout);
+    auto maybe_loaded = hooks.tier->impl()->Load(tier_key);
+    if (!maybe_loaded.ok()) {
+      return WithContext(maybe_loaded.status(), context + ", decoded cache entry");
+    }
+    auto& loaded = *maybe_loaded;
     if (loaded && FitsLayout(*loaded, layout, rg.num_rows)) {
       decoded->columns = std::move(*loaded);
       cached = true;
@@ -442,7 +476,7 @@ arrow::Result<std::shared_ptr<const DecodedRowGroup>> DecodeRowGroup(const Catal
     for (size_t i = 0; i < layout.fields.size(); ++i) {
       ARROW_RETURN_NOT_OK(apply(i, DeterministicPrefix(layout, i)));
     }
-    hooks.tier->Store(tier_key, decoded->columns, rg.num_rows);
+    hooks.tier->impl()->Store(tier_key, decoded->columns, rg.num_rows);
   }
   for (size_t i = 0; i < layout.fields.size(); ++i) {
     ARROW_RETURN_NOT_OK(apply(i, layout.field_transforms[i].size()));
@@ -462,10 +496,13 @@ arrow::Result<std::shared_ptr<const DecodedRowGroup>> DecodeRowGroup(const Catal
     if (plan.kind != OutputKind::kStack) continue;
     const auto t_stack = Clock::now();
     const int64_t bytes = rg.num_rows * plan.width * static_cast<int64_t>(DTypeSize(plan.dtype));
-    ARROW_ASSIGN_OR_RAISE(std::shared_ptr<arrow::Buffer> matrix,
-                          arrow::AllocateBuffer(std::max<int64_t>(bytes, 1), EnginePool()));
-    ARROW_RETURN_NOT_OK(
-        TransposeStack(layout, plan, decoded->columns, rg.num_rows, matrix->mutable_data()));
+    const std::string stack_context = context + ", stack '" + plan.name + "'";
+    auto maybe_matrix = arrow::AllocateBuffer(std::max<int64_t>(bytes, 1), EnginePool());
+    if (!maybe_matrix.ok()) return WithContext(maybe_matrix.status(), stack_context);
+    std::shared_ptr<arrow::Buffer> matrix = std::move(*maybe_matrix);
+    ARROW_RETURN_NOT_OK(WithContext(
+        TransposeStack(layout, plan, decoded->columns, rg.num_rows, matrix->mutable_data()),
+        stack_context));
     decoded->stacks[o] = std::move(matrix);
     hooks.clock->Add(Stage::kAssemble, t_stack, bytes, 0, rg_index);
   }

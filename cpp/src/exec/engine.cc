@@ -13,12 +13,13 @@
 
 #include "exec/assemble.h"
 #include "exec/decode.h"
-#include "exec/layout.h"
 #include "exec/queue.h"
 #include "exec/stage_clock.h"
 #include "plan/schedule.h"
 #include "shardfeed/cache.h"
 #include "shardfeed/status.h"
+#include "transform/layout.h"
+#include "util/live_threads.h"
 
 namespace shardfeed {
 
@@ -148,25 +149,38 @@ class EngineImpl final : public Engine {
     if (!catalog_->is_local()) hooks_.io_stage = Stage::kFetch;
     hooks_.slow_stage = options_.debug_slow_stage;
     hooks_.slow_us = options_.debug_slow_us;
+    hooks_.remote_timeout = options_.remote_timeout;
+    hooks_.stop = &stop_;
     const int n = std::max(1, options_.num_threads);
     for (int w = 0; w < n; ++w) {
       queues_.push_back(std::make_unique<BoundedQueue<Item>>(
           static_cast<size_t>(std::max(1, options_.queue_depth))));
     }
     if (options_.file_cache && !catalog_->is_local()) UseFileCache();
-    for (int w = 0; w < n; ++w) threads_.emplace_back([this, w] { Work(w); });
+    for (int w = 0; w < n; ++w)
+      threads_.emplace_back([this, w, live = LiveThreadGuard::Start()] { Work(w); });
   }
 
   ~EngineImpl() override { Stop(); }
 
-  arrow::Result<std::shared_ptr<Batch>> Next() override {
+  arrow::Result<std::shared_ptr<Batch>> Next() override { return NextImpl(nullptr, nullptr); }
+
+  arrow::Result<std::shared_ptr<Batch>> NextWithin(std::chrono::milliseconds wait,
+                                                   bool* timed_out) override {
+    return NextImpl(&wait, timed_out);
+  }
+
+  arrow::Result<std::shared_ptr<Batch>> NextImpl(const std::chrono::milliseconds* wait,
+                                                 bool* timed_out) {
     std::lock_guard<std::mutex> lock(consumer_mu_);
+    if (timed_out) *timed_out = false;
     if (!error_.ok()) return error_;
     if (next_unit_ >= schedule_->num_units()) return nullptr;
     auto& queue = *queues_[static_cast<size_t>(next_unit_ % static_cast<int64_t>(queues_.size()))];
     const auto t0 = Clock::now();
-    auto item = queue.Pop();
+    auto item = wait ? queue.PopFor(*wait, timed_out) : queue.Pop();
     clock_->Add(Stage::kWaitEmpty, t0, 0, 0, next_unit_);
+    if (timed_out && *timed_out) return nullptr;
     if (!item) {
       error_ = arrow::Status::Cancelled("the loader was closed");
       return error_;
@@ -180,6 +194,13 @@ class EngineImpl final : public Engine {
     batches_ += 1;
     rows_delivered_ += (**item)->num_rows;
     return std::move(*item);
+  }
+
+  void Cancel() override {
+    // StopWorkers() less the prefetcher's Stop(), which joins its thread.
+    stop_.store(true);
+    store_.Stop();
+    for (auto& q : queues_) q->Stop();
   }
 
   void Stop() override {
@@ -237,8 +258,7 @@ class EngineImpl final : public Engine {
     for (int32_t file : schedule_->FileFirstUseOrder(file_of_rg)) {
       const auto f = static_cast<size_t>(file);
       file_position_[f] = static_cast<int64_t>(order.size());
-      order.push_back({catalog_->storage_id() + "|" + files[f].path, files[f].path, files[f].size,
-                       files[f].version});
+      order.push_back({CacheKey(*catalog_, file), files[f].path, files[f].size, files[f].version});
     }
     remote_files_ = order;
     prefetcher_ = std::make_unique<Prefetcher>(options_.file_cache, catalog_->filesystem(),
@@ -447,5 +467,7 @@ arrow::Result<std::unique_ptr<Engine>> Engine::Make(std::shared_ptr<const Catalo
   return std::unique_ptr<Engine>(
       new EngineImpl(std::move(catalog), std::move(schedule), options, std::move(layout)));
 }
+
+int64_t LiveEngineThreads() { return LiveThreadGuard::count(); }
 
 }  // namespace shardfeed
