@@ -111,14 +111,16 @@ void RegisterCache(nb::module_& m) {
           "dataset"_a, "file"_a, "Downloads file number `file` of the dataset unless cached.");
   m.def(
       "open_file_cache",
-      [](const std::string& dir, int64_t limit_bytes) {
+      [](const std::string& dir, int64_t limit_bytes, double remote_timeout) {
         nb::gil_scoped_release release;
         CacheOptions options;
         options.dir = dir;
         options.limit_bytes = limit_bytes;
+        options.remote_timeout = remote_timeout;
         return Unwrap(FileCache::Open(options));
       },
-      "dir"_a, "limit_bytes"_a);
+      "dir"_a, "limit_bytes"_a, "remote_timeout"_a = CacheOptions{}.remote_timeout,
+      "remote_timeout: seconds without data after which a download gives up (0: never).");
   m.def(
       "open_decoded_tier",
       [](const std::string& dir, int64_t limit_bytes) {

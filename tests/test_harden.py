@@ -3,6 +3,7 @@ that alias, credentials in messages, Ctrl-C."""
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import socket
@@ -345,10 +346,17 @@ def proxy(s3):
     p.close()
 
 
-def test_a_silent_server_is_a_storage_error_within_the_deadline(s3, dataset, proxy):
-    remote = s3.upload_folder(dataset, "data", "silent")
+# cached: the reads go through the node-local file cache (downloads and the prefetcher).
+@pytest.mark.parametrize("cached", [False, True])
+def test_a_silent_server_is_a_storage_error_within_the_deadline(
+    s3, dataset, proxy, tmp_path, cached
+):
+    remote = s3.upload_folder(dataset, "data", f"silent-{int(cached)}")
     via_proxy = remote.replace(s3.endpoint, f"127.0.0.1:{proxy.port}")
-    loader = shardfeed.Loader(via_proxy, batch_size=64, output="numpy", remote_timeout=2.0)
+    cache = {"cache_dir": tmp_path / "cache"} if cached else {}
+    loader = shardfeed.Loader(
+        via_proxy, batch_size=64, output="numpy", remote_timeout=2.0, **cache
+    )
     proxy.stall.set()  # the catalog came through; now the server hangs
     t0 = time.monotonic()
     with pytest.raises(shardfeed.StorageError, match=r"\.parquet.*remote_timeout") as err:
@@ -356,10 +364,14 @@ def test_a_silent_server_is_a_storage_error_within_the_deadline(s3, dataset, pro
     assert time.monotonic() - t0 < 2.0 + 4.0, err.value
 
 
-def test_ctrl_c_while_next_waits_on_a_silent_server(s3, dataset, proxy):
-    remote = s3.upload_folder(dataset, "data", "silent2")
+@pytest.mark.parametrize("cached", [False, True])
+def test_ctrl_c_while_next_waits_on_a_silent_server(s3, dataset, proxy, tmp_path, cached):
+    remote = s3.upload_folder(dataset, "data", f"silent2-{int(cached)}")
     via_proxy = remote.replace(s3.endpoint, f"127.0.0.1:{proxy.port}")
-    loader = shardfeed.Loader(via_proxy, batch_size=64, output="numpy", remote_timeout=600.0)
+    cache = {"cache_dir": tmp_path / "cache"} if cached else {}
+    loader = shardfeed.Loader(
+        via_proxy, batch_size=64, output="numpy", remote_timeout=600.0, **cache
+    )
     proxy.stall.set()
     timer = _interrupt_after(0.5)
     t0 = time.monotonic()
@@ -367,6 +379,11 @@ def test_ctrl_c_while_next_waits_on_a_silent_server(s3, dataset, proxy):
         list(loader)
     timer.join()
     assert time.monotonic() - t0 < 0.5 + 1.0
+    # Dropping the loader stops its threads without waiting for the server.
+    t1 = time.monotonic()
+    del loader
+    gc.collect()
+    assert time.monotonic() - t1 < 1.0
 
 
 @pytest.mark.parametrize("cached", [False, True])

@@ -111,7 +111,7 @@ class Loader(Stream):
 
     def _opened(self, dataset: _core.Dataset) -> None:
         self._dataset = dataset
-        self._caches = Caches.open(self._settings.cache, dataset)
+        self._caches = Caches.open(self._settings.cache, dataset, self._settings.remote_timeout)
         self._consumed = 0  # batches handed out in this epoch
         self._resume_at = 0  # where the next pass starts
         self._last_engine: _core.Engine | None = None

@@ -296,14 +296,14 @@ class Caches:
     files: _core.FileCache | None = None
 
     @classmethod
-    def open(cls, cache: CacheSettings, dataset: _core.Dataset) -> Caches:
+    def open(cls, cache: CacheSettings, dataset: _core.Dataset, remote_timeout: float) -> Caches:
         tier_dir, files_dir = cache.decoded_dir(), cache.files_dir()
         return cls(
             tier=None if tier_dir is None else _core.open_decoded_tier(tier_dir, cache.limit_bytes),
             # Local files are read in place: caching them would only copy them.
             files=None
             if files_dir is None or dataset.is_local
-            else _core.open_file_cache(files_dir, cache.limit_bytes),
+            else _core.open_file_cache(files_dir, cache.limit_bytes, remote_timeout),
         )
 
     def apply(self, options: _core.EngineOptions, cache: CacheSettings) -> None:

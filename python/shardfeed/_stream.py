@@ -110,6 +110,8 @@ class Stream:
             remote_timeout: seconds one remote read (a footer, a row group's
                 column chunks, a file's information) may take, retries
                 included, before a StorageError names the file; 0: no limit.
+                Downloads into the file cache give up when no bytes arrived
+                for this long (a large file on a slow link still completes).
             partitioning: ``"hive"`` (default): ``key=value`` folders below the
                 dataset root become columns (int64 when every value is an integer,
                 else string; ``__HIVE_DEFAULT_PARTITION__`` is null), placed after

@@ -28,6 +28,7 @@
 // locked inode), so unlinking a locked file is safe.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -47,6 +48,9 @@ struct CacheOptions {
   int64_t limit_bytes = 0;  // 0: unlimited.  Every process on a folder should use the same.
   int max_retries = 5;      // retries of a failed remote read (so max_retries + 1 attempts)
   double retry_base_seconds = 0.05;  // first backoff; doubles per retry, with jitter
+  // A download (or an uncached read) gives up, with a StorageError naming the
+  // file, when no bytes arrived for this long, retries included; 0: never.
+  double remote_timeout = 60.0;
 
   // Range checks of the limits (not of `dir`), the only place they are made;
   // the Python layer calls it before anything is opened.
@@ -92,9 +96,11 @@ class FileCache {
   // until it is closed or destroyed.  When the entry cannot be cached (the file
   // is larger than the limit, every other entry is pinned, the disk is full),
   // the file is read straight from `fs` instead: same bytes, uncached.
-  // Thread-safe.
+  // Thread-safe.  A download also gives up (Cancelled) soon after `*stop`
+  // becomes true, so that stopping an engine never waits for a hung server.
   arrow::Result<std::shared_ptr<arrow::io::RandomAccessFile>> OpenFile(
-      const std::shared_ptr<arrow::fs::FileSystem>& fs, const RemoteFileInfo& file);
+      const std::shared_ptr<arrow::fs::FileSystem>& fs, const RemoteFileInfo& file,
+      const std::atomic<bool>* stop = nullptr);
 
   // Downloads `file` into the cache unless a valid entry exists; pins nothing.
   // Evicts only entries whose next use is later than this file's.  Returns

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -24,6 +25,7 @@ using storage_internal::WriteAllAt;
 namespace {
 
 constexpr int64_t kChunkBytes = 8 << 20;  // per remote read; two in flight
+constexpr double kPollSeconds = 0.05;     // how often a wait looks at stop and the deadline
 
 int64_t NowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -36,12 +38,37 @@ int64_t NowNs() {
 arrow::Result<uint64_t> FileCache::Impl::Download(const std::shared_ptr<arrow::fs::FileSystem>& fs,
                                                   const RemoteFileInfo& file, Temp& temp,
                                                   const storage_internal::Interrupt* interrupt,
+                                                  const std::atomic<bool>* stop,
                                                   bool* local_failure) {
   arrow::Status local;
+  // The deadline moves with progress: a large file on a slow link is fine, a
+  // server that stops sending is not.  Retries do not move it.
+  const double timeout = options.remote_timeout;
+  int64_t last_progress = NowNs();
+  bool timed_out = false;
+  auto stopped = [&] { return (interrupt && interrupt->requested()) || (stop && stop->load()); };
+  auto seconds_left = [&] { return timeout - static_cast<double>(NowNs() - last_progress) / 1e9; };
+  // Waits for `f` in short slices; false when stopped or out of time.
+  auto wait = [&](const arrow::Future<std::shared_ptr<arrow::Buffer>>& f) {
+    while (!f.Wait(kPollSeconds)) {
+      if (stopped()) return false;
+      if (timeout > 0 && seconds_left() <= 0) {
+        timed_out = true;
+        return false;
+      }
+    }
+    return true;
+  };
   auto attempt = [&]() -> arrow::Result<uint64_t> {
+    if (timeout > 0 && seconds_left() <= 0) {
+      timed_out = true;
+      return arrow::Status::Cancelled("remote_timeout");
+    }
     // The remote file must still be the one the catalog read: a rewrite
     // (same size or not) would otherwise be cached under the old version.
-    ARROW_RETURN_NOT_OK(CheckRemoteUnchanged(*fs, file.path, file.size, file.version));
+    ARROW_RETURN_NOT_OK(CheckRemoteUnchanged(*fs, file.path, file.size, file.version,
+                                             timeout > 0 ? std::max(seconds_left(), 0.001) : 0,
+                                             stopped));
     arrow::fs::FileInfo info(file.path, arrow::fs::FileType::File);
     info.set_size(file.size);
     ARROW_ASSIGN_OR_RAISE(auto input, fs->OpenInputFile(info));
@@ -53,17 +80,27 @@ arrow::Result<uint64_t> FileCache::Impl::Download(const std::shared_ptr<arrow::f
     // Two reads in flight: the next chunk travels while this one is written.
     arrow::Future<std::shared_ptr<arrow::Buffer>> next;
     if (file.size > 0) next = read(0);
+    // A read left in flight on an error is waited for (it writes nothing of
+    // ours); one that outlived the deadline or a stop is left to finish alone.
     struct Drain {
       arrow::Future<std::shared_ptr<arrow::Buffer>>* f;
+      bool abandon = false;
       ~Drain() {
-        if (f->is_valid()) f->Wait();
+        if (f->is_valid() && !abandon) f->Wait();
       }
     } drain{&next};
     int64_t offset = 0;
     while (offset < file.size) {
-      if (interrupt && interrupt->requested()) return arrow::Status::Cancelled("stopped");
+      if (stopped() || !wait(next)) {
+        // The abandoned read keeps the filesystem and file alive until it ends
+        // (their destructors would wait for it).
+        next.AddCallback([keep_fs = fs, keep_input = input](const auto&) {});
+        drain.abandon = true;
+        return arrow::Status::Cancelled(timed_out ? "remote_timeout" : "stopped");
+      }
       ARROW_ASSIGN_OR_RAISE(auto buffer, next.result());
       next = {};
+      last_progress = NowNs();
       remote_bytes->fetch_add(buffer->size(), std::memory_order_relaxed);
       if (buffer->size() == 0) {
         return arrow::Status::Invalid("the remote file has ", offset, " bytes, expected ",
@@ -77,7 +114,9 @@ arrow::Result<uint64_t> FileCache::Impl::Download(const std::shared_ptr<arrow::f
       offset = after;
     }
     // Rewritten while it travelled: the copy may mix both versions.
-    ARROW_RETURN_NOT_OK(CheckRemoteUnchanged(*fs, file.path, file.size, file.version));
+    ARROW_RETURN_NOT_OK(CheckRemoteUnchanged(*fs, file.path, file.size, file.version,
+                                             timeout > 0 ? std::max(seconds_left(), 0.001) : 0,
+                                             stopped));
     return checksum.Digest();
   };
   const int64_t start = NowNs();
@@ -86,6 +125,13 @@ arrow::Result<uint64_t> FileCache::Impl::Download(const std::shared_ptr<arrow::f
   if (!local.ok()) {
     *local_failure = true;
     return local;
+  }
+  if (timed_out) {
+    char seconds[32];
+    std::snprintf(seconds, sizeof(seconds), "%g", timeout);
+    return Error(ErrorKind::kStorage, "cannot fetch remote file '" + file.key +
+                                          "': no data from the storage within " + seconds +
+                                          " s (remote_timeout)");
   }
   if (!result.ok() && !result.status().IsCancelled()) {
     // A file that changed since the catalog read it is bad data, not a fault.

@@ -13,6 +13,7 @@
 
 #include "shardfeed/status.h"
 #include "storage/folder.h"
+#include "util/deadline_file.h"
 
 namespace shardfeed {
 
@@ -75,12 +76,16 @@ void FileCache::Impl::Degrade(const arrow::Status& why) {
 }
 
 arrow::Result<FileCache::Impl::Fetched> FileCache::Impl::Uncached(
-    const std::shared_ptr<arrow::fs::FileSystem>& fs, const RemoteFileInfo& file) {
+    const std::atomic<bool>* stop, const std::shared_ptr<arrow::fs::FileSystem>& fs,
+    const RemoteFileInfo& file) {
   uncached_reads.fetch_add(1, std::memory_order_relaxed);
   Fetched out;
   out.outcome = Outcome::kUncacheable;
-  ARROW_ASSIGN_OR_RAISE(out.file, storage_internal::RemoteFile::Open(
-                                      fs, file.path, file.size, file.key, retry, remote_bytes));
+  ARROW_ASSIGN_OR_RAISE(auto remote, storage_internal::RemoteFile::Open(
+                                         fs, file.path, file.size, file.key, retry, remote_bytes));
+  // The same deadline as an uncached read without a cache: per opening (one
+  // row group's reads), retries included.
+  out.file = WithDeadline(std::move(remote), options.remote_timeout, stop);
   return out;
 }
 
@@ -119,7 +124,8 @@ void FileCache::Impl::DropInvalid(const std::string& name) {
 
 arrow::Result<FileCache::Impl::Fetched> FileCache::Impl::Fetch(
     const std::shared_ptr<arrow::fs::FileSystem>& fs, const RemoteFileInfo& file, Purpose purpose,
-    LockWait fill_wait, const storage_internal::Interrupt* interrupt) {
+    LockWait fill_wait, const storage_internal::Interrupt* interrupt,
+    const std::atomic<bool>* stop) {
   const bool open = purpose == Purpose::kOpen;
   const std::string name = cache_internal::EntryName(file.key);
   auto serve = [&](Fd pin) -> arrow::Result<Fetched> {
@@ -130,7 +136,7 @@ arrow::Result<FileCache::Impl::Fetched> FileCache::Impl::Fetch(
     return out;
   };
   auto give_up = [&](Outcome outcome) -> arrow::Result<Fetched> {
-    if (open) return Uncached(fs, file);
+    if (open) return Uncached(stop, fs, file);
     Fetched out;
     out.outcome = outcome;
     return out;
@@ -170,7 +176,7 @@ arrow::Result<FileCache::Impl::Fetched> FileCache::Impl::Fetch(
   if (*reserved == nullptr) return give_up(Outcome::kNoRoom);
   Temp& temp = **reserved;
   bool local_failure = false;
-  auto checksum = Download(fs, file, temp, interrupt, &local_failure);
+  auto checksum = Download(fs, file, temp, interrupt, stop, &local_failure);
   if (!checksum.ok()) {
     if (!local_failure) return checksum.status();
     Degrade(checksum.status());
@@ -207,6 +213,11 @@ arrow::Status CacheOptions::Validate() const {
   if (max_retries < 0 || !(retry_base_seconds >= 0)) {
     return Error(ErrorKind::kInvalidArgument, "retry settings must be >= 0");
   }
+  if (!(remote_timeout >= 0)) {  // NaN too
+    return Error(
+        ErrorKind::kInvalidArgument,
+        "remote_timeout must be >= 0 seconds (0: none), got " + std::to_string(remote_timeout));
+  }
   return arrow::Status::OK();
 }
 
@@ -224,9 +235,10 @@ arrow::Result<std::shared_ptr<FileCache>> FileCache::Open(const CacheOptions& op
 }
 
 arrow::Result<std::shared_ptr<arrow::io::RandomAccessFile>> FileCache::OpenFile(
-    const std::shared_ptr<arrow::fs::FileSystem>& fs, const RemoteFileInfo& file) {
-  ARROW_ASSIGN_OR_RAISE(auto fetched,
-                        impl_->Fetch(fs, file, Impl::Purpose::kOpen, LockWait::kWait, nullptr));
+    const std::shared_ptr<arrow::fs::FileSystem>& fs, const RemoteFileInfo& file,
+    const std::atomic<bool>* stop) {
+  ARROW_ASSIGN_OR_RAISE(
+      auto fetched, impl_->Fetch(fs, file, Impl::Purpose::kOpen, LockWait::kWait, nullptr, stop));
   return fetched.file;
 }
 

@@ -43,7 +43,8 @@ struct FileCache::Impl {
   arrow::Result<Fetched> Fetch(const std::shared_ptr<arrow::fs::FileSystem>& fs,
                                const RemoteFileInfo& file, Purpose purpose,
                                storage_internal::LockWait fill_wait,
-                               const storage_internal::Interrupt* interrupt);
+                               const storage_internal::Interrupt* interrupt,
+                               const std::atomic<bool>* stop = nullptr);
 
   // Removes downloads of dead processes; evicts down to the limit.
   arrow::Status Init();
@@ -85,17 +86,20 @@ struct FileCache::Impl {
   arrow::Result<std::unique_ptr<Temp>> Reserve(const std::string& name, const RemoteFileInfo& file,
                                                Purpose purpose);
   // Downloads into `temp`, retrying remote failures; returns the checksum.
-  // Sets *local_failure when writing failed (not a remote error).
+  // Sets *local_failure when writing failed (not a remote error).  Gives up
+  // when no bytes arrived for options.remote_timeout (retries included), and
+  // (Cancelled) when `interrupt` is requested or `*stop` becomes true.
   arrow::Result<uint64_t> Download(const std::shared_ptr<arrow::fs::FileSystem>& fs,
                                    const RemoteFileInfo& file, Temp& temp,
                                    const storage_internal::Interrupt* interrupt,
-                                   bool* local_failure);
+                                   const std::atomic<bool>* stop, bool* local_failure);
   // fsyncs and renames the temp files into place.
   arrow::Status Commit(const std::string& name, const cache_internal::EntryMeta& meta, Temp& temp);
   // Switches to uncached reads for good, with one warning per process.
   void Degrade(const arrow::Status& why);
   static std::atomic<bool>& warned_in_process();  // tests reset it
-  arrow::Result<Fetched> Uncached(const std::shared_ptr<arrow::fs::FileSystem>& fs,
+  arrow::Result<Fetched> Uncached(const std::atomic<bool>* stop,
+                                  const std::shared_ptr<arrow::fs::FileSystem>& fs,
                                   const RemoteFileInfo& file);
 
   CacheOptions options;

@@ -36,7 +36,7 @@ std::string LocalIdentity(const std::string& path) {
 }
 
 arrow::Status CheckUnchanged(arrow::fs::FileSystem& fs, const FileEntry& file,
-                             double timeout_seconds) {
+                             double timeout_seconds, const StopCheck& stopped) {
   if (fs.type_name() == "local") {
     struct stat st;
     if (stat(file.path.c_str(), &st) != 0) {
@@ -55,12 +55,13 @@ arrow::Status CheckUnchanged(arrow::fs::FileSystem& fs, const FileEntry& file,
     }
     return arrow::Status::OK();
   }
-  return CheckRemoteUnchanged(fs, file.path, file.size, file.version, timeout_seconds);
+  return CheckRemoteUnchanged(fs, file.path, file.size, file.version, timeout_seconds, stopped);
 }
 
 arrow::Status CheckRemoteUnchanged(arrow::fs::FileSystem& fs, const std::string& path, int64_t size,
-                                   const std::string& version, double timeout_seconds) {
-  auto maybe_info = FileInfoWithin(fs, path, timeout_seconds);
+                                   const std::string& version, double timeout_seconds,
+                                   const StopCheck& stopped) {
+  auto maybe_info = FileInfoWithin(fs, path, timeout_seconds, stopped);
   if (!maybe_info.ok()) return maybe_info.status();
   const auto& info = *maybe_info;
   if (info.type() == arrow::fs::FileType::NotFound) return Changed("it was removed");
@@ -79,15 +80,33 @@ arrow::Status CheckRemoteUnchanged(arrow::fs::FileSystem& fs, const std::string&
 }
 
 arrow::Result<arrow::fs::FileInfo> FileInfoWithin(arrow::fs::FileSystem& fs,
-                                                  const std::string& path, double timeout_seconds) {
-  if (fs.type_name() == "local" || timeout_seconds <= 0) return fs.GetFileInfo(path);
+                                                  const std::string& path, double timeout_seconds,
+                                                  const StopCheck& stopped) {
+  if (fs.type_name() == "local" || (timeout_seconds <= 0 && !stopped)) {
+    return fs.GetFileInfo(path);
+  }
   auto future = fs.GetFileInfoAsync({path});
-  if (!future.Wait(timeout_seconds)) {
+  // In slices, so that a stop is seen while the storage is silent.
+  constexpr double kPollSeconds = 0.05;
+  const auto start = std::chrono::steady_clock::now();
+  auto waited = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  bool cancelled = false;
+  while (!future.Wait(kPollSeconds)) {
+    if (stopped && stopped()) {
+      cancelled = true;
+      break;
+    }
+    if (timeout_seconds > 0 && waited() >= timeout_seconds) break;
+  }
+  if (!future.is_finished()) {
     // The abandoned request keeps the filesystem alive until it ends: the
     // last owner then destroys it on the I/O thread, while the caller, whose
     // filesystem destructor would wait for the stalled request (minutes of
     // client retries), goes on.
     future.AddCallback([keep = fs.shared_from_this()](const auto&) {});
+    if (cancelled) return arrow::Status::Cancelled("stopped");
     char seconds[32];
     std::snprintf(seconds, sizeof(seconds), "%g", timeout_seconds);
     return Error(ErrorKind::kStorage, std::string("no answer from the storage within ") + seconds +

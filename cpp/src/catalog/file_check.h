@@ -6,6 +6,7 @@
 // saw, and a difference is an InvalidData error naming the file.
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include <arrow/filesystem/filesystem.h>
@@ -25,18 +26,22 @@ std::string LocalIdentity(const std::string& path);
 // to the second: listings and HEAD requests round them differently.  The
 // caller adds the context (file, row group) to the error.
 // A remote HEAD request that takes more than `timeout_seconds` (> 0) is a
-// StorageError.
+// StorageError; one still waiting when `stopped()` turns true is Cancelled.
+using StopCheck = std::function<bool()>;
 arrow::Status CheckUnchanged(arrow::fs::FileSystem& fs, const FileEntry& file,
-                             double timeout_seconds = 0);
+                             double timeout_seconds = 0, const StopCheck& stopped = nullptr);
 
 // The remote half of CheckUnchanged: `path` still has `size` bytes and the
 // modification time `version` (ns as text; empty: not compared).
 arrow::Status CheckRemoteUnchanged(arrow::fs::FileSystem& fs, const std::string& path, int64_t size,
-                                   const std::string& version, double timeout_seconds = 0);
+                                   const std::string& version, double timeout_seconds = 0,
+                                   const StopCheck& stopped = nullptr);
 
 // fs.GetFileInfo(path), but a remote filesystem that does not answer within
-// `timeout_seconds` (> 0) gives a StorageError instead of a stall.
+// `timeout_seconds` (> 0) gives a StorageError instead of a stall, and a wait
+// ends (Cancelled) soon after `stopped()` turns true.
 arrow::Result<arrow::fs::FileInfo> FileInfoWithin(arrow::fs::FileSystem& fs,
-                                                  const std::string& path, double timeout_seconds);
+                                                  const std::string& path, double timeout_seconds,
+                                                  const StopCheck& stopped = nullptr);
 
 }  // namespace shardfeed

@@ -291,7 +291,9 @@ arrow::Status ReadColumns(const Catalog& catalog, int32_t rg_index, const Layout
   if (!hooks.open) {
     // (Through the file cache, the cache checks the version instead.)
     ARROW_RETURN_NOT_OK(
-        WithContext(CheckUnchanged(*catalog.filesystem(), file, hooks.remote_timeout), context));
+        WithContext(CheckUnchanged(*catalog.filesystem(), file, hooks.remote_timeout,
+                                   [stop = hooks.stop] { return stop && stop->load(); }),
+                    context));
   }
   auto opened = OpenCatalogFile(catalog, rg.file, hooks.open);
   if (!opened.ok()) return ParquetStatus(opened.status(), where);

@@ -271,7 +271,7 @@ class EngineImpl final : public Engine {
         return arrow::Result<std::shared_ptr<arrow::io::RandomAccessFile>>(
             Error(ErrorKind::kStorage, "file not in the engine's plan"));
       return options_.file_cache->OpenFile(catalog_->filesystem(),
-                                           remote_files_[static_cast<size_t>(pos)]);
+                                           remote_files_[static_cast<size_t>(pos)], &stop_);
     };
   }
 
