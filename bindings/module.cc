@@ -9,6 +9,7 @@
 #include <nanobind/stl/shared_ptr.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
+#include <nanobind/stl/variant.h>
 #include <nanobind/stl/vector.h>
 
 #include <memory>
@@ -24,6 +25,7 @@
 #include "shardfeed/cache.h"
 #include "shardfeed/catalog.h"
 #include "shardfeed/engine.h"
+#include "shardfeed/filter.h"
 #include "shardfeed/plan.h"
 #include "shardfeed/rng.h"
 #include "shardfeed/status.h"
@@ -39,7 +41,30 @@ namespace {
 
 struct DatasetHandle {
   std::shared_ptr<const Catalog> catalog;
+  std::shared_ptr<const FilteredRows> filter;  // null: every row
 };
+
+using PyPredicate = std::tuple<std::string, std::string, std::vector<FilterValue>>;
+
+FilterSpec ToFilterSpec(const std::vector<std::vector<PyPredicate>>& dnf) {
+  static const std::map<std::string, FilterOp> kOps = {
+      {"==", FilterOp::kEq}, {"!=", FilterOp::kNe},  {"<", FilterOp::kLt},
+      {"<=", FilterOp::kLe}, {">", FilterOp::kGt},   {">=", FilterOp::kGe},
+      {"in", FilterOp::kIn}, {"not in", FilterOp::kNotIn}};
+  FilterSpec spec;
+  for (const auto& conjunction : dnf) {
+    auto& out = spec.emplace_back();
+    for (const auto& [column, op, values] : conjunction) {
+      const auto it = kOps.find(op);
+      if (it == kOps.end()) {
+        throw StatusError(Error(ErrorKind::kInvalidArgument,
+                                "filter on column '" + column + "': unknown operator '" + op + "'"));
+      }
+      out.push_back({column, it->second, values});
+    }
+  }
+  return spec;
+}
 
 class EngineHandle {
  public:
@@ -109,6 +134,11 @@ class EngineHandle {
 
 std::shared_ptr<const EpochPlan> MakePlan(const Catalog& catalog, const PlanOptions& options) {
   return Unwrap(EpochPlan::Make(catalog.RowGroupRows(), options));
+}
+
+std::shared_ptr<const EpochPlan> MakePlan(const DatasetHandle& d, const PlanOptions& options) {
+  if (d.filter) return Unwrap(EpochPlan::Make(d.filter->pass_rows(), options));
+  return MakePlan(*d.catalog, options);
 }
 
 }  // namespace
@@ -384,8 +414,53 @@ NB_MODULE(_core, m) {
           "column"_a, "min_count"_a = 1, "max_size"_a = nb::none(),
           "num_threads"_a = VocabularyOptions{}.num_threads,
           "The distinct values of a string column, most frequent first (ties by value).")
+      .def(
+          "filtered",
+          [](const DatasetHandle& d, const std::vector<std::vector<PyPredicate>>& dnf,
+             const std::string& key, int num_threads, std::optional<nb::bytes> image) {
+            const FilterSpec spec = ToFilterSpec(dnf);
+            // Checks the filter against the schema even when the image is valid.
+            Check(FilteredRows::Check(*d.catalog, spec));
+            std::shared_ptr<const FilteredRows> rows;
+            if (image) {
+              rows = FilteredRows::Deserialize(*d.catalog, key,
+                                               std::string(image->c_str(), image->size()));
+            }
+            nb::gil_scoped_release release;
+            if (!rows) rows = Unwrap(FilteredRows::Make(*d.catalog, spec, key, num_threads));
+            return DatasetHandle{d.catalog, rows};
+          },
+          "dnf"_a, "key"_a, "num_threads"_a = 8, "image"_a = nb::none(),
+          "The dataset restricted to the rows that pass `dnf` (OR of ANDs of (column, op, "
+          "values)); `image`: a cached result, used when it is valid for this catalog and key.")
+      .def("filter_image",
+           [](const DatasetHandle& d) {
+             const std::string bytes = d.filter ? d.filter->Serialize() : std::string();
+             return nb::bytes(bytes.data(), bytes.size());
+           })
+      .def("filter_counts",
+           [](const DatasetHandle& d) {
+             nb::dict out;
+             if (!d.filter) return out;
+             const auto& c = d.filter->counts();
+             out["files"] = c.files;
+             out["files_pruned_by_partition"] = c.files_pruned_by_partition;
+             out["row_groups"] = c.row_groups;
+             out["row_groups_pruned_by_partition"] = c.row_groups_pruned_by_partition;
+             out["row_groups_pruned_by_statistics"] = c.row_groups_pruned_by_statistics;
+             out["row_groups_read"] = c.row_groups_read;
+             out["row_groups_kept"] = c.row_groups_kept;
+             out["rows"] = c.rows;
+             out["rows_pruned_by_partition"] = c.rows_pruned_by_partition;
+             out["rows_pruned_by_statistics"] = c.rows_pruned_by_statistics;
+             out["rows_pruned_by_rows"] = c.rows_pruned_by_rows;
+             out["rows_kept"] = c.rows_kept;
+             out["bytes_read"] = c.bytes_read;
+             return out;
+           },
+           nb::sig("def filter_counts(self) -> dict[str, int]"))
       .def("num_batches", [](const DatasetHandle& d, const PlanOptions& options) {
-        return MakePlan(*d.catalog, options)->num_batches();
+        return MakePlan(d, options)->num_batches();
       });
 
   nb::class_<EngineHandle>(m, "Engine", nb::is_weak_referenceable())
@@ -397,9 +472,11 @@ NB_MODULE(_core, m) {
             int64_t num_batches = 0;
             {
               nb::gil_scoped_release release;
-              auto plan = MakePlan(*d.catalog, plan_options);
+              auto plan = MakePlan(d, plan_options);
               num_batches = plan->num_batches();
-              engine = Unwrap(Engine::Make(d.catalog, plan, options));
+              EngineOptions with_filter = options;
+              with_filter.filter = d.filter;
+              engine = Unwrap(Engine::Make(d.catalog, plan, with_filter));
             }
             new (self) EngineHandle(std::move(engine), num_batches);
           },

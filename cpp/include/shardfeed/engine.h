@@ -19,6 +19,7 @@
 
 #include "shardfeed/batch.h"
 #include "shardfeed/catalog.h"
+#include "shardfeed/filter.h"
 #include "shardfeed/plan.h"
 #include "shardfeed/transform.h"
 
@@ -60,6 +61,9 @@ struct EngineOptions {
   // Whole remote files kept on local disk (ignored for local datasets), and
   // how many bytes of them a background thread fetches ahead of use.
   std::shared_ptr<FileCache> file_cache;
+  // The rows that pass a filter (the plan must be made over its pass_rows());
+  // null: every row.
+  std::shared_ptr<const FilteredRows> filter;
   int64_t prefetch_bytes = int64_t{256} << 20;
   // Record every worker's timeline (for a Chrome/Perfetto trace).
   bool trace = false;

@@ -207,8 +207,10 @@ arrow::Result<std::shared_ptr<Batch>> Assemble(const Layout& layout, const Gathe
           auto buffer = NewBuffer(n, DType::kInt64);
           auto* ids = buffer->As<int64_t>();
           for (int64_t i = 0; i < n; ++i) {
-            ids[i] = in.slots[static_cast<size_t>(in.slot[static_cast<size_t>(i)])]->first_row +
-                     in.row[static_cast<size_t>(i)];
+            // The natural-order id: with a filter, of the row the slot kept.
+            const auto& slot = *in.slots[static_cast<size_t>(in.slot[static_cast<size_t>(i)])];
+            const int64_t row = in.row[static_cast<size_t>(i)];
+            ids[i] = slot.first_row + (slot.rows ? (*slot.rows)[static_cast<size_t>(row)] : row);
           }
           batch->arrays.push_back({plan.name, DType::kInt64, {n}, buffer});
           break;

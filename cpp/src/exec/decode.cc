@@ -10,6 +10,9 @@
 #include <arrow/array.h>
 #include <arrow/array/concatenate.h>
 #include <arrow/buffer.h>
+#include <arrow/builder.h>
+#include <arrow/compute/api_vector.h>
+#include <arrow/datum.h>
 #include <arrow/filesystem/filesystem.h>
 #include <arrow/scalar.h>
 #include <arrow/table.h>
@@ -229,6 +232,7 @@ arrow::Result<std::shared_ptr<arrow::Array>> DatasetColumn(
 // Opens the file, reads the row group's columns and flattens them.
 arrow::Status ReadColumns(const Catalog& catalog, int32_t rg_index, const Layout& layout,
                           const DecodeHooks& hooks, const std::string& context,
+                          const std::vector<int64_t>* selection,
                           std::vector<DecodedColumn>* columns) {
   const auto& rg = catalog.row_groups()[static_cast<size_t>(rg_index)];
   const auto& file = catalog.files()[static_cast<size_t>(rg.file)];
@@ -314,7 +318,17 @@ arrow::Status ReadColumns(const Catalog& catalog, int32_t rg_index, const Layout
                    context + ": decoded " + std::to_string(table->num_rows()) +
                        " rows, the footer says " + std::to_string(rg.num_rows));
     }
+    if (selection) {
+      // Only the rows that pass the filter go on to transforms and batches.
+      arrow::Int64Builder indices(EnginePool());
+      ARROW_RETURN_NOT_OK(indices.AppendValues(*selection));
+      ARROW_ASSIGN_OR_RAISE(auto index_array, indices.Finish());
+      auto taken = arrow::compute::Take(arrow::Datum(table), arrow::Datum(index_array));
+      if (!taken.ok()) return WithContext(taken.status(), context + ": applying the filter");
+      table = taken->table();
+    }
   }
+  const int64_t num_rows = selection ? static_cast<int64_t>(selection->size()) : rg.num_rows;
 
   Slow(hooks, "decode");
   columns->resize(layout.fields.size());
@@ -332,7 +346,7 @@ arrow::Status ReadColumns(const Catalog& catalog, int32_t rg_index, const Layout
       }
     }
     ARROW_ASSIGN_OR_RAISE(auto array, DatasetColumn(catalog, file, layout.fields[i], stored,
-                                                    rg.num_rows, column_context));
+                                                    num_rows, column_context));
     auto& column = (*columns)[i];
     ARROW_RETURN_NOT_OK(WithContext(
         Normalize(array, layout.field_raw_dtypes[i], layout.field_from_strings[i], &column),
@@ -362,6 +376,12 @@ arrow::Result<std::shared_ptr<const DecodedRowGroup>> DecodeRowGroup(const Catal
   decoded->first_row = rg.first_row;
   decoded->num_rows = rg.num_rows;
   decoded->bytes = rg.total_bytes;
+  const bool filtered = hooks.filter && !hooks.filter->All(rg_index);
+  if (filtered) {
+    decoded->rows = std::make_shared<const std::vector<int64_t>>(hooks.filter->Rows(rg_index));
+    decoded->num_rows = static_cast<int64_t>(decoded->rows->size());
+  }
+  const int64_t num_rows = decoded->num_rows;
 
   // The deterministic part: from the decoded tier when it has the entry, else
   // read, decode and transform here (and store it there).
@@ -371,6 +391,8 @@ arrow::Result<std::shared_ptr<const DecodedRowGroup>> DecodeRowGroup(const Catal
   if (hooks.tier) {
     const auto t_load = Clock::now();
     tier_key = DecodedTier::Key(catalog, rg_index, layout);
+    // A filtered row group holds other rows than the whole one.
+    if (filtered) tier_key += "|filter:" + hooks.filter->key();
     ARROW_ASSIGN_OR_RAISE(auto loaded, hooks.tier->Load(tier_key));
     if (loaded && loaded->size() == layout.fields.size()) {
       decoded->columns = std::move(*loaded);
@@ -380,7 +402,8 @@ arrow::Result<std::shared_ptr<const DecodedRowGroup>> DecodeRowGroup(const Catal
     }
   }
   if (!cached) {
-    ARROW_RETURN_NOT_OK(ReadColumns(catalog, rg_index, layout, hooks, context, &decoded->columns));
+    ARROW_RETURN_NOT_OK(ReadColumns(catalog, rg_index, layout, hooks, context,
+                                    decoded->rows.get(), &decoded->columns));
   }
   const auto t_transform = Clock::now();
   Slow(hooks, "transform");
@@ -389,7 +412,8 @@ arrow::Result<std::shared_ptr<const DecodedRowGroup>> DecodeRowGroup(const Catal
     for (; done[i] < until; ++done[i]) {
       const size_t t = chain[done[i]];
       ARROW_RETURN_NOT_OK(WithContext(ApplyTransform(layout.transforms[t], t, key, rg.first_row,
-                                                     rg.num_rows, &decoded->columns[i]),
+                                                     num_rows, &decoded->columns[i],
+                                                     decoded->rows.get()),
                                       context + ", column '" + layout.field_names[i] + "', " +
                                           TransformOpName(layout.transforms[t].op)));
     }
@@ -399,7 +423,7 @@ arrow::Result<std::shared_ptr<const DecodedRowGroup>> DecodeRowGroup(const Catal
     for (size_t i = 0; i < layout.fields.size(); ++i) {
       ARROW_RETURN_NOT_OK(apply(i, DeterministicPrefix(layout, i)));
     }
-    hooks.tier->Store(tier_key, decoded->columns, rg.num_rows);
+    hooks.tier->Store(tier_key, decoded->columns, num_rows);
   }
   for (size_t i = 0; i < layout.fields.size(); ++i) {
     ARROW_RETURN_NOT_OK(apply(i, layout.field_transforms[i].size()));
@@ -408,7 +432,7 @@ arrow::Result<std::shared_ptr<const DecodedRowGroup>> DecodeRowGroup(const Catal
                                         &decoded->columns[i]));
   }
 
-  hooks.clock->Add(Stage::kTransform, t_transform, 0, layout.transforms.empty() ? 0 : rg.num_rows,
+  hooks.clock->Add(Stage::kTransform, t_transform, 0, layout.transforms.empty() ? 0 : num_rows,
                    rg_index);
 
   // Stacks become row-major matrices once per row group; columns that only
@@ -418,11 +442,11 @@ arrow::Result<std::shared_ptr<const DecodedRowGroup>> DecodeRowGroup(const Catal
     const auto& plan = layout.outputs[o];
     if (plan.kind != OutputKind::kStack) continue;
     const auto t_stack = Clock::now();
-    const int64_t bytes = rg.num_rows * plan.width * static_cast<int64_t>(DTypeSize(plan.dtype));
+    const int64_t bytes = num_rows * plan.width * static_cast<int64_t>(DTypeSize(plan.dtype));
     ARROW_ASSIGN_OR_RAISE(std::shared_ptr<arrow::Buffer> matrix,
                           arrow::AllocateBuffer(std::max<int64_t>(bytes, 1), EnginePool()));
     ARROW_RETURN_NOT_OK(
-        TransposeStack(layout, plan, decoded->columns, rg.num_rows, matrix->mutable_data()));
+        TransposeStack(layout, plan, decoded->columns, num_rows, matrix->mutable_data()));
     decoded->stacks[o] = std::move(matrix);
     hooks.clock->Add(Stage::kAssemble, t_stack, bytes, 0, rg_index);
   }

@@ -14,6 +14,7 @@
 #include "exec/layout.h"
 #include "exec/stage_clock.h"
 #include "shardfeed/catalog.h"
+#include "shardfeed/filter.h"
 #include "tier/decoded_tier.h"
 #include "transform/column.h"
 #include "transform/transform.h"
@@ -24,6 +25,9 @@ struct DecodedRowGroup {
   int32_t index = 0;      // catalog row-group index
   int64_t first_row = 0;  // global id of row 0
   int64_t num_rows = 0;
+  // With a filter: row i is row (*rows)[i] of the row group (its sample id is
+  // first_row + that); null: row i is row i.
+  std::shared_ptr<const std::vector<int64_t>> rows;
   int64_t bytes = 0;                   // compressed bytes read
   std::vector<DecodedColumn> columns;  // one per Layout::fields
   // Per Layout::outputs entry: the row-major matrix of a stack, else null.
@@ -37,6 +41,7 @@ struct DecodeHooks {
   std::function<arrow::Result<std::shared_ptr<arrow::io::RandomAccessFile>>(int32_t file)> open;
   Stage io_stage = Stage::kRead;      // kFetch when the bytes come from remote storage
   std::shared_ptr<DecodedTier> tier;  // the decoded cache tier, when enabled
+  std::shared_ptr<const FilteredRows> filter;  // keeps only the passing rows
   std::string slow_stage;             // test hook: sleep slow_us in this stage
   int slow_us = 0;
 };

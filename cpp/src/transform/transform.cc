@@ -61,12 +61,17 @@ arrow::Status MapValues(DecodedColumn* c, F&& f) {
 
 // Calls f(rng, element index) for every element of every row, with the row's
 // own random stream.
+uint64_t RowId(int64_t first_row, const std::vector<int64_t>* selected, int64_t r) {
+  return static_cast<uint64_t>(first_row + (selected ? (*selected)[static_cast<size_t>(r)] : r));
+}
+
 template <typename F>
 void ForEachRowElement(const DecodedColumn& c, const RandomKey& key, size_t position,
-                       int64_t first_row, int64_t rows, F&& f) {
+                       int64_t first_row, const std::vector<int64_t>* selected, int64_t rows,
+                       F&& f) {
   const uint64_t purpose = static_cast<uint64_t>(Purpose::kTransformBase) + position;
   for (int64_t r = 0; r < rows; ++r) {
-    CounterRng rng(key.seed, key.epoch, purpose, static_cast<uint64_t>(first_row + r));
+    CounterRng rng(key.seed, key.epoch, purpose, RowId(first_row, selected, r));
     int64_t begin = r, end = r + 1;
     if (c.list_size > 0) {
       begin = r * c.list_size;
@@ -214,7 +219,8 @@ arrow::Result<DType> TransformedType(const TransformSpec& t, DType in, ColumnSha
 }
 
 arrow::Status ApplyTransform(const TransformSpec& t, size_t position, const RandomKey& key,
-                             int64_t first_row, int64_t rows, DecodedColumn* c) {
+                             int64_t first_row, int64_t rows, DecodedColumn* c,
+                             const std::vector<int64_t>* selected) {
   switch (t.op) {
     case TransformOp::kCast:
       return ConvertValues(c, t.dtype);
@@ -290,7 +296,7 @@ arrow::Status ApplyTransform(const TransformSpec& t, size_t position, const Rand
         double spare = 0;
         bool have_spare = false;
         int64_t row_of_spare = -1;
-        ForEachRowElement(*c, key, position, first_row, rows, [&](CounterRng& rng, int64_t i) {
+        ForEachRowElement(*c, key, position, first_row, selected, rows, [&](CounterRng& rng, int64_t i) {
           const auto row = static_cast<int64_t>(rng.id());
           if (have_spare && row_of_spare == row) {
             typed[i] = static_cast<T>(static_cast<double>(typed[i]) + t.a * spare);
@@ -310,7 +316,7 @@ arrow::Status ApplyTransform(const TransformSpec& t, size_t position, const Rand
     }
     case TransformOp::kRandomMask: {
       std::vector<uint8_t> mask(static_cast<size_t>(c->count), 0);
-      ForEachRowElement(*c, key, position, first_row, rows, [&](CounterRng& rng, int64_t i) {
+      ForEachRowElement(*c, key, position, first_row, selected, rows, [&](CounterRng& rng, int64_t i) {
         mask[static_cast<size_t>(i)] = rng.Uniform() < t.a ? 1 : 0;
       });
       return MapValues(c,
@@ -323,7 +329,7 @@ arrow::Status ApplyTransform(const TransformSpec& t, size_t position, const Rand
       for (int64_t r = 0; r < rows; ++r) {
         auto& len = c->list_lengths[static_cast<size_t>(r)];
         if (len <= t.n) continue;
-        CounterRng rng(key.seed, key.epoch, purpose, static_cast<uint64_t>(first_row + r));
+        CounterRng rng(key.seed, key.epoch, purpose, RowId(first_row, selected, r));
         const auto offset = static_cast<int64_t>(rng.Bounded(static_cast<uint64_t>(len - t.n + 1)));
         c->list_starts[static_cast<size_t>(r)] += offset;
         len = t.n;
