@@ -48,8 +48,8 @@ using PyPredicate = std::tuple<std::string, std::string, std::vector<FilterValue
 
 FilterSpec ToFilterSpec(const std::vector<std::vector<PyPredicate>>& dnf) {
   static const std::map<std::string, FilterOp> kOps = {
-      {"==", FilterOp::kEq}, {"!=", FilterOp::kNe},  {"<", FilterOp::kLt},
-      {"<=", FilterOp::kLe}, {">", FilterOp::kGt},   {">=", FilterOp::kGe},
+      {"==", FilterOp::kEq}, {"!=", FilterOp::kNe},       {"<", FilterOp::kLt},
+      {"<=", FilterOp::kLe}, {">", FilterOp::kGt},        {">=", FilterOp::kGe},
       {"in", FilterOp::kIn}, {"not in", FilterOp::kNotIn}};
   FilterSpec spec;
   for (const auto& conjunction : dnf) {
@@ -57,8 +57,9 @@ FilterSpec ToFilterSpec(const std::vector<std::vector<PyPredicate>>& dnf) {
     for (const auto& [column, op, values] : conjunction) {
       const auto it = kOps.find(op);
       if (it == kOps.end()) {
-        throw StatusError(Error(ErrorKind::kInvalidArgument,
-                                "filter on column '" + column + "': unknown operator '" + op + "'"));
+        throw StatusError(
+            Error(ErrorKind::kInvalidArgument,
+                  "filter on column '" + column + "': unknown operator '" + op + "'"));
       }
       out.push_back({column, it->second, values});
     }
@@ -329,7 +330,7 @@ NB_MODULE(_core, m) {
               }
               catalog = Unwrap(Catalog::Open(sources, options));
             }
-            new (self) DatasetHandle{std::move(catalog)};
+            new (self) DatasetHandle{std::move(catalog), nullptr};
           },
           "sources"_a, "num_threads"_a = CatalogOptions{}.num_threads, "partitioning"_a = "hive",
           "partitioning: \"hive\" (key=value folders become columns) or \"\" (none).")
@@ -438,27 +439,28 @@ NB_MODULE(_core, m) {
              const std::string bytes = d.filter ? d.filter->Serialize() : std::string();
              return nb::bytes(bytes.data(), bytes.size());
            })
-      .def("filter_counts",
-           [](const DatasetHandle& d) {
-             nb::dict out;
-             if (!d.filter) return out;
-             const auto& c = d.filter->counts();
-             out["files"] = c.files;
-             out["files_pruned_by_partition"] = c.files_pruned_by_partition;
-             out["row_groups"] = c.row_groups;
-             out["row_groups_pruned_by_partition"] = c.row_groups_pruned_by_partition;
-             out["row_groups_pruned_by_statistics"] = c.row_groups_pruned_by_statistics;
-             out["row_groups_read"] = c.row_groups_read;
-             out["row_groups_kept"] = c.row_groups_kept;
-             out["rows"] = c.rows;
-             out["rows_pruned_by_partition"] = c.rows_pruned_by_partition;
-             out["rows_pruned_by_statistics"] = c.rows_pruned_by_statistics;
-             out["rows_pruned_by_rows"] = c.rows_pruned_by_rows;
-             out["rows_kept"] = c.rows_kept;
-             out["bytes_read"] = c.bytes_read;
-             return out;
-           },
-           nb::sig("def filter_counts(self) -> dict[str, int]"))
+      .def(
+          "filter_counts",
+          [](const DatasetHandle& d) {
+            nb::dict out;
+            if (!d.filter) return out;
+            const auto& c = d.filter->counts();
+            out["files"] = c.files;
+            out["files_pruned_by_partition"] = c.files_pruned_by_partition;
+            out["row_groups"] = c.row_groups;
+            out["row_groups_pruned_by_partition"] = c.row_groups_pruned_by_partition;
+            out["row_groups_pruned_by_statistics"] = c.row_groups_pruned_by_statistics;
+            out["row_groups_read"] = c.row_groups_read;
+            out["row_groups_kept"] = c.row_groups_kept;
+            out["rows"] = c.rows;
+            out["rows_pruned_by_partition"] = c.rows_pruned_by_partition;
+            out["rows_pruned_by_statistics"] = c.rows_pruned_by_statistics;
+            out["rows_pruned_by_rows"] = c.rows_pruned_by_rows;
+            out["rows_kept"] = c.rows_kept;
+            out["bytes_read"] = c.bytes_read;
+            return out;
+          },
+          nb::sig("def filter_counts(self) -> dict[str, int]"))
       .def("num_batches", [](const DatasetHandle& d, const PlanOptions& options) {
         return MakePlan(d, options)->num_batches();
       });

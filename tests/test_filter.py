@@ -24,6 +24,7 @@ from .conftest import digest
 DATES = [f"2024-01-0{d}" for d in range(1, 6)]
 COUNTRIES = ["CA", "FR", "US"]
 ROWS = 60  # per file, in 3 row groups of 20
+NUM = ["id", "n", "x", "day", "ts"]  # the columns a tensor can hold
 
 
 @pytest.fixture(scope="module")
@@ -143,12 +144,12 @@ def test_pruning_counters(lake: Path) -> None:
 def test_len_is_over_passing_rows(lake: Path, drop_last: bool) -> None:
     filt = [("n", ">", 40)]
     kept = len(pyarrow_ids(lake, filt))
-    ld = shardfeed.Loader(lake, batch_size=10, drop_last=drop_last, filter=filt)
+    ld = shardfeed.Loader(lake, NUM, batch_size=10, drop_last=drop_last, filter=filt)
     assert len(ld) == (kept // 10 if drop_last else -(-kept // 10))
 
 
 def test_empty_result_is_an_empty_loader(lake: Path) -> None:
-    ld = shardfeed.Loader(lake, filter=[("date", "==", "1999-01-01")], drop_last=False)
+    ld = shardfeed.Loader(lake, NUM, filter=[("date", "==", "1999-01-01")], drop_last=False)
     assert len(ld) == 0
     assert list(ld) == []
 
@@ -157,7 +158,7 @@ def stream(lake: Path, **kw: Any) -> str:
     kw.setdefault("filter", [[("x", ">", 3)], [("country", "==", "FR")]])
     return digest(
         shardfeed.Loader(
-            lake, batch_size=8, seed=5, shuffle_window=3, output="numpy", with_sample_id=True,
+            lake, NUM, batch_size=8, seed=5, shuffle_window=3, output="numpy", with_sample_id=True,
             transforms=[GaussianNoise("x", 0.1)], fill_null=0, **kw,
         )
     )  # fmt: skip
@@ -170,7 +171,7 @@ def test_stream_independent_of_threads(lake: Path) -> None:
 def test_ranks_partition_the_passing_rows(lake: Path) -> None:
     filt = [("n", "<", 30), ("name", "!=", "n1")]
     parts = [loader_ids(lake, filt, rank=r, world_size=3, shuffle_window=2) for r in range(3)]
-    lens = [len(shardfeed.Loader(lake, filter=filt, rank=r, world_size=3, drop_last=False,
+    lens = [len(shardfeed.Loader(lake, NUM, filter=filt, rank=r, world_size=3, drop_last=False,
                                  batch_size=16)) for r in range(3)]  # fmt: skip
     assert len(set(lens)) == 1
     union = np.concatenate(parts)
@@ -180,7 +181,7 @@ def test_ranks_partition_the_passing_rows(lake: Path) -> None:
 
 def test_resume_in_the_middle(lake: Path) -> None:
     kw: dict[str, Any] = dict(
-        batch_size=8, seed=3, output="numpy", with_sample_id=True,
+        columns=NUM, batch_size=8, seed=3, output="numpy", with_sample_id=True, fill_null=0,
         filter=[("date", ">=", "2024-01-03")],
     )  # fmt: skip
     whole = list(shardfeed.Loader(lake, **kw))
@@ -212,7 +213,7 @@ def test_sample_ids_and_augmentation_do_not_depend_on_the_filter(lake: Path) -> 
 def test_cache_is_used_and_a_damaged_one_rebuilt(lake: Path, tmp_path: Path) -> None:
     filt = [("n", ">", 20), ("country", "!=", "CA")]
     cache = tmp_path / "cache"
-    first = shardfeed.Loader(lake, filter=filt, cache_dir=cache)
+    first = shardfeed.Loader(lake, NUM, filter=filt, cache_dir=cache)
     files = list((cache / "filters").iterdir())
     assert len(files) == 1
     expected = first.stats()["filter"]
@@ -221,7 +222,7 @@ def test_cache_is_used_and_a_damaged_one_rebuilt(lake: Path, tmp_path: Path) -> 
     # Second open: the image is used (no filter column is read again).
     files[0].write_bytes(files[0].read_bytes())
     mtime = files[0].stat().st_mtime_ns
-    second = shardfeed.Loader(lake, filter=filt, cache_dir=cache)
+    second = shardfeed.Loader(lake, NUM, filter=filt, cache_dir=cache)
     assert second.stats()["filter"] == expected
     assert files[0].stat().st_mtime_ns == mtime
     assert stream(lake, filter=filt, cache_dir=cache) == ref
@@ -250,7 +251,7 @@ BAD: list[tuple[Any, str]] = [
 @pytest.mark.parametrize(("filt", "match"), BAD, ids=[m for _, m in BAD])
 def test_bad_filters(lake: Path, filt: Any, match: str) -> None:
     with pytest.raises((shardfeed.InvalidArgumentError, TypeError), match=match):
-        shardfeed.Loader(lake, filter=filt)
+        shardfeed.Loader(lake, NUM, filter=filt)
 
 
 def test_info_filter(lake: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -88,7 +88,7 @@ def _to_instant(value: Any, unit: str, where: str) -> int:
             value = value.astimezone(dt.timezone.utc).replace(tzinfo=None)
         delta = value - dt.datetime(1970, 1, 1)
         micros = (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
-        return micros * per_second // 1_000_000
+        return int(micros * per_second // 1_000_000)
     if isinstance(value, dt.date):
         return (value - _EPOCH_DATE).days * 86_400 * per_second
     if isinstance(value, np.datetime64):

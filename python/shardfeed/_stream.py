@@ -117,8 +117,10 @@ class Stream:
                 ``[("date", ">=", "2024-01-01"), ("country", "in", ["US", "CA"])]``
                 (a list of tuples is an AND, a list of such lists an OR of ANDs;
                 ops ``==``/``=``, ``!=``, ``<``, ``<=``, ``>``, ``>=``, ``in``,
-                ``not in``).  As in pyarrow a null passes no predicate (not even
-                ``!=``/``not in``).  Values: numbers for numeric columns, strings
+                ``not in``).  As in pyarrow (``pyarrow.dataset`` and
+                ``read_table(filters=...)``) a null passes no comparison, not
+                even ``!=``, but does pass ``not in`` (it is ``not (x in S)``).
+                Values: numbers for numeric columns, strings
                 for string columns, True/False for bool; date and timestamp
                 columns also take ISO strings, ``datetime.date``/``datetime``
                 (naive ones are UTC) and ``numpy.datetime64``.  Files are pruned

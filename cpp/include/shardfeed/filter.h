@@ -2,7 +2,8 @@
 // Petastorm, applied before planning so that the plan is over the passing rows.
 //
 // A filter is an OR of ANDs of predicates `column op value(s)`.  As in
-// pyarrow, a null never passes a predicate (not even != or "not in").  Values
+// pyarrow, a null passes no comparison (not even !=) but passes "not in",
+// which pyarrow computes as not(is_in).  Values
 // come already in the column's delivered representation (dates: days since
 // the epoch, timestamps: the column's unit since the epoch), as the Python
 // layer converts them; integers compare as int64, floats and decimals as

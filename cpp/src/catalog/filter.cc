@@ -11,6 +11,7 @@
 #include <arrow/array/builder_base.h>
 #include <arrow/array/concatenate.h>
 #include <arrow/compute/api.h>
+#include <arrow/compute/initialize.h>
 #include <arrow/filesystem/filesystem.h>
 #include <arrow/scalar.h>
 #include <arrow/table.h>
@@ -39,14 +40,22 @@ struct Bound {
 
 const char* OpName(FilterOp op) {
   switch (op) {
-    case FilterOp::kEq: return "==";
-    case FilterOp::kNe: return "!=";
-    case FilterOp::kLt: return "<";
-    case FilterOp::kLe: return "<=";
-    case FilterOp::kGt: return ">";
-    case FilterOp::kGe: return ">=";
-    case FilterOp::kIn: return "in";
-    case FilterOp::kNotIn: return "not in";
+    case FilterOp::kEq:
+      return "==";
+    case FilterOp::kNe:
+      return "!=";
+    case FilterOp::kLt:
+      return "<";
+    case FilterOp::kLe:
+      return "<=";
+    case FilterOp::kGt:
+      return ">";
+    case FilterOp::kGe:
+      return ">=";
+    case FilterOp::kIn:
+      return "in";
+    case FilterOp::kNotIn:
+      return "not in";
   }
   return "?";
 }
@@ -55,12 +64,15 @@ const char* OpName(FilterOp op) {
 std::shared_ptr<arrow::DataType> StorageInt(const arrow::DataType& type) {
   switch (type.id()) {
     case arrow::Type::DATE32:
-    case arrow::Type::TIME32: return arrow::int32();
+    case arrow::Type::TIME32:
+      return arrow::int32();
     case arrow::Type::DATE64:
     case arrow::Type::TIME64:
     case arrow::Type::TIMESTAMP:
-    case arrow::Type::DURATION: return arrow::int64();
-    default: return nullptr;
+    case arrow::Type::DURATION:
+      return arrow::int64();
+    default:
+      return nullptr;
   }
 }
 
@@ -82,10 +94,9 @@ arrow::Result<std::shared_ptr<arrow::DataType>> EvalType(const arrow::DataType& 
     all_string &= std::holds_alternative<std::string>(v);
     all_number &= std::holds_alternative<int64_t>(v) || std::holds_alternative<double>(v);
   }
-  const arrow::DataType& t =
-      column.id() == arrow::Type::DICTIONARY
-          ? *static_cast<const arrow::DictionaryType&>(column).value_type()
-          : column;
+  const arrow::DataType& t = column.id() == arrow::Type::DICTIONARY
+                                 ? *static_cast<const arrow::DictionaryType&>(column).value_type()
+                                 : column;
   const std::string where = "filter on column '" + p.column + "' (" + column.ToString() + "): ";
   if (t.id() == arrow::Type::BOOL) {
     if (all_bool) return arrow::boolean();
@@ -109,7 +120,8 @@ arrow::Result<std::shared_ptr<arrow::DataType>> EvalType(const arrow::DataType& 
 std::shared_ptr<arrow::Scalar> MakeValue(const FilterValue& v,
                                          const std::shared_ptr<arrow::DataType>& type) {
   if (const auto* b = std::get_if<bool>(&v)) return std::make_shared<arrow::BooleanScalar>(*b);
-  if (const auto* s = std::get_if<std::string>(&v)) return std::make_shared<arrow::StringScalar>(*s);
+  if (const auto* s = std::get_if<std::string>(&v))
+    return std::make_shared<arrow::StringScalar>(*s);
   if (type->id() == arrow::Type::DOUBLE) {
     const double d = std::holds_alternative<double>(v) ? std::get<double>(v)
                                                        : static_cast<double>(std::get<int64_t>(v));
@@ -148,12 +160,18 @@ int Compare(const arrow::Scalar& a, const arrow::Scalar& b) {
 bool ValuePasses(const Bound& b, const arrow::Scalar& x) {
   auto cmp = [&](size_t i) { return Compare(x, *b.values[i]); };
   switch (b.pred->op) {
-    case FilterOp::kEq: return cmp(0) == 0;
-    case FilterOp::kNe: return cmp(0) != 0;
-    case FilterOp::kLt: return cmp(0) < 0;
-    case FilterOp::kLe: return cmp(0) <= 0;
-    case FilterOp::kGt: return cmp(0) > 0;
-    case FilterOp::kGe: return cmp(0) >= 0;
+    case FilterOp::kEq:
+      return cmp(0) == 0;
+    case FilterOp::kNe:
+      return cmp(0) != 0;
+    case FilterOp::kLt:
+      return cmp(0) < 0;
+    case FilterOp::kLe:
+      return cmp(0) <= 0;
+    case FilterOp::kGt:
+      return cmp(0) > 0;
+    case FilterOp::kGe:
+      return cmp(0) >= 0;
     case FilterOp::kIn:
     case FilterOp::kNotIn: {
       bool found = false;
@@ -170,16 +188,23 @@ bool RangeMayPass(const Bound& b, const arrow::Scalar& lo, const arrow::Scalar& 
   auto above = [&](const arrow::Scalar& v) { return Compare(v, hi) > 0; };
   const bool single = Compare(lo, hi) == 0;
   switch (b.pred->op) {
-    case FilterOp::kEq: return !below(*b.values[0]) && !above(*b.values[0]);
-    case FilterOp::kNe: return !(single && Compare(lo, *b.values[0]) == 0);
-    case FilterOp::kLt: return Compare(lo, *b.values[0]) < 0;
-    case FilterOp::kLe: return Compare(lo, *b.values[0]) <= 0;
-    case FilterOp::kGt: return Compare(hi, *b.values[0]) > 0;
-    case FilterOp::kGe: return Compare(hi, *b.values[0]) >= 0;
+    case FilterOp::kEq:
+      return !below(*b.values[0]) && !above(*b.values[0]);
+    case FilterOp::kNe:
+      return !(single && Compare(lo, *b.values[0]) == 0);
+    case FilterOp::kLt:
+      return Compare(lo, *b.values[0]) < 0;
+    case FilterOp::kLe:
+      return Compare(lo, *b.values[0]) <= 0;
+    case FilterOp::kGt:
+      return Compare(hi, *b.values[0]) > 0;
+    case FilterOp::kGe:
+      return Compare(hi, *b.values[0]) >= 0;
     case FilterOp::kIn:
       return std::any_of(b.values.begin(), b.values.end(),
                          [&](const auto& v) { return !below(*v) && !above(*v); });
-    case FilterOp::kNotIn: return !(single && !ValuePasses(b, lo));
+    case FilterOp::kNotIn:
+      return !(single && !ValuePasses(b, lo));
   }
   return true;
 }
@@ -189,8 +214,8 @@ arrow::Result<std::shared_ptr<arrow::BooleanArray>> ArrayPasses(const Bound& b,
                                                                 const arrow::Datum& column) {
   ARROW_ASSIGN_OR_RAISE(arrow::Datum x, ToEval(column, b.eval_type));
   arrow::Datum mask;
-  static const char* kNames[] = {"equal", "not_equal", "less", "less_equal", "greater",
-                                 "greater_equal"};
+  static const char* kNames[] = {"equal",      "not_equal", "less",
+                                 "less_equal", "greater",   "greater_equal"};
   const auto op = b.pred->op;
   if (op == FilterOp::kIn || op == FilterOp::kNotIn) {
     std::unique_ptr<arrow::ArrayBuilder> builder;
@@ -202,16 +227,13 @@ arrow::Result<std::shared_ptr<arrow::BooleanArray>> ArrayPasses(const Bound& b,
       ARROW_ASSIGN_OR_RAISE(mask, cp::Invert(mask));
     }
   } else {
-    ARROW_ASSIGN_OR_RAISE(mask,
-                          cp::CallFunction(kNames[static_cast<int>(op)], {x, b.values[0]}));
+    ARROW_ASSIGN_OR_RAISE(mask, cp::CallFunction(kNames[static_cast<int>(op)], {x, b.values[0]}));
   }
-  // Nulls never pass: is_in says false and its inverse true for them.
-  ARROW_ASSIGN_OR_RAISE(auto valid, cp::IsValid(x));
-  ARROW_ASSIGN_OR_RAISE(mask, cp::And(mask, valid));
+  // Comparisons give null for a null (it does not pass); "not in" is
+  // not(is_in) as pyarrow computes it, so a null passes it.
   ARROW_ASSIGN_OR_RAISE(mask, cp::CallFunction("coalesce", {mask, arrow::Datum(false)}));
   return std::static_pointer_cast<arrow::BooleanArray>(mask.make_array());
 }
-
 
 // The outcome of one row group.
 struct RgOutcome {
@@ -258,20 +280,23 @@ struct FilterRunner {
     *by_partition = b.partition_key >= 0;
     if (b.partition_key >= 0) {
       const auto& value = file.partition_values[static_cast<size_t>(b.partition_key)];
-      if (!value || !value->is_valid) return false;
+      if (!value || !value->is_valid) return b.pred->op == FilterOp::kNotIn;
       ARROW_ASSIGN_OR_RAISE(auto x, ToEval(arrow::Datum(value), b.eval_type));
       return ValuePasses(b, *x.scalar());
     }
     const int in_file =
         file.field_map.empty() ? b.field : file.field_map[static_cast<size_t>(b.field)];
-    if (in_file < 0) return false;  // the file lacks the column: all null
+    // The file lacks the column: all null, which only "not in" lets pass.
+    if (in_file < 0) return b.pred->op == FilterOp::kNotIn;
     const auto& pq_schema = *file.metadata->schema();
     const int leaf = pq_schema.ColumnIndex(*pq_schema.group_node()->field(in_file));
     if (leaf < 0) return true;
     auto chunk = file.metadata->RowGroup(rg.row_group)->ColumnChunk(leaf);
     auto stats = chunk->statistics();
     if (!stats) return true;
-    if (stats->HasNullCount() && stats->null_count() >= rg.num_rows) return false;
+    const bool not_in = b.pred->op == FilterOp::kNotIn;
+    if (not_in && (!stats->HasNullCount() || stats->null_count() > 0)) return true;
+    if (stats->HasNullCount() && stats->null_count() >= rg.num_rows) return not_in;
     if (!stats->HasMinMax()) return true;
     std::shared_ptr<arrow::Scalar> lo, hi;
     if (!parquet::arrow::StatisticsAsScalars(*stats, &lo, &hi).ok() || !lo || !hi) return true;
@@ -328,7 +353,8 @@ struct FilterRunner {
       arrow::Datum all;
       for (const Bound* b : c) {
         const auto pos = std::find(fields.begin(), fields.end(), b->field) - fields.begin();
-        ARROW_ASSIGN_OR_RAISE(auto column, arrow::Concatenate(table->column(static_cast<int>(pos))->chunks()));
+        ARROW_ASSIGN_OR_RAISE(auto column,
+                              arrow::Concatenate(table->column(static_cast<int>(pos))->chunks()));
         ARROW_ASSIGN_OR_RAISE(auto mask, ArrayPasses(*b, arrow::Datum(column)));
         if (all.is_value()) {
           ARROW_ASSIGN_OR_RAISE(all, cp::And(all, arrow::Datum(mask)));
@@ -386,9 +412,12 @@ struct FilterRunner {
 }  // namespace
 
 arrow::Result<std::shared_ptr<const FilteredRows>> FilteredRows::Make(const Catalog& catalog,
-                                                                       const FilterSpec& spec,
-                                                                       std::string key,
-                                                                       int num_threads) {
+                                                                      const FilterSpec& spec,
+                                                                      std::string key,
+                                                                      int num_threads) {
+  // Arrow >= 21 registers its compute kernels on request; once per process.
+  static const arrow::Status compute_ready = cp::Initialize();
+  ARROW_RETURN_NOT_OK(compute_ready);
   FilterRunner runner{catalog, {}};
   ARROW_RETURN_NOT_OK(runner.Bind(spec));
   const auto n = catalog.row_groups().size();
@@ -485,6 +514,5 @@ std::vector<int64_t> FilteredRows::Rows(int32_t rg) const {
   }
   return out;
 }
-
 
 }  // namespace shardfeed

@@ -57,8 +57,7 @@ TEST(Filter, ImageRoundTripsAndRejectsDamage) {
   EXPECT_EQ(back->pass_rows(), rows->pass_rows());
   for (int32_t rg = 0; rg < 8; ++rg) EXPECT_EQ(back->Rows(rg), rows->Rows(rg));
   EXPECT_EQ(FilteredRows::Deserialize(*catalog, "other key", image), nullptr);
-  EXPECT_EQ(FilteredRows::Deserialize(*catalog, "key", image.substr(0, image.size() - 1)),
-            nullptr);
+  EXPECT_EQ(FilteredRows::Deserialize(*catalog, "key", image.substr(0, image.size() - 1)), nullptr);
   for (size_t i = 8; i < image.size(); i += 7) {
     std::string bad = image;
     bad[i] = static_cast<char>(bad[i] ^ 0x5A);

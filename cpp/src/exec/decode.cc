@@ -402,8 +402,8 @@ arrow::Result<std::shared_ptr<const DecodedRowGroup>> DecodeRowGroup(const Catal
     }
   }
   if (!cached) {
-    ARROW_RETURN_NOT_OK(ReadColumns(catalog, rg_index, layout, hooks, context,
-                                    decoded->rows.get(), &decoded->columns));
+    ARROW_RETURN_NOT_OK(ReadColumns(catalog, rg_index, layout, hooks, context, decoded->rows.get(),
+                                    &decoded->columns));
   }
   const auto t_transform = Clock::now();
   Slow(hooks, "transform");
@@ -411,11 +411,11 @@ arrow::Result<std::shared_ptr<const DecodedRowGroup>> DecodeRowGroup(const Catal
     const auto& chain = layout.field_transforms[i];
     for (; done[i] < until; ++done[i]) {
       const size_t t = chain[done[i]];
-      ARROW_RETURN_NOT_OK(WithContext(ApplyTransform(layout.transforms[t], t, key, rg.first_row,
-                                                     num_rows, &decoded->columns[i],
-                                                     decoded->rows.get()),
-                                      context + ", column '" + layout.field_names[i] + "', " +
-                                          TransformOpName(layout.transforms[t].op)));
+      ARROW_RETURN_NOT_OK(
+          WithContext(ApplyTransform(layout.transforms[t], t, key, rg.first_row, num_rows,
+                                     &decoded->columns[i], decoded->rows.get()),
+                      context + ", column '" + layout.field_names[i] + "', " +
+                          TransformOpName(layout.transforms[t].op)));
     }
     return arrow::Status::OK();
   };

@@ -39,10 +39,10 @@ struct DecodeHooks {
   std::shared_ptr<StageClock> clock;  // required
   // Opens a catalog file; empty: the catalog's filesystem directly.
   std::function<arrow::Result<std::shared_ptr<arrow::io::RandomAccessFile>>(int32_t file)> open;
-  Stage io_stage = Stage::kRead;      // kFetch when the bytes come from remote storage
-  std::shared_ptr<DecodedTier> tier;  // the decoded cache tier, when enabled
+  Stage io_stage = Stage::kRead;               // kFetch when the bytes come from remote storage
+  std::shared_ptr<DecodedTier> tier;           // the decoded cache tier, when enabled
   std::shared_ptr<const FilteredRows> filter;  // keeps only the passing rows
-  std::string slow_stage;             // test hook: sleep slow_us in this stage
+  std::string slow_stage;                      // test hook: sleep slow_us in this stage
   int slow_us = 0;
 };
 

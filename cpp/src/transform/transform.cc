@@ -296,29 +296,32 @@ arrow::Status ApplyTransform(const TransformSpec& t, size_t position, const Rand
         double spare = 0;
         bool have_spare = false;
         int64_t row_of_spare = -1;
-        ForEachRowElement(*c, key, position, first_row, selected, rows, [&](CounterRng& rng, int64_t i) {
-          const auto row = static_cast<int64_t>(rng.id());
-          if (have_spare && row_of_spare == row) {
-            typed[i] = static_cast<T>(static_cast<double>(typed[i]) + t.a * spare);
-            have_spare = false;
-            return;
-          }
-          const double u1 = 1.0 - rng.Uniform(), u2 = rng.Uniform();
-          const double radius = std::sqrt(-2.0 * std::log(u1));
-          const double angle = 2 * std::numbers::pi * u2;
-          typed[i] = static_cast<T>(static_cast<double>(typed[i]) + t.a * radius * std::cos(angle));
-          spare = radius * std::sin(angle);
-          have_spare = true;
-          row_of_spare = row;
-        });
+        ForEachRowElement(
+            *c, key, position, first_row, selected, rows, [&](CounterRng& rng, int64_t i) {
+              const auto row = static_cast<int64_t>(rng.id());
+              if (have_spare && row_of_spare == row) {
+                typed[i] = static_cast<T>(static_cast<double>(typed[i]) + t.a * spare);
+                have_spare = false;
+                return;
+              }
+              const double u1 = 1.0 - rng.Uniform(), u2 = rng.Uniform();
+              const double radius = std::sqrt(-2.0 * std::log(u1));
+              const double angle = 2 * std::numbers::pi * u2;
+              typed[i] =
+                  static_cast<T>(static_cast<double>(typed[i]) + t.a * radius * std::cos(angle));
+              spare = radius * std::sin(angle);
+              have_spare = true;
+              row_of_spare = row;
+            });
       });
       return arrow::Status::OK();
     }
     case TransformOp::kRandomMask: {
       std::vector<uint8_t> mask(static_cast<size_t>(c->count), 0);
-      ForEachRowElement(*c, key, position, first_row, selected, rows, [&](CounterRng& rng, int64_t i) {
-        mask[static_cast<size_t>(i)] = rng.Uniform() < t.a ? 1 : 0;
-      });
+      ForEachRowElement(*c, key, position, first_row, selected, rows,
+                        [&](CounterRng& rng, int64_t i) {
+                          mask[static_cast<size_t>(i)] = rng.Uniform() < t.a ? 1 : 0;
+                        });
       return MapValues(c,
                        [&](int64_t i, double v) { return mask[static_cast<size_t>(i)] ? t.b : v; });
     }
