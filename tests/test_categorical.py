@@ -43,6 +43,7 @@ def write(root: Path, array: pa.Array, name: str = "c.parquet", rg: int = 250) -
 ENCODINGS = {
     "string": lambda v: pa.array(v, pa.string()),
     "large_string": lambda v: pa.array(v, pa.large_string()),
+    "string_view": lambda v: pa.array(v, pa.string_view()),
     "dictionary_int8": lambda v: (
         pa.array(v, pa.string()).dictionary_encode().cast(pa.dictionary(pa.int8(), pa.string()))
     ),
@@ -320,3 +321,44 @@ def test_fill_null_per_column(tmp_path):
         shardfeed.Loader(root, fill_null={"u8": "x"})
     with pytest.raises(TypeError, match="fill_null"):
         shardfeed.Loader(root, fill_null={1: 0})
+
+
+def test_files_with_other_string_encodings_and_hive_string_keys(tmp_path):
+    # One column stored as string, dictionary and large_string in three files,
+    # under Hive folders whose key is a string column too.
+    parts = {"us": words(300, 20), "c a": words(200, 21), "de": words(100, 22)}
+    encodings = ["string", "dictionary_int8", "large_string"]
+    for (country, part), encoding in zip(parts.items(), encodings, strict=True):
+        folder = tmp_path / f"country={country.replace(' ', '%20')}"
+        write(folder, ENCODINGS[encoding](part), name="part-0", rg=64)
+    every = [v for part in parts.values() for v in part]
+    # Catalog order: by relative path ("country=c%20a" < "country=de" < "country=us").
+    order = sorted(parts, key=lambda c: c.replace(" ", "%20"))
+    in_order = [v for c in order for v in parts[c]]
+    countries = [c for c in order for _ in parts[c]]
+    assert shardfeed.vocabulary(tmp_path, "s") == reference_vocabulary(every)
+    assert shardfeed.vocabulary(tmp_path, "country") == reference_vocabulary(countries)
+    got = read_all(tmp_path, [HashBucket("s", num_buckets=N_BUCKETS)], fill_null=-1)
+    assert got.tolist() == [-1 if v is None else fnv1a64(v.encode()) % N_BUCKETS for v in in_order]
+    values = ["us", "de", "ü", ""]
+    got = read_all(tmp_path, [Vocabulary("s", values)])
+    index = {v: k + 1 for k, v in enumerate(values)}
+    assert got.tolist() == [index.get(v, 0) if v is not None else 0 for v in in_order]
+    got = read_all(tmp_path, [HashBucket("country", num_buckets=N_BUCKETS)], column="country")
+    assert got.tolist() == [fnv1a64(c.encode()) % N_BUCKETS for c in countries]
+    got = read_all(tmp_path, [Vocabulary("country", ["de", "c a"])], column="country")
+    assert got.tolist() == [{"de": 1, "c a": 2}.get(c, 0) for c in countries]
+
+
+def test_vocabulary_matches_columns_by_name_across_files(tmp_path):
+    # Schema evolution: another column order, an added column, a file without it.
+    a, b = words(300, 30), words(200, 31)
+    pq.write_table(pa.table({"id": np.arange(300), "s": a}), tmp_path / "a.parquet")
+    pq.write_table(
+        pa.table({"s": pa.array(b).dictionary_encode(), "n": np.zeros(200), "id": np.arange(200)}),
+        tmp_path / "b.parquet",
+    )
+    pq.write_table(pa.table({"id": np.arange(50)}), tmp_path / "c.parquet")
+    assert shardfeed.vocabulary(tmp_path, "s") == reference_vocabulary(a + b)
+    got = read_all(tmp_path, [Vocabulary("s", ["us", "de"])])
+    assert got.tolist() == [{"us": 1, "de": 2}.get(v, 0) if v else 0 for v in a + b + [None] * 50]

@@ -9,13 +9,16 @@
 #include <utility>
 
 #include <arrow/array.h>
+#include <arrow/scalar.h>
 #include <arrow/table.h>
 #include <arrow/type.h>
+#include <arrow/util/key_value_metadata.h>
 #include <parquet/arrow/reader.h>
 #include <parquet/arrow/schema.h>
 #include <parquet/file_reader.h>
 #include <parquet/metadata.h>
 
+#include "catalog/unify.h"
 #include "shardfeed/status.h"
 #include "shardfeed/vocabulary.h"
 #include "util/hash.h"
@@ -80,9 +83,30 @@ bool IsUtf8(arrow::Type::type id) {
 }
 
 // Counts the column's values in every row group of file `f`.
-arrow::Status CountFile(const Catalog& catalog, int32_t f, int field, Counts* counts) {
+arrow::Status CountFile(const Catalog& catalog, int32_t f, int dataset_field, Counts* counts) {
   const auto& file = catalog.files()[static_cast<size_t>(f)];
   const std::string context = "file '" + file.rel_path + "'";
+  const int field =
+      file.field_map.empty() ? dataset_field : file.field_map[static_cast<size_t>(dataset_field)];
+  if (field < 0) {
+    // Not in this file: a Hive partition value for each of its rows, or nulls.
+    const auto& keys = catalog.partition_schema();
+    const int key = keys ? keys->GetFieldIndex(catalog.schema()->field(dataset_field)->name()) : -1;
+    if (key < 0 || static_cast<size_t>(key) >= file.partition_values.size()) {
+      return arrow::Status::OK();
+    }
+    const auto& value = file.partition_values[static_cast<size_t>(key)];
+    if (!value || !value->is_valid) return arrow::Status::OK();
+    if (!IsUtf8(value->type->id())) {
+      return Error(ErrorKind::kUnsupportedType, context + ": partition value is not a string");
+    }
+    int64_t rows = 0;
+    for (const auto& rg : catalog.row_groups()) {
+      if (rg.file == f) rows += rg.num_rows;
+    }
+    if (rows > 0) Add(counts, static_cast<const arrow::BaseBinaryScalar&>(*value).view(), rows);
+    return arrow::Status::OK();
+  }
   arrow::fs::FileInfo info(file.path, arrow::fs::FileType::File);
   info.set_size(file.size);
   auto input = catalog.filesystem()->OpenInputFile(info);
@@ -139,6 +163,10 @@ arrow::Result<std::vector<std::string>> BuildVocabulary(const Catalog& catalog,
   if (field < 0) {
     return Error(ErrorKind::kColumnNotFound,
                  "vocabulary: column '" + column + "' is not in the dataset (or is ambiguous)");
+  }
+  const auto& metadata = catalog.schema()->field(field)->metadata();
+  if (metadata && metadata->Contains(kConflictKey)) {
+    return Error(ErrorKind::kSchemaMismatch, metadata->Get(kConflictKey).ValueOr(""));
   }
   const auto& type = catalog.schema()->field(field)->type();
   const auto* values_type = type.get();
