@@ -82,6 +82,11 @@ def child(system: str, root: Path, runs: int, threads: int) -> None:
     filt = None if system == "shardfeed_all" else date_filter(root)
     results: list[common.Run] = []
     extra: dict[str, Any] = {}
+    # Imports (torch with shardfeed) are not part of the time to the first batch.
+    if system.startswith("shardfeed"):
+        import shardfeed  # noqa: F401
+    else:
+        import pyarrow.dataset  # noqa: F401
     for _ in range(runs):
         io0, t0 = _read_bytes(), time.perf_counter()
         first = None
