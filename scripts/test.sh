@@ -25,6 +25,9 @@ echo "== lint"
 ruff check
 ruff format --check
 mypy
+mypy --strict scripts/check_layers.py
+# Layers include only downwards; public headers and the bindings only public headers.
+python scripts/check_layers.py
 # The committed type stub of the extension must match the built module.
 stub=$(mktemp -d)
 python -m nanobind.stubgen -q -m shardfeed._core -o "$stub/_core.pyi"

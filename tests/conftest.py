@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import os
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -85,5 +84,8 @@ def sample_ids(batches: Iterable[dict[str, Any]]) -> np.ndarray:
     return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
 
-def os_threads() -> int:
-    return len(os.listdir("/proc/self/task"))
+def engine_threads() -> int:
+    """Engine worker and prefetcher threads still running (not Arrow's lazily grown pools)."""
+    from shardfeed import _core
+
+    return int(_core.live_engine_threads())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -136,3 +137,22 @@ def test_torch_dataset_workers_share_the_tier(dataset, tmp_path):
     second = digest(torch.utils.data.DataLoader(ds, batch_size=None, num_workers=2))
     assert first == second
     assert len(list(Path(tmp_path, "decoded").glob("*.sfd"))) == N_ROW_GROUPS
+
+
+def test_cache_cli_counts_and_clears_the_decoded_tier(dataset, tmp_path, capsys):
+    from shardfeed import cli
+
+    digest(loader(dataset, tmp_path))
+    (tmp_path / "decoded" / "notes.txt").write_text("not the tier's")  # left alone
+    assert cli.main(["cache", "stats", "--cache-dir", str(tmp_path)]) == 0
+    stats = json.loads(capsys.readouterr().out)
+    assert stats["decoded"]["entries"] == N_ROW_GROUPS and stats["decoded"]["bytes"] > 0
+    assert cli.main(["cache", "clear", "--cache-dir", str(tmp_path)]) == 0
+    cleared = json.loads(capsys.readouterr().out)
+    assert cleared["freed_decoded_bytes"] == stats["decoded"]["bytes"]
+    assert cleared["decoded"] == {"dir": stats["decoded"]["dir"], "entries": 0, "bytes": 0}
+    assert (tmp_path / "decoded" / "notes.txt").exists()
+    # Cleared, the next loader decodes again and gives the same stream.
+    again, reference = loader(dataset, tmp_path), plain(dataset)
+    assert digest(again) == digest(reference)
+    assert again.stats()["decoded_misses"] == N_ROW_GROUPS

@@ -13,7 +13,7 @@ import pytest
 import shardfeed
 from shardfeed import _core
 
-from .conftest import digest, os_threads, sample_ids, to_numpy
+from .conftest import digest, engine_threads, sample_ids, to_numpy
 
 N_ROWS = 1745
 FEATS = [f"f{i}" for i in range(8)]
@@ -208,42 +208,33 @@ def test_a_rank_decodes_only_the_row_groups_it_needs(dataset):
         assert len(needed) < len(starts)
 
 
-def warm_io_pool(dataset) -> None:
-    """Arrow's global I/O thread pool starts threads on first use and keeps them;
-    one full pass first, so that the baseline counts them."""
-    for _ in loader(dataset, num_threads=6, batch_size=8):
-        pass
-
-
 def test_breaking_out_stops_the_workers(dataset):
-    warm_io_pool(dataset)
-    baseline = os_threads()
+    assert engine_threads() == 0
     ld = loader(dataset, num_threads=6, batch_size=8)
     for i, _ in enumerate(ld):
-        assert os_threads() >= baseline + 6
+        assert engine_threads() >= 6
         if i == 2:
             break
     gc.collect()
-    assert os_threads() == baseline
+    assert engine_threads() == 0
 
 
 def test_exception_in_consumer_and_garbage_collection_stop_the_workers(dataset):
-    warm_io_pool(dataset)
-    baseline = os_threads()
     ld = loader(dataset, num_threads=4, batch_size=8)
     with pytest.raises(RuntimeError, match="boom"):
         for _ in ld:
             raise RuntimeError("boom")
     gc.collect()
-    assert os_threads() == baseline
+    assert engine_threads() == 0
     it = iter(ld)
     next(it)
+    assert engine_threads() >= 4
     del it  # an abandoned iterator
     gc.collect()
     deadline = time.monotonic() + 5
-    while os_threads() != baseline and time.monotonic() < deadline:
+    while engine_threads() != 0 and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert os_threads() == baseline
+    assert engine_threads() == 0
 
 
 def test_nulls_raise_by_default_and_fill_when_asked(tmp_path):

@@ -185,3 +185,20 @@ def test_cache_cli(remote, tmp_path, capsys):
 def test_remote_errors_name_the_uri(s3):
     with pytest.raises(FileNotFoundError, match="nothing-here"):
         shardfeed.Loader(s3.uri("data", "nothing-here"))
+
+
+def test_remote_read_failures_are_storage_errors_cached_or_not(s3, dataset, tmp_path):
+    # A server of our own, stopped once the loaders have read the footers:
+    # every later read is refused.  Through the file cache or straight from
+    # the bucket, that is a StorageError (an OSError), never InvalidDataError.
+    with s3_server() as server:
+        uri = server.upload_folder(dataset, "gone", "ds")
+        uncached = shardfeed.Loader(uri, **ARGS)
+        cached = shardfeed.Loader(uri, cache_dir=tmp_path, **ARGS)
+    for ld in (uncached, cached):
+        with pytest.raises(shardfeed.StorageError) as e:
+            for _ in ld:
+                pass
+        assert isinstance(e.value, OSError)
+        assert not isinstance(e.value, shardfeed.InvalidDataError)
+        assert ".parquet" in str(e.value)

@@ -59,20 +59,9 @@ class PlanOptions:
     def validate(self) -> None:
         """Raises InvalidArgumentError for a setting out of range."""
 
-class StackSpec:
-    def __init__(self) -> None: ...
+def plan_sample_ids(row_group_rows: Sequence[int], options: PlanOptions) -> list[int]: ...
 
-    @property
-    def name(self) -> str: ...
-
-    @name.setter
-    def name(self, arg: str, /) -> None: ...
-
-    @property
-    def columns(self) -> list[str]: ...
-
-    @columns.setter
-    def columns(self, arg: Sequence[str], /) -> None: ...
+def plan_batch_sizes(row_group_rows: Sequence[int], options: PlanOptions) -> list[int]: ...
 
 class TransformSpec:
     def __init__(self) -> None: ...
@@ -126,6 +115,23 @@ class TransformSpec:
     @dtype.setter
     def dtype(self, arg: str, /) -> None: ...
 
+def sample_uniform(sample_ids: numpy.typing.NDArray[numpy.int64], seed: int, epoch: int, stream: int, size: int) -> numpy.typing.NDArray[numpy.float64]: ...
+
+class StackSpec:
+    def __init__(self) -> None: ...
+
+    @property
+    def name(self) -> str: ...
+
+    @name.setter
+    def name(self, arg: str, /) -> None: ...
+
+    @property
+    def columns(self) -> list[str]: ...
+
+    @columns.setter
+    def columns(self, arg: Sequence[str], /) -> None: ...
+
 class OutputOptions:
     def __init__(self) -> None: ...
 
@@ -170,6 +176,88 @@ class OutputOptions:
 
     @transforms.setter
     def transforms(self, arg: Sequence[TransformSpec], /) -> None: ...
+
+class Dataset:
+    def __init__(self, sources: Sequence[str], num_threads: int = 8, partitioning: str = 'hive') -> None:
+        """partitioning: "hive" (key=value folders become columns) or "" (none)."""
+
+    @property
+    def num_rows(self) -> int: ...
+
+    @property
+    def num_files(self) -> int: ...
+
+    @property
+    def num_row_groups(self) -> int: ...
+
+    @property
+    def fingerprint(self) -> str: ...
+
+    @property
+    def root(self) -> str: ...
+
+    @property
+    def is_local(self) -> bool: ...
+
+    def file_sizes(self) -> list[int]: ...
+
+    def files(self) -> list[str]: ...
+
+    def row_groups(self) -> list[tuple[int, int, int, int, int]]: ...
+
+    def schema(self) -> list[tuple[str, str]]: ...
+
+    def columns(self) -> list[tuple[str, str, int, list[str], int, str]]:
+        """
+        Where each dataset column comes from: (name, type, partition key or -1, the types in the files, files that lack it, conflict).
+        """
+
+    def describe_outputs(self, arg: OutputOptions, /) -> list[tuple[str, str, list[int], str, str]]: ...
+
+    def vocabulary(self, column: str, min_count: int = 1, max_size: int | None = None, num_threads: int = 4) -> list[str]:
+        """
+        The distinct values of a string column, most frequent first (ties by value).
+        """
+
+    def num_batches(self, arg: PlanOptions, /) -> int: ...
+
+class CacheOptions:
+    def __init__(self) -> None: ...
+
+    @property
+    def limit_bytes(self) -> int: ...
+
+    @limit_bytes.setter
+    def limit_bytes(self, arg: int, /) -> None: ...
+
+    def validate(self) -> None:
+        """Raises InvalidArgumentError for a limit out of range."""
+
+class DecodedTier:
+    def stats(self) -> dict[str, int]: ...
+
+    def usage(self) -> tuple[int, int]:
+        """(entries, bytes) in the folder, scanned now."""
+
+    def clear(self) -> int:
+        """Removes every complete entry; returns the bytes freed."""
+
+    @property
+    def dir(self) -> str: ...
+
+class FileCache:
+    def stats(self) -> dict[str, Any]: ...
+
+    def usage(self) -> tuple[int, int]: ...
+
+    def clear(self) -> int: ...
+
+    def warm(self, dataset: Dataset, file: int) -> bool:
+        """Downloads file number `file` of the dataset unless cached."""
+
+def open_file_cache(dir: str, limit_bytes: int) -> FileCache: ...
+
+def open_decoded_tier(dir: str, limit_bytes: int) -> DecodedTier: ...
 
 class EngineOptions:
     def __init__(self) -> None: ...
@@ -255,88 +343,6 @@ class EngineOptions:
     def validate(self) -> None:
         """Raises InvalidArgumentError for a setting out of range."""
 
-class CacheOptions:
-    def __init__(self) -> None: ...
-
-    @property
-    def limit_bytes(self) -> int: ...
-
-    @limit_bytes.setter
-    def limit_bytes(self, arg: int, /) -> None: ...
-
-    def validate(self) -> None:
-        """Raises InvalidArgumentError for a limit out of range."""
-
-class DecodedTier:
-    def stats(self) -> dict[str, int]: ...
-
-class FileCache:
-    def stats(self) -> dict[str, Any]: ...
-
-    def usage(self) -> tuple[int, int]: ...
-
-    def clear(self) -> int: ...
-
-    def warm(self, dataset: Dataset, file: int) -> bool:
-        """Downloads file number `file` of the dataset unless cached."""
-
-def open_file_cache(dir: str, limit_bytes: int) -> FileCache: ...
-
-def open_decoded_tier(dir: str, limit_bytes: int) -> DecodedTier: ...
-
-class Dataset:
-    def __init__(self, sources: Sequence[str], num_threads: int = 8, partitioning: str = 'hive') -> None:
-        """partitioning: "hive" (key=value folders become columns) or "" (none)."""
-
-    @property
-    def num_rows(self) -> int: ...
-
-    @property
-    def num_files(self) -> int: ...
-
-    @property
-    def num_row_groups(self) -> int: ...
-
-    @property
-    def fingerprint(self) -> str: ...
-
-    @property
-    def root(self) -> str: ...
-
-    @property
-    def is_local(self) -> bool: ...
-
-    def file_sizes(self) -> list[int]: ...
-
-    def files(self) -> list[str]: ...
-
-    def row_groups(self) -> list[tuple[int, int, int, int, int]]: ...
-
-    def schema(self) -> list[tuple[str, str]]: ...
-
-    def columns(self) -> list[tuple[str, str, int, list[str], int, str]]:
-        """
-        Where each dataset column comes from: (name, type, partition key or -1, the types in the files, files that lack it, conflict).
-        """
-
-    def describe_outputs(self, arg: OutputOptions, /) -> list[tuple[str, str, list[int], str, str]]: ...
-
-    def vocabulary(self, column: str, min_count: int = 1, max_size: int | None = None, num_threads: int = 4) -> list[str]:
-        """
-        The distinct values of a string column, most frequent first (ties by value).
-        """
-
-    def filtered(self, dnf: Sequence[Sequence[tuple[str, str, Sequence[bool | int | float | str]]]], key: str, num_threads: int = 8, image: bytes | None = None) -> Dataset:
-        """
-        The dataset restricted to the rows that pass `dnf` (OR of ANDs of (column, op, values)); `image`: a cached result, used when it is valid for this catalog and key.
-        """
-
-    def filter_image(self) -> bytes: ...
-
-    def filter_counts(self) -> dict[str, int]: ...
-
-    def num_batches(self, arg: PlanOptions, /) -> int: ...
-
 class Engine:
     def __init__(self, dataset: Dataset, plan: PlanOptions, options: EngineOptions) -> None: ...
 
@@ -360,11 +366,10 @@ class Engine:
 
     def stats(self) -> dict[str, Any]: ...
 
-def plan_sample_ids(row_group_rows: Sequence[int], options: PlanOptions) -> list[int]: ...
-
-def plan_batch_sizes(row_group_rows: Sequence[int], options: PlanOptions) -> list[int]: ...
-
-def sample_uniform(sample_ids: numpy.typing.NDArray[numpy.int64], seed: int, epoch: int, stream: int, size: int) -> numpy.typing.NDArray[numpy.float64]: ...
-
 def live_buffers() -> int:
     """Batch buffers allocated by the engine and not yet freed (for tests)."""
+
+def live_engine_threads() -> int:
+    """
+    Engine worker and prefetcher threads that have not returned yet (for tests).
+    """

@@ -89,15 +89,13 @@ def _progress(done: int, total: int, nbytes: int) -> None:
 
 
 def _cache(args: argparse.Namespace) -> int:
-    import os
-
     from . import _core
     from ._options import CacheSettings, open_dataset
 
-    settings = CacheSettings.make(args.cache_dir, args.limit, False, None)
-    files_dir = settings.files_dir()
-    assert files_dir is not None
-    decoded_dir = os.path.join(args.cache_dir, "decoded")
+    # Both tiers, so that the folder names come from one place (CacheSettings).
+    settings = CacheSettings.make(args.cache_dir, args.limit, True, None)
+    files_dir, decoded_dir = settings.files_dir(), settings.decoded_dir()
+    assert files_dir is not None and decoded_dir is not None
     if args.action == "warm":
         if not args.source:
             print("shardfeed cache warm: give a SOURCE", file=sys.stderr)
@@ -119,24 +117,16 @@ def _cache(args: argparse.Namespace) -> int:
         return 0
     report: dict[str, object] = {}
     cache = _core.open_file_cache(files_dir, settings.limit_bytes)
+    # The tier's folder layout and file names are its own: clear and count
+    # through it, not by listing the folder here.
     tier = _core.open_decoded_tier(decoded_dir, settings.limit_bytes)
     if args.action == "clear":
         report["freed_bytes"] = int(cache.clear())
-        freed = 0
-        for name in os.listdir(decoded_dir):
-            path = os.path.join(decoded_dir, name)
-            if name.endswith(".sfd") and os.path.isfile(path):
-                freed += os.path.getsize(path)
-                os.remove(path)
-        report["freed_decoded_bytes"] = freed
+        report["freed_decoded_bytes"] = int(tier.clear())
     entries, nbytes = cache.usage()
     report["files"] = {"dir": files_dir, "entries": entries, "bytes": nbytes}
-    decoded = [e for e in os.scandir(decoded_dir) if e.name.endswith(".sfd")]
-    report["decoded"] = {
-        "dir": decoded_dir,
-        "entries": len(decoded),
-        "bytes": sum(e.stat().st_size for e in decoded),
-    }
+    entries, nbytes = tier.usage()
+    report["decoded"] = {"dir": tier.dir, "entries": entries, "bytes": nbytes}
     del tier
     print(json.dumps(report, indent=2))
     return 0

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include <arrow/result.h>
+
 namespace shardfeed {
 
 enum class DType : int {
@@ -34,7 +36,8 @@ bool ParseDType(const std::string& name, DType* out);  // the inverse of DTypeNa
 // check that every buffer is freed exactly once.
 class OutputBuffer {
  public:
-  explicit OutputBuffer(size_t size);
+  // OutOfMemory when the pool cannot supply `size` bytes.
+  static arrow::Result<std::shared_ptr<OutputBuffer>> Make(size_t size);
   ~OutputBuffer();
   OutputBuffer(const OutputBuffer&) = delete;
   OutputBuffer& operator=(const OutputBuffer&) = delete;
@@ -50,6 +53,7 @@ class OutputBuffer {
   static int64_t live_count();
 
  private:
+  OutputBuffer(uint8_t* data, size_t size);
   uint8_t* data_ = nullptr;
   size_t size_ = 0;
   static std::atomic<int64_t> live_;

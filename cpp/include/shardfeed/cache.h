@@ -54,7 +54,7 @@ struct CacheOptions {
 };
 
 struct RemoteFileInfo {
-  std::string key;      // stable identity, e.g. fs->type_name() + "://" + path
+  std::string key;      // stable identity: CacheKey(catalog, file) (shardfeed/catalog.h)
   std::string path;     // path on the filesystem (what OpenInputStream takes)
   int64_t size = 0;     // expected size in bytes
   std::string version;  // e.g. mtime in ns as text; empty: unknown (not compared)

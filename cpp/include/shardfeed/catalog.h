@@ -116,4 +116,8 @@ class Catalog {
   std::string storage_id_;
 };
 
+// The identity of catalog file `file` for every cache (the file cache and the
+// decoded tier): which storage (storage_id) and which path on it.
+std::string CacheKey(const Catalog& catalog, int32_t file);
+
 }  // namespace shardfeed

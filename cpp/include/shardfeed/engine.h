@@ -9,9 +9,7 @@
 #pragma once
 
 #include <cstdint>
-#include <map>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,30 +17,14 @@
 
 #include "shardfeed/batch.h"
 #include "shardfeed/catalog.h"
+#include "shardfeed/decoded_tier.h"
 #include "shardfeed/filter.h"
+#include "shardfeed/output.h"
 #include "shardfeed/plan.h"
-#include "shardfeed/transform.h"
 
 namespace shardfeed {
 
-class DecodedTier;
 class FileCache;
-
-struct StackSpec {
-  std::string name;                  // output name
-  std::vector<std::string> columns;  // numeric scalar columns, in output order
-};
-
-struct OutputOptions {
-  std::vector<std::string> columns;  // empty + all_columns: every column
-  bool all_columns = true;
-  std::vector<StackSpec> stacks;
-  bool with_sample_id = false;      // adds "sample_id": int64 natural-order index
-  std::optional<double> fill_null;  // nullopt: a null is an error
-  // Per column (dataset column names); overrides fill_null for those columns.
-  std::map<std::string, double> fill_null_columns;
-  std::vector<TransformSpec> transforms;  // applied in order, before stacking
-};
 
 // The defaults of the Python API (prefetch, prefetch_bytes) are read from a
 // default-constructed EngineOptions, so they are written down once, here.
@@ -109,18 +91,6 @@ struct EngineStats {
   int64_t peak_live_row_groups = 0;         // most decoded row groups held at once
 };
 
-struct OutputInfo {
-  std::string name;
-  DType dtype;
-  std::vector<int64_t> inner_shape;  // shape after the batch dimension (-1: varies)
-  std::string source_type;           // the dataset column's Arrow type (one-column outputs)
-  std::string unit;                  // times: "days", "s", "ms", "us", "ns"; else empty
-};
-
-// Checks columns, types and stacks against the schema without reading data.
-arrow::Result<std::vector<OutputInfo>> DescribeOutputs(const arrow::Schema& schema,
-                                                       const OutputOptions& options);
-
 class Engine {
  public:
   static arrow::Result<std::unique_ptr<Engine>> Make(std::shared_ptr<const Catalog> catalog,
@@ -137,5 +107,9 @@ class Engine {
   virtual EngineStats stats() const = 0;
   virtual std::vector<TraceRecord> trace() const = 0;
 };
+
+// Threads started by engines in this process (workers and prefetchers) that
+// have not returned yet; 0 once every engine is stopped (for tests).
+int64_t LiveEngineThreads();
 
 }  // namespace shardfeed

@@ -11,13 +11,14 @@
 
 #include "cache/file_cache.h"
 #include "shardfeed/status.h"
+#include "util/hash.h"
 
 namespace shardfeed {
 
 using cache_internal::EntryMeta;
-using cache_internal::ErrnoError;
-using cache_internal::Fd;
-using cache_internal::WriteAllAt;
+using storage_internal::ErrnoError;
+using storage_internal::Fd;
+using storage_internal::WriteAllAt;
 
 namespace {
 
@@ -33,14 +34,14 @@ int64_t NowNs() {
 
 arrow::Result<uint64_t> FileCache::Impl::Download(const std::shared_ptr<arrow::fs::FileSystem>& fs,
                                                   const RemoteFileInfo& file, Temp& temp,
-                                                  const cache_internal::Interrupt* interrupt,
+                                                  const storage_internal::Interrupt* interrupt,
                                                   bool* local_failure) {
   arrow::Status local;
   auto attempt = [&]() -> arrow::Result<uint64_t> {
     arrow::fs::FileInfo info(file.path, arrow::fs::FileType::File);
     info.set_size(file.size);
     ARROW_ASSIGN_OR_RAISE(auto input, fs->OpenInputFile(info));
-    cache_internal::Checksum checksum;
+    StreamingHash checksum;
     const auto& io = arrow::io::default_io_context();
     auto read = [&](int64_t offset) {
       return input->ReadAsync(io, offset, std::min(kChunkBytes, file.size - offset));
@@ -66,7 +67,7 @@ arrow::Result<uint64_t> FileCache::Impl::Download(const std::shared_ptr<arrow::f
       }
       const int64_t after = offset + buffer->size();
       if (after < file.size) next = read(after);
-      local = WriteAllAt(temp.data.get(), buffer->data(), buffer->size(), offset, temp.data_path);
+      local = WriteAllAt(temp.data.fd(), buffer->data(), buffer->size(), offset, temp.data.path());
       if (!local.ok()) return arrow::Status::Invalid("local write failed");  // not retried
       checksum.Update(buffer->data(), static_cast<size_t>(buffer->size()));
       offset = after;
@@ -74,7 +75,7 @@ arrow::Result<uint64_t> FileCache::Impl::Download(const std::shared_ptr<arrow::f
     return checksum.Digest();
   };
   const int64_t start = NowNs();
-  auto result = cache_internal::Retry(retry, interrupt, attempt);
+  auto result = storage_internal::Retry(retry, interrupt, attempt);
   fetch_ns.fetch_add(NowNs() - start, std::memory_order_relaxed);
   if (!local.ok()) {
     *local_failure = true;
@@ -93,8 +94,8 @@ arrow::Result<uint64_t> FileCache::Impl::Download(const std::shared_ptr<arrow::f
 // link sat idle between files (bench_remote.py, first epoch).
 arrow::Status FileCache::Impl::Commit(const std::string& name, const EntryMeta& meta, Temp& temp) {
   const std::string text = cache_internal::FormatMeta(meta);
-  ARROW_RETURN_NOT_OK(WriteAllAt(temp.meta.get(), reinterpret_cast<const uint8_t*>(text.data()),
-                                 static_cast<int64_t>(text.size()), 0, temp.meta_path));
+  ARROW_RETURN_NOT_OK(WriteAllAt(temp.meta.fd(), reinterpret_cast<const uint8_t*>(text.data()),
+                                 static_cast<int64_t>(text.size()), 0, temp.meta.path()));
   // Old metadata goes first: a crash between the renames leaves data without
   // metadata (never served), not new data under old metadata.
   const std::string data = PathOf(name, ".data");
@@ -102,16 +103,8 @@ arrow::Status FileCache::Impl::Commit(const std::string& name, const EntryMeta& 
   if (::unlink(meta_path.c_str()) != 0 && errno != ENOENT) {
     return ErrnoError(errno, "cannot replace '" + meta_path + "'");
   }
-  if (::rename(temp.data_path.c_str(), data.c_str()) != 0) {
-    return ErrnoError(errno, "cannot rename into '" + data + "'");
-  }
-  temp.data_path.clear();
-  if (::rename(temp.meta_path.c_str(), meta_path.c_str()) != 0) {
-    return ErrnoError(errno, "cannot rename into '" + meta_path + "'");
-  }
-  temp.meta_path.clear();
-  temp.committed = true;
-  return arrow::Status::OK();
+  ARROW_RETURN_NOT_OK(temp.data.Commit(data));
+  return temp.meta.Commit(meta_path);
 }
 
 }  // namespace shardfeed

@@ -8,10 +8,7 @@
 
 #include <unistd.h>
 
-#define XXH_INLINE_ALL
-#include <arrow/vendored/xxhash/xxhash.h>
-
-#include "cache/posix_file.h"
+#include "storage/posix_file.h"
 #include "util/hash.h"
 
 namespace shardfeed::cache_internal {
@@ -70,14 +67,10 @@ std::optional<T> ParseNumber(std::string_view s, int base) {
 
 }  // namespace
 
-std::string EntryName(const std::string& key) {
-  StableHash hash;
-  hash.Update(key);
-  return hash.HexDigest();
-}
+std::string EntryName(const std::string& key) { return Hex64(Hash64(key)); }
 
 bool IsEntryName(std::string_view stem) {
-  if (stem.size() != 32) return false;
+  if (stem.size() != kEntryNameLength) return false;
   for (char c : stem) {
     if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
   }
@@ -142,32 +135,17 @@ std::optional<EntryMeta> ParseMeta(std::string_view text) {
   return meta;
 }
 
-struct Checksum::State {
-  XXH3_state_t xxh;
-};
-
-Checksum::Checksum() : state_(std::make_unique<State>()) { Reset(); }
-Checksum::~Checksum() = default;
-
-void Checksum::Reset() { XXH3_64bits_reset(&state_->xxh); }
-
-void Checksum::Update(const void* data, size_t size) {
-  XXH3_64bits_update(&state_->xxh, data, size);
-}
-
-uint64_t Checksum::Digest() const { return XXH3_64bits_digest(&state_->xxh); }
-
 arrow::Result<uint64_t> ChecksumOfFd(int fd, int64_t size) {
   constexpr int64_t kChunk = 1 << 20;
   std::vector<char> buffer(static_cast<size_t>(std::min(kChunk, std::max<int64_t>(size, 1))));
-  Checksum checksum;
+  StreamingHash checksum;
   int64_t offset = 0;
   while (offset < size) {
     const size_t want = static_cast<size_t>(std::min<int64_t>(kChunk, size - offset));
     const ssize_t got = ::pread(fd, buffer.data(), want, offset);
     if (got < 0) {
       if (errno == EINTR) continue;
-      return ErrnoError(errno, "cannot read a cache entry");
+      return storage_internal::ErrnoError(errno, "cannot read a cache entry");
     }
     if (got == 0) return arrow::Status::IOError("cache entry is shorter than its metadata says");
     checksum.Update(buffer.data(), static_cast<size_t>(got));

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "cache/cache_test_util.h"
+#include "util/hash.h"
 
 namespace shardfeed::cache_internal {
 namespace {
@@ -17,7 +18,8 @@ TEST(CacheEntry, NamesAreFixedLengthHexWhateverTheKey) {
   }
   EXPECT_NE(EntryName("s3://b/k1"), EntryName("s3://b/k2"));
   EXPECT_FALSE(IsEntryName("shardfeed"));
-  EXPECT_FALSE(IsEntryName(std::string(32, 'G')));
+  EXPECT_FALSE(IsEntryName(std::string(kEntryNameLength, 'G')));
+  EXPECT_FALSE(IsEntryName(std::string(kEntryNameLength + 1, 'a')));
 }
 
 TEST(CacheEntry, MetadataRoundTripsAndEscapes) {
@@ -45,7 +47,7 @@ TEST(CacheEntry, MalformedMetadataIsRejected) {
 
 TEST(CacheEntry, ChecksumIsStreamingAndSeesOneByte) {
   const std::string bytes = testing::RandomBytes(3 << 20, 7);
-  Checksum whole, parts;
+  StreamingHash whole, parts;
   whole.Update(bytes.data(), bytes.size());
   for (size_t i = 0; i < bytes.size(); i += 100000) {
     parts.Update(bytes.data() + i, std::min<size_t>(100000, bytes.size() - i));
@@ -53,7 +55,7 @@ TEST(CacheEntry, ChecksumIsStreamingAndSeesOneByte) {
   EXPECT_EQ(whole.Digest(), parts.Digest());
   std::string flipped = bytes;
   flipped[1234567] ^= 1;
-  Checksum other;
+  StreamingHash other;
   other.Update(flipped.data(), flipped.size());
   EXPECT_NE(other.Digest(), whole.Digest());
 }

@@ -12,49 +12,22 @@
 #include <arrow/io/file.h>
 
 #include "shardfeed/status.h"
+#include "storage/folder.h"
 
 namespace shardfeed {
 
 using cache_internal::EntryMeta;
-using cache_internal::ErrnoError;
-using cache_internal::Fd;
-using cache_internal::LockedFd;
-using cache_internal::LockMode;
-using cache_internal::LockOutcome;
-using cache_internal::LockWait;
-using cache_internal::OpenLocked;
-using cache_internal::ReadSmallFile;
-using cache_internal::RemoveQuietly;
+using storage_internal::ErrnoError;
+using storage_internal::Fd;
+using storage_internal::LockedFd;
+using storage_internal::LockMode;
+using storage_internal::LockOutcome;
+using storage_internal::LockWait;
+using storage_internal::OpenLocked;
+using storage_internal::ReadSmallFile;
+using storage_internal::RemoveQuietly;
 
 namespace {
-
-arrow::Status CheckFolder(const std::string& dir) {
-  struct stat st;
-  if (::stat(dir.c_str(), &st) != 0) {
-    return Error(ErrorKind::kStorage,
-                 "cannot use cache folder '" + dir + "': " + ErrnoError(errno, "stat").message());
-  }
-  if (!S_ISDIR(st.st_mode)) {
-    return Error(ErrorKind::kInvalidArgument,
-                 "cache folder '" + dir + "' exists and is not a directory");
-  }
-  return arrow::Status::OK();
-}
-
-// Makes the folder (mode 0700: other users must not read or plant entries)
-// unless it exists; refuses a path that is not a directory.
-arrow::Status MakeFolder(const std::string& dir) {
-  struct stat st;
-  if (::stat(dir.c_str(), &st) == 0 || errno != ENOENT) return CheckFolder(dir);
-  const std::filesystem::path path(dir);
-  std::error_code ec;
-  if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path(), ec);
-  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
-    return Error(ErrorKind::kStorage, "cannot create cache folder '" + dir +
-                                          "': " + ErrnoError(errno, "mkdir").message());
-  }
-  return CheckFolder(dir);
-}
 
 // What identifies one checksummed version of an entry's data file.
 std::string VerifiedKey(const std::string& name, const struct stat& st, uint64_t checksum) {
@@ -72,12 +45,6 @@ FileCache::Impl::Impl(CacheOptions opts)
   retry.max_retries = std::max(0, options.max_retries);
   retry.base_seconds = std::max(0.0, options.retry_base_seconds);
   folder_lock_path = options.dir + "/shardfeed.lock";
-}
-
-FileCache::Impl::Temp::~Temp() {
-  if (committed) return;
-  if (!data_path.empty()) RemoveQuietly(data_path);
-  if (!meta_path.empty()) RemoveQuietly(meta_path);
 }
 
 std::string FileCache::Impl::PathOf(const std::string& name, const char* suffix) const {
@@ -112,8 +79,8 @@ arrow::Result<FileCache::Impl::Fetched> FileCache::Impl::Uncached(
   uncached_reads.fetch_add(1, std::memory_order_relaxed);
   Fetched out;
   out.outcome = Outcome::kUncacheable;
-  ARROW_ASSIGN_OR_RAISE(out.file, cache_internal::RemoteFile::Open(fs, file.path, file.size,
-                                                                   file.key, retry, remote_bytes));
+  ARROW_ASSIGN_OR_RAISE(out.file, storage_internal::RemoteFile::Open(
+                                      fs, file.path, file.size, file.key, retry, remote_bytes));
   return out;
 }
 
@@ -152,7 +119,7 @@ void FileCache::Impl::DropInvalid(const std::string& name) {
 
 arrow::Result<FileCache::Impl::Fetched> FileCache::Impl::Fetch(
     const std::shared_ptr<arrow::fs::FileSystem>& fs, const RemoteFileInfo& file, Purpose purpose,
-    LockWait fill_wait, const cache_internal::Interrupt* interrupt) {
+    LockWait fill_wait, const storage_internal::Interrupt* interrupt) {
   const bool open = purpose == Purpose::kOpen;
   const std::string name = cache_internal::EntryName(file.key);
   auto serve = [&](Fd pin) -> arrow::Result<Fetched> {
@@ -214,8 +181,8 @@ arrow::Result<FileCache::Impl::Fetched> FileCache::Impl::Fetch(
     Degrade(st);
     return give_up(Outcome::kUncacheable);
   }
-  temp.data.Reset();  // drops the writer's lock on what is now <name>.data
-  temp.meta.Reset();
+  temp.data.Close();  // drops the writer's lock on what is now <name>.data
+  temp.meta.Close();
   if (!open) return Fetched{};
   // We computed the checksum while writing: no need to read it back.
   if (struct stat st; ::stat(PathOf(name, ".data").c_str(), &st) == 0) {
@@ -249,7 +216,7 @@ FileCache::~FileCache() = default;
 arrow::Result<std::shared_ptr<FileCache>> FileCache::Open(const CacheOptions& options) {
   if (options.dir.empty()) return Error(ErrorKind::kInvalidArgument, "cache_dir is empty");
   ARROW_RETURN_NOT_OK(options.Validate());
-  ARROW_RETURN_NOT_OK(MakeFolder(options.dir));
+  ARROW_RETURN_NOT_OK(storage_internal::MakePrivateFolder(options.dir, "cache folder"));
   auto impl = std::make_unique<Impl>(options);
   auto st = impl->Init();
   if (!st.ok()) return WithContext(st, "cache folder '" + options.dir + "'");

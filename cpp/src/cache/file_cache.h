@@ -13,9 +13,10 @@
 #include <vector>
 
 #include "cache/entry.h"
-#include "cache/posix_file.h"
-#include "cache/retry.h"
 #include "shardfeed/cache.h"
+#include "storage/posix_file.h"
+#include "storage/retry.h"
+#include "storage/temp_file.h"
 
 namespace shardfeed {
 
@@ -41,8 +42,8 @@ struct FileCache::Impl {
   // outlasted the retries (kStorage, naming the key) or Cancelled.
   arrow::Result<Fetched> Fetch(const std::shared_ptr<arrow::fs::FileSystem>& fs,
                                const RemoteFileInfo& file, Purpose purpose,
-                               cache_internal::LockWait fill_wait,
-                               const cache_internal::Interrupt* interrupt);
+                               storage_internal::LockWait fill_wait,
+                               const storage_internal::Interrupt* interrupt);
 
   // Removes downloads of dead processes; evicts down to the limit.
   arrow::Status Init();
@@ -60,18 +61,15 @@ struct FileCache::Impl {
     std::vector<ScanEntry> entries;
     int64_t bytes = 0;  // entries plus live downloads
   };
-  // Two locked temporary files: the data being downloaded and its metadata.
-  // Removed on destruction unless committed.
+  // Two locked temporary files (storage/temp_file.h): the data being
+  // downloaded and its metadata.  Removed on destruction unless committed.
   struct Temp {
-    std::string data_path, meta_path;
-    cache_internal::Fd data, meta;
-    bool committed = false;
-    ~Temp();
+    storage_internal::TempFile data, meta;
   };
 
   std::string PathOf(const std::string& name, const char* suffix) const;
   // A pinned, validated entry, or an invalid Fd when there is none.
-  cache_internal::Fd TryPin(const std::string& name, const RemoteFileInfo& file);
+  storage_internal::Fd TryPin(const std::string& name, const RemoteFileInfo& file);
   // Removes an entry that failed validation, unless someone has it pinned.
   void DropInvalid(const std::string& name);
   // Needs the folder lock.  Lists entries and live downloads; removes dead ones.
@@ -90,7 +88,8 @@ struct FileCache::Impl {
   // Sets *local_failure when writing failed (not a remote error).
   arrow::Result<uint64_t> Download(const std::shared_ptr<arrow::fs::FileSystem>& fs,
                                    const RemoteFileInfo& file, Temp& temp,
-                                   const cache_internal::Interrupt* interrupt, bool* local_failure);
+                                   const storage_internal::Interrupt* interrupt,
+                                   bool* local_failure);
   // fsyncs and renames the temp files into place.
   arrow::Status Commit(const std::string& name, const cache_internal::EntryMeta& meta, Temp& temp);
   // Switches to uncached reads for good, with one warning per process.
@@ -100,13 +99,12 @@ struct FileCache::Impl {
                                   const RemoteFileInfo& file);
 
   CacheOptions options;
-  cache_internal::RetryPolicy retry;
+  storage_internal::RetryPolicy retry;
   std::string folder_lock_path;
   std::shared_ptr<std::atomic<int64_t>> remote_bytes;
   std::atomic<int64_t> hits{0}, misses{0}, cache_bytes{0}, evictions{0}, uncached_reads{0};
   std::atomic<int64_t> fetch_ns{0}, wait_ns{0};
   std::atomic<bool> degraded{false};
-  std::atomic<uint64_t> temp_counter{0};
 
   std::mutex mu;  // guards the two below
   std::shared_ptr<const std::function<int64_t(const std::string&)>> priority;

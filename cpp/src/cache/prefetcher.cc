@@ -11,6 +11,7 @@
 
 #include "cache/file_cache.h"
 #include "shardfeed/cache.h"
+#include "util/live_threads.h"
 
 namespace shardfeed {
 
@@ -33,7 +34,7 @@ struct Prefetcher::State {
   std::vector<int64_t> prefix;  // prefix[i]: bytes of files[0, i)
   int64_t bytes_ahead = 0;
   std::shared_ptr<Order> order;
-  cache_internal::Interrupt interrupt;
+  storage_internal::Interrupt interrupt;
 
   mutable std::mutex mu;
   mutable std::condition_variable cv;
@@ -63,7 +64,7 @@ Prefetcher::Prefetcher(std::shared_ptr<FileCache> cache, std::shared_ptr<arrow::
     s.prefix[i + 1] = s.prefix[i] + s.files[i].size;
     s.order->index.emplace(s.files[i].key, i);
   }
-  thread_ = std::thread([this] { Run(); });
+  thread_ = std::thread([this, live = LiveThreadGuard::Start()] { Run(); });
 }
 
 Prefetcher::~Prefetcher() { Stop(); }
@@ -139,7 +140,7 @@ void Prefetcher::Run() {
     const size_t consumer = s.consumer;
     lock.unlock();
     auto fetched = cache.Fetch(s.fs, s.files[index], Impl::Purpose::kWarm,
-                               cache_internal::LockWait::kNoWait, &s.interrupt);
+                               storage_internal::LockWait::kNoWait, &s.interrupt);
     lock.lock();
     if (s.stop) break;
     if (!fetched.ok()) {

@@ -7,7 +7,6 @@
 #include <cerrno>
 #include <climits>
 #include <cstdio>
-#include <random>
 #include <unordered_set>
 
 #include <dirent.h>
@@ -20,31 +19,16 @@
 
 namespace shardfeed {
 
-using cache_internal::Allocate;
-using cache_internal::ErrnoError;
-using cache_internal::Fd;
-using cache_internal::LockedFd;
-using cache_internal::LockMode;
-using cache_internal::LockOutcome;
-using cache_internal::LockWait;
-using cache_internal::OpenLocked;
-using cache_internal::ReadSmallFile;
-using cache_internal::RemoveQuietly;
-
-namespace {
-
-constexpr char kTempPrefix[] = ".tmp-";
-
-bool StartsWith(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
-
-std::string RandomHex() {
-  thread_local std::mt19937_64 rng{std::random_device{}()};
-  char buf[17];
-  std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(rng()));
-  return buf;
-}
-
-}  // namespace
+using storage_internal::Allocate;
+using storage_internal::ErrnoError;
+using storage_internal::Fd;
+using storage_internal::LockedFd;
+using storage_internal::LockMode;
+using storage_internal::LockOutcome;
+using storage_internal::LockWait;
+using storage_internal::OpenLocked;
+using storage_internal::ReadSmallFile;
+using storage_internal::RemoveQuietly;
 
 arrow::Result<FileCache::Impl::Scan> FileCache::Impl::ScanLocked() {
   Scan scan;
@@ -58,22 +42,18 @@ arrow::Result<FileCache::Impl::Scan> FileCache::Impl::ScanLocked() {
   std::vector<std::string> others;
   for (const auto& n : names) {
     const std::string path = options.dir + "/" + n;
-    if (StartsWith(n, kTempPrefix)) {
-      // A live writer holds its temp files locked; a lock we can take means
-      // the writer died (killed mid-download): the file is garbage.
-      auto locked = OpenLocked(path, O_RDONLY, LockMode::kExclusive, LockWait::kNoWait);
-      if (!locked.ok()) continue;
-      if (locked->outcome == LockOutcome::kLocked) {
-        RemoveQuietly(path);
-      } else if (locked->outcome == LockOutcome::kBusy) {
-        struct stat st;
-        if (::stat(path.c_str(), &st) == 0) scan.bytes += st.st_size;
+    if (storage_internal::IsTempName(n)) {
+      // The folder lock is held exclusively: the temp protocol's cleaner.
+      int64_t bytes = 0;
+      if (storage_internal::CleanTemp(path, &bytes) == storage_internal::TempState::kInUse) {
+        scan.bytes += bytes;  // a live download counts against the limit
       }
       continue;
     }
-    if (n.size() != 32 + 5 || !cache_internal::IsEntryName(n.substr(0, 32))) continue;
-    const std::string stem = n.substr(0, 32);
-    const std::string suffix = n.substr(32);
+    constexpr size_t kStem = cache_internal::kEntryNameLength;
+    if (n.size() != kStem + 5 || !cache_internal::IsEntryName(n.substr(0, kStem))) continue;
+    const std::string stem = n.substr(0, kStem);
+    const std::string suffix = n.substr(kStem);
     if (suffix == ".data") {
       struct stat st;
       if (::stat(path.c_str(), &st) != 0) continue;
@@ -155,24 +135,15 @@ arrow::Result<std::unique_ptr<FileCache::Impl::Temp>> FileCache::Impl::Reserve(
       return nullptr;
     }
   }
+  // Created and locked under the folder lock (held exclusively here), which is
+  // this folder's temp-creation lock: a scan never finds them unlocked while
+  // their writer lives.
   auto temp = std::make_unique<Temp>();
-  const std::string stem = options.dir + "/" + kTempPrefix + name + "-" +
-                           std::to_string(::getpid()) + "-" +
-                           std::to_string(temp_counter.fetch_add(1)) + "-" + RandomHex();
-  // Created and locked under the folder lock, so a scan never finds them
-  // unlocked while their writer lives.
-  auto create = [](const std::string& path, std::string* kept, Fd* fd) -> arrow::Status {
-    *fd = Fd(::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
-    if (!fd->valid()) return ErrnoError(errno, "cannot create '" + path + "'");
-    *kept = path;
-    if (::flock(fd->get(), LOCK_EX | LOCK_NB) != 0) {
-      return ErrnoError(errno, "cannot lock '" + path + "'");
-    }
-    return arrow::Status::OK();
-  };
-  ARROW_RETURN_NOT_OK(create(stem + ".data", &temp->data_path, &temp->data));
-  ARROW_RETURN_NOT_OK(create(stem + ".meta", &temp->meta_path, &temp->meta));
-  ARROW_RETURN_NOT_OK(Allocate(temp->data.get(), file.size, temp->data_path));
+  ARROW_ASSIGN_OR_RAISE(temp->data, storage_internal::TempFile::Create(
+                                        storage_internal::TempPath(options.dir, name, ".data")));
+  ARROW_ASSIGN_OR_RAISE(temp->meta, storage_internal::TempFile::Create(
+                                        storage_internal::TempPath(options.dir, name, ".meta")));
+  ARROW_RETURN_NOT_OK(Allocate(temp->data.fd(), file.size, temp->data.path()));
   cache_bytes.store(usage + file.size, std::memory_order_relaxed);
   return temp;
 }

@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <optional>
+#include <string_view>
 #include <thread>
 #include <utility>
 
@@ -21,11 +23,35 @@
 #include "catalog/partition.h"
 #include "catalog/unify.h"
 #include "shardfeed/status.h"
-#include "util/hash.h"
+#include "util/parquet_error.h"
 
 namespace shardfeed {
 
 namespace {
+
+// The dataset fingerprint's hash: two lanes of FNV-1a, as hex.  Frozen: the
+// fingerprint is stored in state dicts, so this must give the same digest
+// forever (it is deliberately not util/hash.h's Hash64, which may change).
+class FingerprintHash {
+ public:
+  void Update(std::string_view bytes) {
+    for (unsigned char c : bytes) {
+      a_ = (a_ ^ c) * 0x100000001B3ULL;
+      b_ = (b_ ^ c) * 0x100000001B3ULL + 0x9E3779B97F4A7C15ULL;
+    }
+  }
+  void Update(int64_t v) { Update(std::to_string(v) + ";"); }
+  std::string HexDigest() const {
+    char buf[33];
+    std::snprintf(buf, sizeof(buf), "%016llx%016llx", static_cast<unsigned long long>(a_),
+                  static_cast<unsigned long long>(b_));
+    return buf;
+  }
+
+ private:
+  uint64_t a_ = 0xCBF29CE484222325ULL;
+  uint64_t b_ = 0x84222325CBF29CE4ULL;
+};
 
 bool IsUri(const std::string& s) { return s.find("://") != std::string::npos; }
 
@@ -84,17 +110,11 @@ arrow::Result<std::optional<Footer>> ReadFooter(arrow::fs::FileSystem& fs, const
     if (!*magic) return std::nullopt;
   }
   Footer footer;
-  try {
-    footer.metadata = parquet::ReadMetaData(*maybe_input);
-  } catch (const parquet::ParquetStatusException& e) {
-    // Storage failures (access denied, connection lost) are not bad data.
-    if (e.status().IsIOError()) return WithContext(e.status(), context);
-    return Error(ErrorKind::kInvalidData,
-                 context + ": not a readable Parquet file (" + e.what() + ")");
-  } catch (const std::exception& e) {
-    return Error(ErrorKind::kInvalidData,
-                 context + ": not a readable Parquet file (" + e.what() + ")");
-  }
+  // Storage failures (access denied, connection lost) are not bad data.
+  const ErrorContext error_context{file.rel, -1, "", "not a readable Parquet file"};
+  BEGIN_PARQUET_CATCH
+  footer.metadata = parquet::ReadMetaData(*maybe_input);
+  END_PARQUET_CATCH(error_context, IoOutcome::kUnknown)
   parquet::ArrowReaderProperties props;
   auto st = parquet::arrow::FromParquetSchema(
       footer.metadata->schema(), props, footer.metadata->key_value_metadata(), &footer.schema);
@@ -105,6 +125,10 @@ arrow::Result<std::optional<Footer>> ReadFooter(arrow::fs::FileSystem& fs, const
 }
 
 }  // namespace
+
+std::string CacheKey(const Catalog& catalog, int32_t file) {
+  return catalog.storage_id() + "|" + catalog.files()[static_cast<size_t>(file)].path;
+}
 
 bool Catalog::is_local() const { return fs_ && fs_->type_name() == "local"; }
 
@@ -272,7 +296,7 @@ arrow::Status CatalogBuilder::SetSchema(const SchemaUnifier& unifier,
 
 // 3. Builds the row-group table and the dataset schema.
 arrow::Status CatalogBuilder::Build(std::vector<std::optional<Footer>> footers) {
-  StableHash hash;
+  FingerprintHash hash;
   SchemaUnifier unifier;
   // The first file with rows decides the fingerprint's schema (else the first file).
   std::shared_ptr<arrow::Schema> first_schema;

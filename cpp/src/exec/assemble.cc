@@ -12,15 +12,23 @@
 #include <new>
 #include <string>
 
-#include "exec/dtype_dispatch.h"
 #include "shardfeed/status.h"
+#include "util/dtype_dispatch.h"
 
 namespace shardfeed {
 
 namespace {
 
-std::shared_ptr<OutputBuffer> NewBuffer(int64_t elements, DType dtype) {
-  return std::make_shared<OutputBuffer>(static_cast<size_t>(elements) * DTypeSize(dtype));
+// An output buffer; out of memory names the batch and the output.
+arrow::Result<std::shared_ptr<OutputBuffer>> NewBuffer(int64_t elements, DType dtype,
+                                                       const std::string& output,
+                                                       int64_t batch_index) {
+  auto buffer = OutputBuffer::Make(static_cast<size_t>(elements) * DTypeSize(dtype));
+  if (!buffer.ok()) {
+    return WithContext(buffer.status(),
+                       "batch " + std::to_string(batch_index) + ", output '" + output + "'");
+  }
+  return buffer;
 }
 
 // out[i * stride] = column[slot[i]][row[i]] for one column, converting Src -> Dst.
@@ -64,10 +72,11 @@ void GatherFixedList(const GatherInput& in, const OutputPlan& plan, uint8_t* out
   }
 }
 
-void GatherList(const GatherInput& in, const OutputPlan& plan, Batch* batch) {
+arrow::Status GatherList(const GatherInput& in, const OutputPlan& plan, Batch* batch) {
   const size_t n = in.slot.size();
   const size_t elem = DTypeSize(plan.dtype);
-  auto lengths = NewBuffer(static_cast<int64_t>(n), DType::kInt64);
+  ARROW_ASSIGN_OR_RAISE(auto lengths,
+                        NewBuffer(static_cast<int64_t>(n), DType::kInt64, plan.name, batch->index));
   auto* len = lengths->As<int64_t>();
   int64_t max_len = 0;
   for (size_t i = 0; i < n; ++i) {
@@ -76,7 +85,8 @@ void GatherList(const GatherInput& in, const OutputPlan& plan, Batch* batch) {
     len[i] = column.list_lengths[static_cast<size_t>(in.row[i])];
     max_len = std::max(max_len, len[i]);
   }
-  auto values = NewBuffer(static_cast<int64_t>(n) * max_len, plan.dtype);
+  ARROW_ASSIGN_OR_RAISE(auto values, NewBuffer(static_cast<int64_t>(n) * max_len, plan.dtype,
+                                               plan.name, batch->index));
   std::memset(values->data(), 0, values->size());  // padding is zero
   for (size_t i = 0; i < n; ++i) {
     const auto& column =
@@ -89,6 +99,7 @@ void GatherList(const GatherInput& in, const OutputPlan& plan, Batch* batch) {
   batch->arrays.push_back({plan.name, plan.dtype, {static_cast<int64_t>(n), max_len}, values});
   batch->arrays.push_back(
       {plan.name + "_lengths", DType::kInt64, {static_cast<int64_t>(n)}, lengths});
+  return arrow::Status::OK();
 }
 
 }  // namespace
@@ -174,51 +185,49 @@ arrow::Result<std::shared_ptr<Batch>> Assemble(const Layout& layout, const Gathe
   batch->index = batch_index;
   const auto n = static_cast<int64_t>(in.slot.size());
   batch->num_rows = n;
-  try {
-    for (const auto& plan : layout.outputs) {
-      switch (plan.kind) {
-        case OutputKind::kScalar: {
-          auto buffer = NewBuffer(n, plan.dtype);
-          VisitDType(plan.dtype, [&](auto t) {
-            using T = decltype(t);
-            GatherStrided<T, T>(in, plan.sources[0], buffer->As<T>(), 1);
-          });
-          batch->arrays.push_back({plan.name, plan.dtype, {n}, buffer});
-          break;
+  for (const auto& plan : layout.outputs) {
+    switch (plan.kind) {
+      case OutputKind::kScalar: {
+        ARROW_ASSIGN_OR_RAISE(auto buffer, NewBuffer(n, plan.dtype, plan.name, batch_index));
+        VisitDType(plan.dtype, [&](auto t) {
+          using T = decltype(t);
+          GatherStrided<T, T>(in, plan.sources[0], buffer->As<T>(), 1);
+        });
+        batch->arrays.push_back({plan.name, plan.dtype, {n}, buffer});
+        break;
+      }
+      case OutputKind::kStack: {
+        ARROW_ASSIGN_OR_RAISE(auto buffer,
+                              NewBuffer(n * plan.width, plan.dtype, plan.name, batch_index));
+        const size_t output = static_cast<size_t>(&plan - layout.outputs.data());
+        GatherRows(in, output, static_cast<size_t>(plan.width) * DTypeSize(plan.dtype),
+                   buffer->data());
+        batch->arrays.push_back({plan.name, plan.dtype, {n, plan.width}, buffer});
+        break;
+      }
+      case OutputKind::kFixedList: {
+        ARROW_ASSIGN_OR_RAISE(auto buffer,
+                              NewBuffer(n * plan.width, plan.dtype, plan.name, batch_index));
+        GatherFixedList(in, plan, buffer->data());
+        batch->arrays.push_back({plan.name, plan.dtype, {n, plan.width}, buffer});
+        break;
+      }
+      case OutputKind::kList:
+        ARROW_RETURN_NOT_OK(GatherList(in, plan, batch.get()));
+        break;
+      case OutputKind::kSampleId: {
+        ARROW_ASSIGN_OR_RAISE(auto buffer, NewBuffer(n, DType::kInt64, plan.name, batch_index));
+        auto* ids = buffer->As<int64_t>();
+        for (int64_t i = 0; i < n; ++i) {
+          // The natural-order id: with a filter, of the row the slot kept.
+          const auto& slot = *in.slots[static_cast<size_t>(in.slot[static_cast<size_t>(i)])];
+          const int64_t row = in.row[static_cast<size_t>(i)];
+          ids[i] = slot.first_row + (slot.rows ? (*slot.rows)[static_cast<size_t>(row)] : row);
         }
-        case OutputKind::kStack: {
-          auto buffer = NewBuffer(n * plan.width, plan.dtype);
-          const size_t output = static_cast<size_t>(&plan - layout.outputs.data());
-          GatherRows(in, output, static_cast<size_t>(plan.width) * DTypeSize(plan.dtype),
-                     buffer->data());
-          batch->arrays.push_back({plan.name, plan.dtype, {n, plan.width}, buffer});
-          break;
-        }
-        case OutputKind::kFixedList: {
-          auto buffer = NewBuffer(n * plan.width, plan.dtype);
-          GatherFixedList(in, plan, buffer->data());
-          batch->arrays.push_back({plan.name, plan.dtype, {n, plan.width}, buffer});
-          break;
-        }
-        case OutputKind::kList:
-          GatherList(in, plan, batch.get());
-          break;
-        case OutputKind::kSampleId: {
-          auto buffer = NewBuffer(n, DType::kInt64);
-          auto* ids = buffer->As<int64_t>();
-          for (int64_t i = 0; i < n; ++i) {
-            // The natural-order id: with a filter, of the row the slot kept.
-            const auto& slot = *in.slots[static_cast<size_t>(in.slot[static_cast<size_t>(i)])];
-            const int64_t row = in.row[static_cast<size_t>(i)];
-            ids[i] = slot.first_row + (slot.rows ? (*slot.rows)[static_cast<size_t>(row)] : row);
-          }
-          batch->arrays.push_back({plan.name, DType::kInt64, {n}, buffer});
-          break;
-        }
+        batch->arrays.push_back({plan.name, DType::kInt64, {n}, buffer});
+        break;
       }
     }
-  } catch (const std::bad_alloc&) {
-    return arrow::Status::OutOfMemory("cannot allocate batch ", batch_index);
   }
   return batch;
 }

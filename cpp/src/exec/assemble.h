@@ -8,9 +8,9 @@
 
 #include <arrow/result.h>
 
-#include "exec/decode.h"
-#include "exec/layout.h"
+#include "exec/decoded_row_group.h"
 #include "shardfeed/batch.h"
+#include "transform/layout.h"
 
 namespace shardfeed {
 

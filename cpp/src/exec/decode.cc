@@ -13,23 +13,23 @@
 #include <arrow/builder.h>
 #include <arrow/compute/api_vector.h>
 #include <arrow/datum.h>
-#include <arrow/filesystem/filesystem.h>
 #include <arrow/scalar.h>
 #include <arrow/table.h>
 #include <arrow/util/bit_util.h>
 #include <parquet/arrow/reader.h>
 #include <parquet/arrow/schema.h>
-#include <parquet/exception.h>
 #include <parquet/file_reader.h>
 #include <parquet/metadata.h>
 
 #include "exec/assemble.h"
 #include "exec/convert.h"
 #include "shardfeed/status.h"
-#include "tier/decoded_tier.h"
+#include "storage/open.h"
+#include "tier/decoded_tier_internal.h"
 #include "transform/transform.h"
 #include "util/hash.h"
 #include "util/memory.h"
+#include "util/parquet_error.h"
 #include "util/string_array.h"
 
 namespace shardfeed {
@@ -236,27 +236,26 @@ arrow::Status ReadColumns(const Catalog& catalog, int32_t rg_index, const Layout
                           std::vector<DecodedColumn>* columns) {
   const auto& rg = catalog.row_groups()[static_cast<size_t>(rg_index)];
   const auto& file = catalog.files()[static_cast<size_t>(rg.file)];
-
   const auto t_open = Clock::now();
-  arrow::Result<std::shared_ptr<arrow::io::RandomAccessFile>> maybe_input;
-  if (hooks.open) {
-    maybe_input = hooks.open(rg.file);
-  } else {
-    arrow::fs::FileInfo info(file.path, arrow::fs::FileType::File);
-    info.set_size(file.size);
-    maybe_input = catalog.filesystem()->OpenInputFile(info);
-  }
-  if (!maybe_input.ok()) return WithContext(maybe_input.status(), context);
+  const ErrorContext where{file.rel_path, rg.row_group, "", ""};
+  auto opened = OpenCatalogFile(catalog, rg.file, hooks.open);
+  if (!opened.ok()) return ParquetStatus(opened.status(), where);
   hooks.clock->Add(hooks.io_stage, t_open, 0, 0, rg_index);
   auto io_ns = std::make_shared<std::atomic<int64_t>>(0);
   const bool slow_io = hooks.slow_stage == StageName(hooks.io_stage);
-  maybe_input = TimedFile(*maybe_input, hooks.clock, hooks.io_stage, rg_index,
-                          slow_io ? hooks.slow_us : 0, io_ns);
+  auto input = TimedFile(opened->file, hooks.clock, hooks.io_stage, rg_index,
+                         slow_io ? hooks.slow_us : 0, io_ns);
+  // A failed read is the storage's fault; any other failure, the bytes'.
+  auto failed = [&](const arrow::Status& status, const ErrorContext& at) {
+    const arrow::Status io = opened->failure->first();
+    if (!io.ok()) return ParquetStatus(Error(ErrorKind::kStorage, io.message()), at);
+    return ParquetStatus(status, at, IoOutcome::kReadOk);
+  };
 
   std::unique_ptr<parquet::arrow::FileReader> reader;
   try {
-    auto pq = parquet::ParquetFileReader::Open(
-        *maybe_input, parquet::ReaderProperties(EnginePool()), file.metadata);
+    auto pq = parquet::ParquetFileReader::Open(input, parquet::ReaderProperties(EnginePool()),
+                                               file.metadata);
     parquet::ArrowReaderProperties props;
     props.set_use_threads(false);  // the engine parallelizes across row groups
     // One chunk per column: with the default (64Ki rows) a larger row group came
@@ -266,10 +265,10 @@ arrow::Status ReadColumns(const Catalog& catalog, int32_t rg_index, const Layout
     // where it measured 8-15% less read+decode time than chunk-by-chunk reads).
     props.set_pre_buffer(true);
     auto maybe_reader = parquet::arrow::FileReader::Make(EnginePool(), std::move(pq), props);
-    if (!maybe_reader.ok()) return WithContext(maybe_reader.status(), context);
+    if (!maybe_reader.ok()) return failed(maybe_reader.status(), where);
     reader = std::move(*maybe_reader);
-  } catch (const std::exception& e) {
-    return Error(ErrorKind::kInvalidData, context + ": " + e.what());
+  } catch (...) {
+    return failed(ParquetExceptionStatus(std::current_exception(), {}, IoOutcome::kReadOk), where);
   }
 
   // Dataset columns map onto the file's own by name (field_map); a column the
@@ -290,11 +289,9 @@ arrow::Status ReadColumns(const Catalog& catalog, int32_t rg_index, const Layout
 
   auto read =
       [&](const std::vector<int>& leaf_columns) -> arrow::Result<std::shared_ptr<arrow::Table>> {
-    try {
-      return reader->ReadRowGroup(rg.row_group, leaf_columns);
-    } catch (const std::exception& e) {
-      return arrow::Status::IOError(e.what());
-    }
+    BEGIN_PARQUET_CATCH
+    return reader->ReadRowGroup(rg.row_group, leaf_columns);
+    END_PARQUET_CATCH(ErrorContext{}, IoOutcome::kReadOk)
   };
   const auto t_decode = Clock::now();
   std::shared_ptr<arrow::Table> table;
@@ -305,12 +302,9 @@ arrow::Status ReadColumns(const Catalog& catalog, int32_t rg_index, const Layout
       for (size_t i = 0; i < layout.fields.size(); ++i) {
         if (leaves[i].empty()) continue;
         auto single = read(leaves[i]);
-        if (!single.ok()) {
-          return Error(ErrorKind::kInvalidData, context + ", column '" + layout.field_names[i] +
-                                                    "': " + single.status().message());
-        }
+        if (!single.ok()) return failed(single.status(), where.WithColumn(layout.field_names[i]));
       }
-      return Error(ErrorKind::kInvalidData, context + ": " + maybe_table.status().message());
+      return failed(maybe_table.status(), where);
     }
     table = *maybe_table;
     if (table->num_rows() != rg.num_rows) {
@@ -375,13 +369,13 @@ arrow::Result<std::shared_ptr<const DecodedRowGroup>> DecodeRowGroup(const Catal
   decoded->index = rg_index;
   decoded->first_row = rg.first_row;
   decoded->num_rows = rg.num_rows;
-  decoded->bytes = rg.total_bytes;
   const bool filtered = hooks.filter && !hooks.filter->All(rg_index);
   if (filtered) {
     decoded->rows = std::make_shared<const std::vector<int64_t>>(hooks.filter->Rows(rg_index));
     decoded->num_rows = static_cast<int64_t>(decoded->rows->size());
   }
   const int64_t num_rows = decoded->num_rows;
+  decoded->bytes = rg.total_bytes;
 
   // The deterministic part: from the decoded tier when it has the entry, else
   // read, decode and transform here (and store it there).
@@ -390,10 +384,14 @@ arrow::Result<std::shared_ptr<const DecodedRowGroup>> DecodeRowGroup(const Catal
   bool cached = false;
   if (hooks.tier) {
     const auto t_load = Clock::now();
-    tier_key = DecodedTier::Key(catalog, rg_index, layout);
+    tier_key = DecodedTier::Impl::Key(catalog, rg_index, layout);
     // A filtered row group holds other rows than the whole one.
     if (filtered) tier_key += "|filter:" + hooks.filter->key();
-    ARROW_ASSIGN_OR_RAISE(auto loaded, hooks.tier->Load(tier_key));
+    auto maybe_loaded = hooks.tier->impl()->Load(tier_key);
+    if (!maybe_loaded.ok()) {
+      return WithContext(maybe_loaded.status(), context + ", decoded cache entry");
+    }
+    auto& loaded = *maybe_loaded;
     if (loaded && loaded->size() == layout.fields.size()) {
       decoded->columns = std::move(*loaded);
       cached = true;
@@ -423,7 +421,7 @@ arrow::Result<std::shared_ptr<const DecodedRowGroup>> DecodeRowGroup(const Catal
     for (size_t i = 0; i < layout.fields.size(); ++i) {
       ARROW_RETURN_NOT_OK(apply(i, DeterministicPrefix(layout, i)));
     }
-    hooks.tier->Store(tier_key, decoded->columns, num_rows);
+    hooks.tier->impl()->Store(tier_key, decoded->columns, num_rows);
   }
   for (size_t i = 0; i < layout.fields.size(); ++i) {
     ARROW_RETURN_NOT_OK(apply(i, layout.field_transforms[i].size()));
@@ -443,10 +441,13 @@ arrow::Result<std::shared_ptr<const DecodedRowGroup>> DecodeRowGroup(const Catal
     if (plan.kind != OutputKind::kStack) continue;
     const auto t_stack = Clock::now();
     const int64_t bytes = num_rows * plan.width * static_cast<int64_t>(DTypeSize(plan.dtype));
-    ARROW_ASSIGN_OR_RAISE(std::shared_ptr<arrow::Buffer> matrix,
-                          arrow::AllocateBuffer(std::max<int64_t>(bytes, 1), EnginePool()));
-    ARROW_RETURN_NOT_OK(
-        TransposeStack(layout, plan, decoded->columns, num_rows, matrix->mutable_data()));
+    const std::string stack_context = context + ", stack '" + plan.name + "'";
+    auto maybe_matrix = arrow::AllocateBuffer(std::max<int64_t>(bytes, 1), EnginePool());
+    if (!maybe_matrix.ok()) return WithContext(maybe_matrix.status(), stack_context);
+    std::shared_ptr<arrow::Buffer> matrix = std::move(*maybe_matrix);
+    ARROW_RETURN_NOT_OK(WithContext(
+        TransposeStack(layout, plan, decoded->columns, num_rows, matrix->mutable_data()),
+        stack_context));
     decoded->stacks[o] = std::move(matrix);
     hooks.clock->Add(Stage::kAssemble, t_stack, bytes, 0, rg_index);
   }

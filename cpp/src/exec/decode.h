@@ -11,34 +11,23 @@
 #include <arrow/result.h>
 #include <arrow/type_fwd.h>
 
-#include "exec/layout.h"
+#include "exec/decoded_row_group.h"
 #include "exec/stage_clock.h"
 #include "shardfeed/catalog.h"
+#include "shardfeed/decoded_tier.h"
 #include "shardfeed/filter.h"
-#include "tier/decoded_tier.h"
+#include "storage/open.h"
 #include "transform/column.h"
+#include "transform/layout.h"
 #include "transform/transform.h"
 
 namespace shardfeed {
 
-struct DecodedRowGroup {
-  int32_t index = 0;      // catalog row-group index
-  int64_t first_row = 0;  // global id of row 0
-  int64_t num_rows = 0;
-  // With a filter: row i is row (*rows)[i] of the row group (its sample id is
-  // first_row + that); null: row i is row i.
-  std::shared_ptr<const std::vector<int64_t>> rows;
-  int64_t bytes = 0;                   // compressed bytes read
-  std::vector<DecodedColumn> columns;  // one per Layout::fields
-  // Per Layout::outputs entry: the row-major matrix of a stack, else null.
-  std::vector<std::shared_ptr<arrow::Buffer>> stacks;
-};
-
 // How DecodeRowGroup opens files and where it books its time.
 struct DecodeHooks {
   std::shared_ptr<StageClock> clock;  // required
-  // Opens a catalog file; empty: the catalog's filesystem directly.
-  std::function<arrow::Result<std::shared_ptr<arrow::io::RandomAccessFile>>(int32_t file)> open;
+  // Opens a catalog file; empty: the catalog's filesystem (storage/open.h).
+  FileOpener open;
   Stage io_stage = Stage::kRead;               // kFetch when the bytes come from remote storage
   std::shared_ptr<DecodedTier> tier;           // the decoded cache tier, when enabled
   std::shared_ptr<const FilteredRows> filter;  // keeps only the passing rows

@@ -13,12 +13,13 @@
 
 #include "exec/assemble.h"
 #include "exec/decode.h"
-#include "exec/layout.h"
 #include "exec/queue.h"
 #include "exec/stage_clock.h"
 #include "plan/schedule.h"
 #include "shardfeed/cache.h"
 #include "shardfeed/status.h"
+#include "transform/layout.h"
+#include "util/live_threads.h"
 
 namespace shardfeed {
 
@@ -141,7 +142,8 @@ class EngineImpl final : public Engine {
           static_cast<size_t>(std::max(1, options_.queue_depth))));
     }
     if (options_.file_cache && !catalog_->is_local()) UseFileCache();
-    for (int w = 0; w < n; ++w) threads_.emplace_back([this, w] { Work(w); });
+    for (int w = 0; w < n; ++w)
+      threads_.emplace_back([this, w, live = LiveThreadGuard::Start()] { Work(w); });
   }
 
   ~EngineImpl() override { Stop(); }
@@ -224,8 +226,7 @@ class EngineImpl final : public Engine {
     for (int32_t file : schedule_->FileFirstUseOrder(file_of_rg)) {
       const auto f = static_cast<size_t>(file);
       file_position_[f] = static_cast<int64_t>(order.size());
-      order.push_back({catalog_->storage_id() + "|" + files[f].path, files[f].path, files[f].size,
-                       files[f].version});
+      order.push_back({CacheKey(*catalog_, file), files[f].path, files[f].size, files[f].version});
     }
     remote_files_ = order;
     prefetcher_ = std::make_unique<Prefetcher>(options_.file_cache, catalog_->filesystem(),
@@ -425,5 +426,7 @@ arrow::Result<std::unique_ptr<Engine>> Engine::Make(std::shared_ptr<const Catalo
   return std::unique_ptr<Engine>(
       new EngineImpl(std::move(catalog), std::move(schedule), options, std::move(layout)));
 }
+
+int64_t LiveEngineThreads() { return LiveThreadGuard::count(); }
 
 }  // namespace shardfeed

@@ -1,6 +1,5 @@
-#include "tier/decoded_tier.h"
+#include "tier/decoded_tier_internal.h"
 
-#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -10,7 +9,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <iomanip>
 #include <iostream>
 #include <sstream>
@@ -19,13 +17,18 @@
 #include <arrow/io/file.h>
 
 #include "shardfeed/status.h"
+#include "storage/folder.h"
+#include "storage/posix_file.h"
+#include "storage/temp_file.h"
 #include "util/hash.h"
 
 namespace shardfeed {
 
 namespace {
 
-constexpr char kMagic[8] = {'S', 'F', 'D', 'T', '0', '0', '0', '1'};
+// 0002: keys name the storage (CacheKey), names and digests are Hash64.
+constexpr char kMagic[8] = {'S', 'F', 'D', 'T', '0', '0', '0', '2'};
+constexpr char kLockName[] = "/shardfeed.lock";  // the temp-creation lock
 constexpr int64_t kAlign = 64;
 
 // A column's fixed-size record in the file.
@@ -42,24 +45,12 @@ struct Record {
 
 int64_t Align(int64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
-// A fast 64-bit digest of a byte range, eight bytes at a time.
-uint64_t Digest(const uint8_t* p, int64_t n) {
-  uint64_t h = 0x9E3779B97F4A7C15ULL ^ static_cast<uint64_t>(n);
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    uint64_t w;
-    std::memcpy(&w, p + i, 8);
-    h = (h ^ w) * 0xFF51AFD7ED558CCDULL;
-    h ^= h >> 29;
-  }
-  for (; i < n; ++i) h = (h ^ p[i]) * 0x100000001B3ULL;
-  return h ^ (h >> 32);
-}
+bool IsTemp(const std::string& name) { return storage_internal::IsTempName(name); }
 
-// Whether the process named in a temp file's name (".tmp-<pid>-...") is gone.
-bool OwnerIsGone(const std::string& name) {
-  const auto pid = std::strtol(name.c_str() + 5, nullptr, 10);
-  return pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
+// Entries are "<hex>.sfd", temporaries ".tmp-<pid>-<n>.sfd"; other files in
+// the folder are not the tier's.
+bool IsEntryOrTemp(const std::string& name) {
+  return name.size() > 4 && name.compare(name.size() - 4, 4, ".sfd") == 0;
 }
 
 void Append(std::string* out, const void* data, size_t n) {
@@ -80,36 +71,26 @@ std::string Spec(const TransformSpec& t) {
 
 }  // namespace
 
-size_t DeterministicPrefix(const Layout& layout, size_t field) {
-  size_t n = 0;
-  for (size_t t : layout.field_transforms[field]) {
-    if (IsRandom(layout.transforms[t].op)) break;
-    ++n;
-  }
-  return n;
-}
-
-DecodedTier::DecodedTier(std::string dir, int64_t limit, int64_t used)
+DecodedTier::Impl::Impl(std::string dir, int64_t limit, int64_t used)
     : dir_(std::move(dir)), limit_(limit), used_(used) {}
+
+DecodedTier::DecodedTier(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+DecodedTier::~DecodedTier() = default;
 
 arrow::Result<std::shared_ptr<DecodedTier>> DecodedTier::Open(const std::string& dir,
                                                               int64_t limit_bytes) {
-  std::error_code ec;
-  if (std::filesystem::exists(dir, ec) && !std::filesystem::is_directory(dir, ec)) {
-    return Error(ErrorKind::kInvalidArgument, "decoded cache folder '" + dir + "' is not a folder");
-  }
-  std::filesystem::create_directories(dir, ec);
-  if (ec) {
-    return Error(ErrorKind::kStorage,
-                 "cannot create decoded cache folder '" + dir + "': " + ec.message());
-  }
-  ::chmod(dir.c_str(), 0700);
+  ARROW_RETURN_NOT_OK(storage_internal::MakePrivateFolder(dir, "decoded cache folder"));
+  // Temps of dead writers go (storage/temp_file.h); live ones stay and count.
+  ARROW_ASSIGN_OR_RAISE(
+      auto creation,
+      storage_internal::LockTempCreation(dir + kLockName, storage_internal::LockMode::kExclusive));
   int64_t used = 0;
+  std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
     std::error_code size_ec;
     const std::string name = entry.path().filename().string();
-    if (name.rfind(".tmp-", 0) == 0 && OwnerIsGone(name)) {
-      std::filesystem::remove(entry.path(), size_ec);  // left by a killed writer
+    if (storage_internal::IsTempName(name) &&
+        storage_internal::CleanTemp(entry.path().string()) != storage_internal::TempState::kInUse) {
       continue;
     }
     if (entry.is_regular_file(size_ec)) {
@@ -117,16 +98,17 @@ arrow::Result<std::shared_ptr<DecodedTier>> DecodedTier::Open(const std::string&
       if (!size_ec) used += static_cast<int64_t>(size);
     }
   }
-  return std::shared_ptr<DecodedTier>(new DecodedTier(dir, limit_bytes, used));
+  return std::shared_ptr<DecodedTier>(
+      new DecodedTier(std::make_unique<Impl>(dir, limit_bytes, used)));
 }
 
-std::string DecodedTier::Key(const Catalog& catalog, int32_t rg, const Layout& layout) {
+std::string DecodedTier::Impl::Key(const Catalog& catalog, int32_t rg, const Layout& layout) {
   const auto& row_group = catalog.row_groups()[static_cast<size_t>(rg)];
   const auto& file = catalog.files()[static_cast<size_t>(row_group.file)];
   std::ostringstream key;
   key.precision(17);
-  key << "v1|" << catalog.filesystem()->type_name() << '|' << file.path << '|' << file.size << '|'
-      << file.version << "|rg" << row_group.row_group;
+  key << "v2|" << CacheKey(catalog, row_group.file) << '|' << file.size << '|' << file.version
+      << "|rg" << row_group.row_group;
   for (size_t i = 0; i < layout.fields.size(); ++i) {
     key << '|' << layout.field_names[i] << ':' << DTypeName(layout.field_raw_dtypes[i])
         << (layout.field_from_strings[i] ? "/str" : "");
@@ -138,13 +120,12 @@ std::string DecodedTier::Key(const Catalog& catalog, int32_t rg, const Layout& l
   return key.str();
 }
 
-std::string DecodedTier::PathOf(const std::string& key) const {
-  StableHash h;
-  h.Update(key);
-  return dir_ + "/" + h.HexDigest() + ".sfd";
+std::string DecodedTier::Impl::PathOf(const std::string& key) const {
+  return dir_ + "/" + Hex64(Hash64(key)) + ".sfd";
 }
 
-arrow::Result<std::optional<std::vector<DecodedColumn>>> DecodedTier::Load(const std::string& key) {
+arrow::Result<std::optional<std::vector<DecodedColumn>>> DecodedTier::Impl::Load(
+    const std::string& key) {
   const std::string path = PathOf(key);
   auto maybe_file = arrow::io::MemoryMappedFile::Open(path, arrow::io::FileMode::READ);
   auto miss = [&]() -> std::optional<std::vector<DecodedColumn>> {
@@ -212,18 +193,17 @@ arrow::Result<std::optional<std::vector<DecodedColumn>>> DecodedTier::Load(const
     verified = verified_.count(key) > 0;
   }
   if (!verified) {
-    uint64_t check = 0;
+    StreamingHash check;
     for (size_t k = 0; k < out.size(); ++k) {
-      const auto& c = out[k];
       const Record& r = records[k];
-      check = check * 31 + Digest(c.values, r.values_bytes);
+      check.Update(out[k].values, static_cast<size_t>(r.values_bytes));
       if (r.rows > 0) {
-        check = check * 31 + Digest(p + r.starts_offset, r.rows * 8);
-        check = check * 31 + Digest(p + r.lengths_offset, r.rows * 8);
+        check.Update(p + r.starts_offset, static_cast<size_t>(r.rows) * 8);
+        check.Update(p + r.lengths_offset, static_cast<size_t>(r.rows) * 8);
       }
-      if (r.nulls_bytes > 0) check = check * 31 + Digest(p + r.nulls_offset, r.nulls_bytes);
+      if (r.nulls_bytes > 0) check.Update(p + r.nulls_offset, static_cast<size_t>(r.nulls_bytes));
     }
-    if (check != digest) {
+    if (check.Digest() != digest) {
       ++corrupt_;
       return miss();  // damaged: decode again (and the store below replaces it)
     }
@@ -234,8 +214,53 @@ arrow::Result<std::optional<std::vector<DecodedColumn>>> DecodedTier::Load(const
   return std::optional<std::vector<DecodedColumn>>(std::move(out));
 }
 
-void DecodedTier::Store(const std::string& key, const std::vector<DecodedColumn>& columns,
-                        int64_t rows) {
+namespace {
+
+// Writes an entry by the temp-file protocol (storage/temp_file.h).
+arrow::Status WriteEntry(const std::string& dir, const std::string& path, const std::string& header,
+                         const std::vector<DecodedColumn>& columns,
+                         const std::vector<Record>& records, int64_t rows, int64_t total) {
+  storage_internal::TempFile temp;
+  {
+    // Shared with other writers; a cleaner (Open) holds it exclusively.
+    ARROW_ASSIGN_OR_RAISE(auto creation, storage_internal::LockTempCreation(
+                                             dir + kLockName, storage_internal::LockMode::kShared));
+    ARROW_ASSIGN_OR_RAISE(
+        temp, storage_internal::TempFile::Create(storage_internal::TempPath(dir, "tier", ".sfd")));
+  }
+  int64_t end = 0;  // of the data written so far
+  auto write_at = [&](int64_t at, const void* data, int64_t bytes) {
+    end = std::max(end, at + bytes);
+    return storage_internal::WriteAllAt(temp.fd(), static_cast<const uint8_t*>(data), bytes, at,
+                                        temp.path());
+  };
+  ARROW_RETURN_NOT_OK(write_at(0, header.data(), static_cast<int64_t>(header.size())));
+  for (size_t i = 0; i < columns.size(); ++i) {
+    const auto& c = columns[i];
+    const auto& r = records[i];
+    ARROW_RETURN_NOT_OK(write_at(r.values_offset, c.values, r.values_bytes));
+    if (r.rows > 0) {
+      ARROW_RETURN_NOT_OK(write_at(r.starts_offset, c.list_starts.data(), rows * 8));
+      ARROW_RETURN_NOT_OK(write_at(r.lengths_offset, c.list_lengths.data(), rows * 8));
+    }
+    if (r.nulls_bytes > 0) {
+      ARROW_RETURN_NOT_OK(write_at(r.nulls_offset, c.nulls.data(), r.nulls_bytes));
+    }
+  }
+  // Pad the last buffer to its aligned end; a buffer that ends there already
+  // must keep its last byte (a zero written over it made every entry whose
+  // last buffer was a multiple of 64 bytes fail its digest: never a hit).
+  if (end < total) {
+    const char zero = 0;
+    ARROW_RETURN_NOT_OK(write_at(total - 1, &zero, 1));
+  }
+  return temp.Commit(path);
+}
+
+}  // namespace
+
+void DecodedTier::Impl::Store(const std::string& key, const std::vector<DecodedColumn>& columns,
+                              int64_t rows) {
   // Header first, then buffers at aligned offsets computed up front.
   std::string header(kMagic, 8);
   const uint64_t key_len = key.size(), n = columns.size();
@@ -278,70 +303,84 @@ void DecodedTier::Store(const std::string& key, const std::vector<DecodedColumn>
   } while (!used_.compare_exchange_weak(used, used + total));
   for (const auto& r : records) Append(&header, &r, sizeof(r));
   // The digest of every buffer, checked the first time a process loads the entry.
-  uint64_t digest = 0;
+  StreamingHash hash;
   for (size_t i = 0; i < columns.size(); ++i) {
     const auto& c = columns[i];
-    digest = digest * 31 + Digest(c.values, records[i].values_bytes);
+    hash.Update(c.values, static_cast<size_t>(records[i].values_bytes));
     if (records[i].rows > 0) {
-      digest =
-          digest * 31 + Digest(reinterpret_cast<const uint8_t*>(c.list_starts.data()), rows * 8);
-      digest =
-          digest * 31 + Digest(reinterpret_cast<const uint8_t*>(c.list_lengths.data()), rows * 8);
+      hash.Update(c.list_starts.data(), static_cast<size_t>(rows) * 8);
+      hash.Update(c.list_lengths.data(), static_cast<size_t>(rows) * 8);
     }
-    if (records[i].nulls_bytes > 0) digest = digest * 31 + Digest(c.nulls.data(), c.count);
+    if (records[i].nulls_bytes > 0) hash.Update(c.nulls.data(), static_cast<size_t>(c.count));
   }
+  const uint64_t digest = hash.Digest();
   Append(&header, &digest, 8);
   const std::string path = PathOf(key);
-  const std::string temp = dir_ + "/.tmp-" + std::to_string(::getpid()) + "-" +
-                           std::to_string(reinterpret_cast<uintptr_t>(&records)) + ".sfd";
-  bool ok = true;
-  {
-    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
-    int64_t end = 0;  // of the data written so far
-    auto write_at = [&](int64_t at, const void* data, int64_t bytes) {
-      out.seekp(at);
-      out.write(static_cast<const char*>(data), bytes);
-      end = std::max(end, at + bytes);
-    };
-    write_at(0, header.data(), static_cast<int64_t>(header.size()));
-    for (size_t i = 0; i < columns.size(); ++i) {
-      const auto& c = columns[i];
-      const auto& r = records[i];
-      write_at(r.values_offset, c.values, r.values_bytes);
-      if (r.rows > 0) {
-        write_at(r.starts_offset, c.list_starts.data(), rows * 8);
-        write_at(r.lengths_offset, c.list_lengths.data(), rows * 8);
-      }
-      if (r.nulls_bytes > 0) write_at(r.nulls_offset, c.nulls.data(), r.nulls_bytes);
-    }
-    // Pad the last buffer to its aligned end; a buffer that ends there already
-    // must keep its last byte (a zero written over it made every entry whose
-    // last buffer was a multiple of 64 bytes fail its digest: never a hit).
-    if (end < total) {
-      const char zero = 0;
-      write_at(total - 1, &zero, 1);
-    }
-    out.flush();
-    ok = static_cast<bool>(out);
-  }
-  std::error_code ec;
-  if (ok) std::filesystem::rename(temp, path, ec);
-  if (!ok || ec) {
-    std::filesystem::remove(temp, ec);
+  auto status = WriteEntry(dir_, path, header, columns, records, rows, total);
+  if (!status.ok()) {
     used_ -= total;
     ++skipped_;
     if (!warned_.exchange(true)) {
       std::cerr << "shardfeed: cannot write the decoded cache in '" << dir_
-                << "' (disk full?); reading without it\n";
+                << "' (disk full?): " << status.message() << "; reading without it\n";
     }
     return;
   }
   stored_ += total;
 }
 
-DecodedTierStats DecodedTier::stats() const {
+DecodedTierStats DecodedTier::Impl::stats() const {
   return {hits_.load(),    misses_.load(), stored_.load(),
           skipped_.load(), used_.load(),   corrupt_.load()};
+}
+
+DecodedTierStats DecodedTier::stats() const { return impl_->stats(); }
+
+const std::string& DecodedTier::dir() const { return impl_->dir_; }
+
+arrow::Result<DecodedTierUsage> DecodedTier::Usage() const {
+  DecodedTierUsage usage;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(impl_->dir_, ec)) {
+    std::error_code size_ec;
+    const std::string name = entry.path().filename().string();
+    if (!IsEntryOrTemp(name) || !entry.is_regular_file(size_ec)) continue;
+    const auto size = entry.file_size(size_ec);
+    if (size_ec) continue;  // removed meanwhile
+    usage.bytes += static_cast<int64_t>(size);
+    if (!IsTemp(name)) ++usage.entries;
+  }
+  if (ec) {
+    return Error(ErrorKind::kStorage,
+                 "cannot list decoded cache folder '" + impl_->dir_ + "': " + ec.message());
+  }
+  return usage;
+}
+
+arrow::Result<int64_t> DecodedTier::Clear() {
+  int64_t freed = 0;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(impl_->dir_, ec)) {
+    std::error_code file_ec;
+    const std::string name = entry.path().filename().string();
+    if (!IsEntryOrTemp(name) || IsTemp(name) || !entry.is_regular_file(file_ec)) continue;
+    const auto size = entry.file_size(file_ec);
+    if (file_ec || !std::filesystem::remove(entry.path(), file_ec) || file_ec) continue;
+    freed += static_cast<int64_t>(size);
+  }
+  if (ec) {
+    return Error(ErrorKind::kStorage,
+                 "cannot list decoded cache folder '" + impl_->dir_ + "': " + ec.message());
+  }
+  // This process's account of the folder; other processes' entries may be
+  // among the freed bytes, so it stops at zero.
+  int64_t used = impl_->used_.load();
+  while (!impl_->used_.compare_exchange_weak(used, std::max<int64_t>(0, used - freed))) {
+  }
+  // An entry stored again later (by any process) must be checked again.
+  std::lock_guard<std::mutex> lock(impl_->mu_);
+  impl_->verified_.clear();
+  return freed;
 }
 
 }  // namespace shardfeed

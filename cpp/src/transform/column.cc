@@ -8,7 +8,7 @@
 #include <arrow/buffer.h>
 #include <arrow/util/float16.h>
 
-#include "exec/dtype_dispatch.h"
+#include "util/dtype_dispatch.h"
 #include "util/memory.h"
 
 namespace shardfeed {

@@ -7,10 +7,10 @@
 #include <sstream>
 #include <type_traits>
 
-#include "exec/dtype_dispatch.h"
 #include "shardfeed/rng.h"
 #include "shardfeed/status.h"
 #include "transform/vocabulary.h"
+#include "util/dtype_dispatch.h"
 
 namespace shardfeed {
 

@@ -26,7 +26,7 @@ arrow::Result<std::shared_ptr<const VocabularyTable>> VocabularyTable::Make(
   const size_t capacity = std::bit_ceil(std::max<size_t>(2 * values.size(), 8));
   table->slots_.assign(capacity, -1);
   table->hashes_.reserve(values.size());
-  StableHash digest;
+  StreamingHash digest;
   for (size_t i = 0; i < values.size(); ++i) {
     const std::string& value = values[i];
     const uint64_t hash = StringHash64(value);
@@ -42,11 +42,12 @@ arrow::Result<std::shared_ptr<const VocabularyTable>> VocabularyTable::Make(
     table->slots_[slot] = static_cast<int32_t>(i);
     table->hashes_.push_back(hash);
     // Length-prefixed, so ["ab", "c"] and ["a", "bc"] differ.
-    digest.Update(static_cast<int64_t>(value.size()));
-    digest.Update(value);
+    const uint64_t size = value.size();
+    digest.Update(&size, sizeof(size));
+    digest.Update(value.data(), value.size());
   }
   table->values_ = std::move(values);
-  table->digest_ = digest.HexDigest();
+  table->digest_ = Hex64(digest.Digest());
   return std::shared_ptr<const VocabularyTable>(std::move(table));
 }
 

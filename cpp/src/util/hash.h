@@ -1,42 +1,52 @@
-// A small stable hash (FNV-1a, two lanes) for fingerprints.  Not for security:
-// it only has to be identical on every machine and every run.
+// The one hash of the project for keys and checksums: XXH3-64 (Arrow's vendored
+// xxhash).  Not for security, and not for anything that decides the sample
+// order: it names cache files and checks their bytes, so it only has to be
+// fast and identical on every machine and every run.
+//
+// Two older hashes keep their exact values on purpose and live beside what
+// they define (changing either would change a stream): the dataset
+// fingerprint (catalog/catalog.cc) and HashBucket's string hash
+// (exec/decode.cc).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
-#include <cstdio>
+#include <memory>
 #include <string>
 #include <string_view>
 
 namespace shardfeed {
 
-// The one 64-bit hash of a string's bytes (FNV-1a 64): HashBucket's string
-// ids and the Vocabulary table's probes.  Changing it changes every hashed
-// column, so it is written down once, here.
+// The hash of a string's bytes that becomes data (FNV-1a 64): HashBucket's
+// string ids and the Vocabulary table's probes.  Not a key or checksum (those
+// use Hash64): changing it changes every hashed column, so it is frozen here.
 inline uint64_t StringHash64(std::string_view bytes) {
   uint64_t h = 0xCBF29CE484222325ULL;
   for (unsigned char c : bytes) h = (h ^ c) * 0x100000001B3ULL;
   return h;
 }
 
-class StableHash {
+uint64_t Hash64(const void* data, size_t size);
+inline uint64_t Hash64(std::string_view bytes) { return Hash64(bytes.data(), bytes.size()); }
+
+// 16 lowercase hex digits.
+std::string Hex64(uint64_t value);
+
+// Hash64 of the concatenation of every Update since construction or Reset.
+class StreamingHash {
  public:
-  void Update(std::string_view bytes) {
-    for (unsigned char c : bytes) {
-      a_ = (a_ ^ c) * 0x100000001B3ULL;
-      b_ = (b_ ^ c) * 0x100000001B3ULL + 0x9E3779B97F4A7C15ULL;
-    }
-  }
-  void Update(int64_t v) { Update(std::to_string(v) + ";"); }
-  std::string HexDigest() const {
-    char buf[33];
-    std::snprintf(buf, sizeof(buf), "%016llx%016llx", static_cast<unsigned long long>(a_),
-                  static_cast<unsigned long long>(b_));
-    return buf;
-  }
+  StreamingHash();
+  ~StreamingHash();
+  StreamingHash(const StreamingHash&) = delete;
+  StreamingHash& operator=(const StreamingHash&) = delete;
+
+  void Reset();
+  void Update(const void* data, size_t size);
+  uint64_t Digest() const;
 
  private:
-  uint64_t a_ = 0xCBF29CE484222325ULL;
-  uint64_t b_ = 0x84222325CBF29CE4ULL;
+  struct State;
+  std::unique_ptr<State> state_;
 };
 
 }  // namespace shardfeed

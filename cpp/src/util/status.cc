@@ -55,6 +55,8 @@ ErrorKind KindOf(const arrow::Status& status) {
 
 arrow::Status WithContext(const arrow::Status& status, const std::string& context) {
   if (status.ok()) return status;
+  // Out of memory stays itself: the binding raises MemoryError for it.
+  if (status.IsOutOfMemory()) return arrow::Status::OutOfMemory(context + ": " + status.message());
   return Error(KindOf(status), context + ": " + status.message());
 }
 

@@ -1,7 +1,6 @@
 #include "shardfeed/batch.h"
 
 #include <cstdlib>
-#include <new>
 
 #include "util/memory.h"
 
@@ -9,12 +8,18 @@ namespace shardfeed {
 
 std::atomic<int64_t> OutputBuffer::live_{0};
 
-OutputBuffer::OutputBuffer(size_t size) : size_(size) {
+arrow::Result<std::shared_ptr<OutputBuffer>> OutputBuffer::Make(size_t size) {
   // From the engine's pool, which keeps freed pages for the next batch instead
   // of faulting in fresh ones every time.
-  if (!EnginePool()->Allocate(static_cast<int64_t>(size == 0 ? 1 : size), 64, &data_).ok()) {
-    throw std::bad_alloc();
+  uint8_t* data = nullptr;
+  const auto bytes = static_cast<int64_t>(size == 0 ? 1 : size);
+  if (!EnginePool()->Allocate(bytes, 64, &data).ok()) {
+    return arrow::Status::OutOfMemory("cannot allocate an output buffer of ", bytes, " bytes");
   }
+  return std::shared_ptr<OutputBuffer>(new OutputBuffer(data, size));
+}
+
+OutputBuffer::OutputBuffer(uint8_t* data, size_t size) : data_(data), size_(size) {
   live_.fetch_add(1, std::memory_order_relaxed);
 }
 

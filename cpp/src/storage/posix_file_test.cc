@@ -1,4 +1,4 @@
-#include "cache/posix_file.h"
+#include "storage/posix_file.h"
 
 #include <atomic>
 #include <chrono>
@@ -12,7 +12,7 @@
 
 #include "util/test_util.h"
 
-namespace shardfeed::cache_internal {
+namespace shardfeed::storage_internal {
 namespace {
 
 TEST(CacheLock, SharedLocksCoexistExclusiveDoesNot) {
@@ -63,4 +63,4 @@ TEST(CacheLock, AWaiterOnAnUnlinkedFileStartsOver) {
 }
 
 }  // namespace
-}  // namespace shardfeed::cache_internal
+}  // namespace shardfeed::storage_internal

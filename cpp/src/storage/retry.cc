@@ -1,4 +1,4 @@
-#include "cache/retry.h"
+#include "storage/retry.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -12,7 +12,7 @@
 
 #include "shardfeed/status.h"
 
-namespace shardfeed::cache_internal {
+namespace shardfeed::storage_internal {
 
 void Interrupt::Request() {
   {
@@ -143,4 +143,4 @@ arrow::Result<std::shared_ptr<arrow::Buffer>> RemoteFile::ReadAt(int64_t positio
   return Count(Retry(policy_, nullptr, [&] { return inner_->ReadAt(position, nbytes); }));
 }
 
-}  // namespace shardfeed::cache_internal
+}  // namespace shardfeed::storage_internal

@@ -1,4 +1,4 @@
-#include "cache/posix_file.h"
+#include "storage/posix_file.h"
 
 #include <cerrno>
 #include <chrono>
@@ -12,7 +12,7 @@
 
 #include <arrow/util/io_util.h>
 
-namespace shardfeed::cache_internal {
+namespace shardfeed::storage_internal {
 
 Fd& Fd::operator=(Fd&& other) noexcept {
   if (this != &other) {
@@ -65,6 +65,8 @@ arrow::Result<LockedFd> OpenLocked(const std::string& path, int open_flags, Lock
       }
       return ErrnoError(errno, "cannot open '" + path + "'");
     }
+    // A lock file we create is 0600 whatever the umask (others' chmod fails: fine).
+    if (open_flags & O_CREAT) ::fchmod(fd.get(), 0600);
     if (Flock(fd.get(), op | LOCK_NB) != 0) {
       if (errno != EWOULDBLOCK) return ErrnoError(errno, "cannot lock '" + path + "'");
       if (wait == LockWait::kNoWait) {
@@ -136,4 +138,4 @@ arrow::Status Allocate(int fd, int64_t size, const std::string& path) {
 
 void RemoveQuietly(const std::string& path) { ::unlink(path.c_str()); }
 
-}  // namespace shardfeed::cache_internal
+}  // namespace shardfeed::storage_internal

@@ -1,4 +1,4 @@
-#include "exec/layout.h"
+#include "transform/layout.h"
 
 #include <algorithm>
 #include <map>
@@ -318,6 +318,15 @@ arrow::Result<Layout> MakeLayout(const arrow::Schema& schema, const OutputOption
     return Error(ErrorKind::kInvalidArgument, "no columns selected");
   }
   return layout;
+}
+
+size_t DeterministicPrefix(const Layout& layout, size_t field) {
+  size_t n = 0;
+  for (size_t t : layout.field_transforms[field]) {
+    if (IsRandom(layout.transforms[t].op)) break;
+    ++n;
+  }
+  return n;
 }
 
 arrow::Result<std::vector<OutputInfo>> DescribeOutputs(const arrow::Schema& schema,

@@ -1,6 +1,6 @@
-// The decoded tier: row groups stored after decoding, column selection and the
-// deterministic transforms, as aligned raw buffers that later epochs map from
-// disk instead of decoding again (internal).
+// The decoded tier's entries (internal): row groups stored after decoding,
+// column selection and the deterministic transforms, as aligned raw buffers
+// that later epochs map from disk instead of decoding again.
 //
 // One file per (file identity, row group, columns, deterministic transforms):
 //   "SFDT0001" | u64 key length | key | u64 column count | column records |
@@ -9,7 +9,8 @@
 // changed input can never serve stale data; a truncated or foreign file is a
 // miss, and so is one whose buffers fail the digest (checked the first time a
 // process loads the entry).  Files are written to a temporary name and renamed
-// into place; temporaries of dead processes are removed when a tier opens.
+// into place; temporaries of dead writers are removed when a tier opens (the
+// flock protocol of storage/temp_file.h, shared with the file cache).
 #pragma once
 
 #include <atomic>
@@ -24,26 +25,15 @@
 #include <arrow/result.h>
 #include <arrow/status.h>
 
-#include "exec/layout.h"
 #include "shardfeed/catalog.h"
+#include "shardfeed/decoded_tier.h"
 #include "transform/column.h"
+#include "transform/layout.h"
 
 namespace shardfeed {
 
-struct DecodedTierStats {
-  int64_t hits = 0;
-  int64_t misses = 0;
-  int64_t stored_bytes = 0;   // written by this process
-  int64_t skipped = 0;        // entries not stored: over the limit or a write failed
-  int64_t bytes_on_disk = 0;  // as this process accounts it
-  int64_t corrupt = 0;        // entries that failed their digest (decoded again)
-};
-
-class DecodedTier {
- public:
-  // `dir` is created (mode 0700) when missing; limit_bytes 0: unlimited.
-  static arrow::Result<std::shared_ptr<DecodedTier>> Open(const std::string& dir,
-                                                          int64_t limit_bytes);
+struct DecodedTier::Impl {
+  Impl(std::string dir, int64_t limit, int64_t used);
 
   // The identity of row group `rg` decoded under `layout` (only the
   // deterministic prefix of each column's transforms counts).
@@ -55,9 +45,6 @@ class DecodedTier {
   void Store(const std::string& key, const std::vector<DecodedColumn>& columns, int64_t rows);
 
   DecodedTierStats stats() const;
-
- private:
-  DecodedTier(std::string dir, int64_t limit, int64_t used);
   std::string PathOf(const std::string& key) const;
 
   const std::string dir_;
@@ -68,9 +55,5 @@ class DecodedTier {
   std::mutex mu_;
   std::set<std::string> verified_;  // entries whose digest this process checked
 };
-
-// How many of the column's transforms (from the start of its chain) are
-// deterministic: the part the decoded tier may store.
-size_t DeterministicPrefix(const Layout& layout, size_t field);
 
 }  // namespace shardfeed

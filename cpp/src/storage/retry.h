@@ -14,7 +14,7 @@
 #include <arrow/result.h>
 #include <arrow/status.h>
 
-namespace shardfeed::cache_internal {
+namespace shardfeed::storage_internal {
 
 // A stop request that sleeping threads wait on (a condition variable, so a
 // stop wakes them at once).
@@ -106,4 +106,4 @@ class RemoteFile : public arrow::io::RandomAccessFile {
   std::shared_ptr<std::atomic<int64_t>> remote_bytes_;
 };
 
-}  // namespace shardfeed::cache_internal
+}  // namespace shardfeed::storage_internal

@@ -12,7 +12,7 @@
 #include <arrow/result.h>
 #include <arrow/status.h>
 
-namespace shardfeed::cache_internal {
+namespace shardfeed::storage_internal {
 
 // An owned file descriptor (closed on destruction).
 class Fd {
@@ -68,4 +68,4 @@ arrow::Status Allocate(int fd, int64_t size, const std::string& path);
 // unlink(2), ignoring errors (the file may be gone already).
 void RemoveQuietly(const std::string& path);
 
-}  // namespace shardfeed::cache_internal
+}  // namespace shardfeed::storage_internal

@@ -11,7 +11,7 @@
 #include <arrow/type_fwd.h>
 
 #include "shardfeed/batch.h"
-#include "shardfeed/engine.h"
+#include "shardfeed/output.h"
 #include "transform/transform.h"
 
 namespace shardfeed {
@@ -46,6 +46,10 @@ arrow::Result<Layout> MakeLayout(const arrow::Schema& schema, const OutputOption
 
 // The value type of a numeric/bool Arrow type, or an error naming the column.
 arrow::Result<DType> ValueDType(const arrow::DataType& type, const std::string& column);
+
+// How many of the field's transforms (from the start of its chain) are
+// deterministic: the part the decoded tier may store.
+size_t DeterministicPrefix(const Layout& layout, size_t field);
 
 // "days" for dates; "s", "ms", "us" or "ns" for timestamps, times and
 // durations (also as list elements); empty for other types.

@@ -1,0 +1,232 @@
+// A dataset (its catalog) and the outputs a batch of it holds.
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/map.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/variant.h>
+#include <nanobind/stl/vector.h>
+
+#include <memory>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include <arrow/type.h>
+
+#include "convert.h"
+#include "register.h"
+#include "shardfeed/catalog.h"
+#include "shardfeed/output.h"
+#include "shardfeed/plan.h"
+#include "shardfeed/status.h"
+#include "shardfeed/vocabulary.h"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace shardfeed::py {
+
+namespace {
+
+using PyPredicate = std::tuple<std::string, std::string, std::vector<FilterValue>>;
+
+FilterSpec ToFilterSpec(const std::vector<std::vector<PyPredicate>>& dnf) {
+  static const std::map<std::string, FilterOp> kOps = {
+      {"==", FilterOp::kEq}, {"!=", FilterOp::kNe},       {"<", FilterOp::kLt},
+      {"<=", FilterOp::kLe}, {">", FilterOp::kGt},        {">=", FilterOp::kGe},
+      {"in", FilterOp::kIn}, {"not in", FilterOp::kNotIn}};
+  FilterSpec spec;
+  for (const auto& conjunction : dnf) {
+    auto& out = spec.emplace_back();
+    for (const auto& [column, op, values] : conjunction) {
+      const auto it = kOps.find(op);
+      if (it == kOps.end()) {
+        throw StatusError(
+            Error(ErrorKind::kInvalidArgument,
+                  "filter on column '" + column + "': unknown operator '" + op + "'"));
+      }
+      out.push_back({column, it->second, values});
+    }
+  }
+  return spec;
+}
+
+}  // namespace
+
+void RegisterDataset(nb::module_& m) {
+  nb::class_<StackSpec>(m, "StackSpec")
+      .def(nb::init<>())
+      .def_rw("name", &StackSpec::name)
+      .def_rw("columns", &StackSpec::columns);
+
+  nb::class_<OutputOptions>(m, "OutputOptions")
+      .def(nb::init<>())
+      .def_rw("columns", &OutputOptions::columns)
+      .def_rw("all_columns", &OutputOptions::all_columns)
+      .def_rw("stacks", &OutputOptions::stacks)
+      .def_rw("with_sample_id", &OutputOptions::with_sample_id)
+      .def_rw("fill_null", &OutputOptions::fill_null)
+      .def_rw("fill_null_columns", &OutputOptions::fill_null_columns)
+      .def_rw("transforms", &OutputOptions::transforms);
+
+  nb::class_<DatasetHandle>(m, "Dataset")
+      .def(
+          "__init__",
+          [](DatasetHandle* self, const std::vector<std::string>& sources, int num_threads,
+             const std::string& partitioning) {
+            std::shared_ptr<Catalog> catalog;
+            {
+              nb::gil_scoped_release release;
+              CatalogOptions options;
+              options.num_threads = num_threads;
+              if (partitioning == "hive") {
+                options.partitioning = Partitioning::kHive;
+              } else if (partitioning.empty()) {
+                options.partitioning = Partitioning::kNone;
+              } else {
+                throw StatusError(
+                    Error(ErrorKind::kInvalidArgument,
+                          "partitioning must be \"hive\" or None, got '" + partitioning + "'"));
+              }
+              catalog = Unwrap(Catalog::Open(sources, options));
+            }
+            new (self) DatasetHandle{std::move(catalog), nullptr};
+          },
+          "sources"_a, "num_threads"_a = CatalogOptions{}.num_threads, "partitioning"_a = "hive",
+          "partitioning: \"hive\" (key=value folders become columns) or \"\" (none).")
+      .def_prop_ro("num_rows", [](const DatasetHandle& d) { return d.catalog->num_rows(); })
+      .def_prop_ro("num_files", [](const DatasetHandle& d) { return d.catalog->files().size(); })
+      .def_prop_ro("num_row_groups",
+                   [](const DatasetHandle& d) { return d.catalog->row_groups().size(); })
+      .def_prop_ro("fingerprint", [](const DatasetHandle& d) { return d.catalog->fingerprint(); })
+      .def_prop_ro("root", [](const DatasetHandle& d) { return d.catalog->root(); })
+      .def_prop_ro("is_local", [](const DatasetHandle& d) { return d.catalog->is_local(); })
+      .def("file_sizes",
+           [](const DatasetHandle& d) {
+             std::vector<int64_t> out;
+             for (const auto& f : d.catalog->files()) out.push_back(f.size);
+             return out;
+           })
+      .def("files",
+           [](const DatasetHandle& d) {
+             std::vector<std::string> out;
+             for (const auto& f : d.catalog->files()) out.push_back(f.rel_path);
+             return out;
+           })
+      .def("row_groups",
+           [](const DatasetHandle& d) {
+             std::vector<std::tuple<int32_t, int32_t, int64_t, int64_t, int64_t>> out;
+             for (const auto& rg : d.catalog->row_groups()) {
+               out.emplace_back(rg.file, rg.row_group, rg.num_rows, rg.first_row, rg.total_bytes);
+             }
+             return out;
+           })
+      .def("schema",
+           [](const DatasetHandle& d) {
+             std::vector<std::pair<std::string, std::string>> out;
+             if (d.catalog->schema()) {
+               for (const auto& f : d.catalog->schema()->fields()) {
+                 out.emplace_back(f->name(), f->type()->ToString());
+               }
+             }
+             return out;
+           })
+      .def(
+          "columns",
+          [](const DatasetHandle& d) {
+            // (name, type, partition key index or -1, distinct file types,
+            //  files lacking the column, conflict message or "")
+            std::vector<std::tuple<std::string, std::string, int, std::vector<std::string>, int64_t,
+                                   std::string>>
+                out;
+            const auto& schema = d.catalog->schema();
+            for (int i = 0; schema && i < schema->num_fields(); ++i) {
+              const auto& origin = d.catalog->column_origins()[static_cast<size_t>(i)];
+              out.emplace_back(schema->field(i)->name(), schema->field(i)->type()->ToString(),
+                               origin.partition_key, origin.file_types, origin.missing_files,
+                               origin.conflict);
+            }
+            return out;
+          },
+          "Where each dataset column comes from: (name, type, partition key or -1, the "
+          "types in the files, files that lack it, conflict).")
+      .def("describe_outputs",
+           [](const DatasetHandle& d, const OutputOptions& options) {
+             std::vector<std::tuple<std::string, std::string, std::vector<int64_t>, std::string,
+                                    std::string>>
+                 out;
+             for (const auto& info : Unwrap(DescribeOutputs(*d.catalog->schema(), options))) {
+               out.emplace_back(info.name, DTypeName(info.dtype), info.inner_shape,
+                                info.source_type, info.unit);
+             }
+             return out;
+           })
+      .def(
+          "vocabulary",
+          [](const DatasetHandle& d, const std::string& column, int64_t min_count,
+             std::optional<int64_t> max_size, int num_threads) {
+            nb::gil_scoped_release release;
+            VocabularyOptions options;
+            options.min_count = min_count;
+            options.max_size = max_size;
+            options.num_threads = num_threads;
+            return Unwrap(BuildVocabulary(*d.catalog, column, options));
+          },
+          "column"_a, "min_count"_a = 1, "max_size"_a = nb::none(),
+          "num_threads"_a = VocabularyOptions{}.num_threads,
+          "The distinct values of a string column, most frequent first (ties by value).")
+      .def(
+          "filtered",
+          [](const DatasetHandle& d, const std::vector<std::vector<PyPredicate>>& dnf,
+             const std::string& key, int num_threads, std::optional<nb::bytes> image) {
+            const FilterSpec spec = ToFilterSpec(dnf);
+            // Checks the filter against the schema even when the image is valid.
+            Check(FilteredRows::Check(*d.catalog, spec));
+            std::shared_ptr<const FilteredRows> rows;
+            if (image) {
+              rows = FilteredRows::Deserialize(*d.catalog, key,
+                                               std::string(image->c_str(), image->size()));
+            }
+            nb::gil_scoped_release release;
+            if (!rows) rows = Unwrap(FilteredRows::Make(*d.catalog, spec, key, num_threads));
+            return DatasetHandle{d.catalog, rows};
+          },
+          "dnf"_a, "key"_a, "num_threads"_a = 8, "image"_a = nb::none(),
+          "The dataset restricted to the rows that pass `dnf` (OR of ANDs of (column, op, "
+          "values)); `image`: a cached result, used when it is valid for this catalog and key.")
+      .def("filter_image",
+           [](const DatasetHandle& d) {
+             const std::string bytes = d.filter ? d.filter->Serialize() : std::string();
+             return nb::bytes(bytes.data(), bytes.size());
+           })
+      .def(
+          "filter_counts",
+          [](const DatasetHandle& d) {
+            nb::dict out;
+            if (!d.filter) return out;
+            const auto& c = d.filter->counts();
+            out["files"] = c.files;
+            out["files_pruned_by_partition"] = c.files_pruned_by_partition;
+            out["row_groups"] = c.row_groups;
+            out["row_groups_pruned_by_partition"] = c.row_groups_pruned_by_partition;
+            out["row_groups_pruned_by_statistics"] = c.row_groups_pruned_by_statistics;
+            out["row_groups_read"] = c.row_groups_read;
+            out["row_groups_kept"] = c.row_groups_kept;
+            out["rows"] = c.rows;
+            out["rows_pruned_by_partition"] = c.rows_pruned_by_partition;
+            out["rows_pruned_by_statistics"] = c.rows_pruned_by_statistics;
+            out["rows_pruned_by_rows"] = c.rows_pruned_by_rows;
+            out["rows_kept"] = c.rows_kept;
+            out["bytes_read"] = c.bytes_read;
+            return out;
+          },
+          nb::sig("def filter_counts(self) -> dict[str, int]"))
+      .def("num_batches", [](const DatasetHandle& d, const PlanOptions& options) {
+        return MakePlan(d, options)->num_batches();
+      });
+}
+
+}  // namespace shardfeed::py

@@ -1,0 +1,151 @@
+// The engine: its options, the handle that yields batches, and the count of
+// live batch buffers (for tests).
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/shared_ptr.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
+
+#include <memory>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "convert.h"
+#include "register.h"
+#include "shardfeed/batch.h"
+#include "shardfeed/cache.h"
+#include "shardfeed/decoded_tier.h"
+#include "shardfeed/engine.h"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace shardfeed::py {
+namespace {
+
+class EngineHandle {
+ public:
+  EngineHandle(std::unique_ptr<Engine> engine, int64_t num_batches)
+      : engine_(std::move(engine)), num_batches_(num_batches) {}
+  ~EngineHandle() {
+    nb::gil_scoped_release release;
+    engine_.reset();  // stops and joins the workers
+  }
+
+  nb::object Next() {
+    std::shared_ptr<Batch> batch;
+    {
+      nb::gil_scoped_release release;
+      batch = Unwrap(engine_->Next());
+    }
+    if (!batch) return nb::none();
+    return BatchToDict(*batch);
+  }
+
+  void Close() {
+    nb::gil_scoped_release release;
+    engine_->Stop();
+  }
+
+  int64_t num_units() const { return engine_->num_units(); }
+
+  std::vector<std::tuple<int, std::string, double, double, int64_t>> Trace() const {
+    std::vector<std::tuple<int, std::string, double, double, int64_t>> out;
+    for (const auto& e : engine_->trace()) {
+      out.emplace_back(e.worker, e.stage, e.start_us, e.duration_us, e.arg);
+    }
+    return out;
+  }
+  int64_t num_batches() const { return num_batches_; }
+
+  nb::dict Stats() const {
+    const EngineStats s = engine_->stats();
+    nb::dict d;
+    d["row_groups_decoded"] = s.row_groups_decoded;
+    d["rows_decoded"] = s.rows_decoded;
+    d["bytes_decoded"] = s.bytes_decoded;
+    d["batches"] = s.batches;
+    d["rows_delivered"] = s.rows_delivered;
+    d["threads"] = s.threads;
+    d["elapsed_seconds"] = s.elapsed_seconds;
+    nb::dict stages;
+    for (const auto& st : s.stages) {
+      nb::dict one;
+      one["seconds"] = st.seconds;
+      one["bytes"] = st.bytes;
+      one["rows"] = st.rows;
+      stages[st.name.c_str()] = one;
+    }
+    d["stages"] = stages;
+    d["worker_wait_seconds"] = s.worker_wait_seconds;
+    d["consumer_wait_seconds"] = s.consumer_wait_seconds;
+    d["decoded_row_groups"] = s.decoded_row_groups;
+    d["peak_live_row_groups"] = s.peak_live_row_groups;
+    return d;
+  }
+
+ private:
+  std::unique_ptr<Engine> engine_;
+  int64_t num_batches_;
+};
+
+}  // namespace
+
+void RegisterEngine(nb::module_& m) {
+  nb::class_<EngineOptions>(m, "EngineOptions")
+      .def(nb::init<>())
+      .def_rw("output", &EngineOptions::output)
+      .def_rw("num_threads", &EngineOptions::num_threads)
+      .def_rw("queue_depth", &EngineOptions::queue_depth)
+      .def_rw("start_batch", &EngineOptions::start_batch)
+      .def_rw("batch_offset", &EngineOptions::batch_offset)
+      .def_rw("batch_stride", &EngineOptions::batch_stride)
+      .def_rw("decoded_tier", &EngineOptions::decoded_tier)
+      .def_rw("file_cache", &EngineOptions::file_cache)
+      .def_rw("prefetch_bytes", &EngineOptions::prefetch_bytes)
+      .def_rw("trace", &EngineOptions::trace)
+      .def_rw("debug_max_delay_us", &EngineOptions::debug_max_delay_us)
+      .def_rw("debug_slow_stage", &EngineOptions::debug_slow_stage)
+      .def_rw("debug_slow_us", &EngineOptions::debug_slow_us)
+      .def(
+          "validate", [](const EngineOptions& o) { Check(o.Validate()); },
+          "Raises InvalidArgumentError for a setting out of range.");
+
+  nb::class_<EngineHandle>(m, "Engine", nb::is_weak_referenceable())
+      .def(
+          "__init__",
+          [](EngineHandle* self, const DatasetHandle& d, const PlanOptions& plan_options,
+             const EngineOptions& options) {
+            std::unique_ptr<Engine> engine;
+            int64_t num_batches = 0;
+            {
+              nb::gil_scoped_release release;
+              auto plan = MakePlan(d, plan_options);
+              num_batches = plan->num_batches();
+              EngineOptions with_filter = options;
+              with_filter.filter = d.filter;
+              engine = Unwrap(Engine::Make(d.catalog, plan, with_filter));
+            }
+            new (self) EngineHandle(std::move(engine), num_batches);
+          },
+          "dataset"_a, "plan"_a, "options"_a)
+      .def("next", &EngineHandle::Next,
+           nb::sig("def next(self) -> dict[str, numpy.typing.NDArray[typing.Any]] | None"),
+           "The next batch as {name: array}, None after the last; raises the first error.")
+      .def("close", &EngineHandle::Close)
+      .def_prop_ro("num_units", &EngineHandle::num_units)
+      .def_prop_ro("num_batches", &EngineHandle::num_batches)
+      .def("trace", &EngineHandle::Trace,
+           "Timeline events (worker, stage, start_us, duration_us, arg); needs options.trace.")
+      .def("stats", &EngineHandle::Stats, nb::sig("def stats(self) -> dict[str, typing.Any]"));
+
+  m.def("live_buffers", &OutputBuffer::live_count,
+        "Batch buffers allocated by the engine and not yet freed (for tests).");
+  m.def("live_engine_threads", &LiveEngineThreads,
+        "Engine worker and prefetcher threads that have not returned yet (for tests).");
+}
+
+}  // namespace shardfeed::py

@@ -1,0 +1,29 @@
+// One decoded row group: what decoding produces and assembling reads
+// (internal).  Its own header so that decode and assemble do not include each
+// other: decode uses assemble's TransposeStack, assemble only reads this.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include <arrow/type_fwd.h>
+
+#include "transform/column.h"
+
+namespace shardfeed {
+
+struct DecodedRowGroup {
+  int32_t index = 0;      // catalog row-group index
+  int64_t first_row = 0;  // global id of row 0
+  int64_t num_rows = 0;
+  // With a filter: row i is row (*rows)[i] of the row group (its sample id is
+  // first_row + that); null: row i is row i.
+  std::shared_ptr<const std::vector<int64_t>> rows;
+  int64_t bytes = 0;                   // compressed bytes read
+  std::vector<DecodedColumn> columns;  // one per Layout::fields
+  // Per Layout::outputs entry: the row-major matrix of a stack, else null.
+  std::vector<std::shared_ptr<arrow::Buffer>> stacks;
+};
+
+}  // namespace shardfeed

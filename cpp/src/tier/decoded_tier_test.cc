@@ -1,0 +1,154 @@
+#include "tier/decoded_tier_internal.h"
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include <arrow/buffer.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include "shardfeed/status.h"
+#include "storage/temp_file.h"
+#include "util/test_util.h"
+
+namespace shardfeed {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A column of `n` int64 values first, first + 1, ...
+DecodedColumn Int64Column(int64_t first, int64_t n) {
+  DecodedColumn c;
+  c.dtype = DType::kInt64;
+  c.count = n;
+  c.owned = *arrow::AllocateBuffer(n * 8);
+  auto* v = reinterpret_cast<int64_t*>(c.owned->mutable_data());
+  for (int64_t i = 0; i < n; ++i) v[i] = first + i;
+  c.values = c.owned->data();
+  return c;
+}
+
+std::vector<fs::path> Entries(const fs::path& dir) {
+  std::vector<fs::path> out;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (e.path().extension() == ".sfd" && e.path().filename().string()[0] != '.') {
+      out.push_back(e.path());
+    }
+  }
+  return out;
+}
+
+TEST(DecodedTier, StoreThenLoadRoundTrips) {
+  testing::TempDir dir;
+  auto tier = *DecodedTier::Open((dir.path() / "tier").string(), 0);
+  std::vector<DecodedColumn> columns{Int64Column(100, 50), Int64Column(-7, 50)};
+  columns[1].nulls.assign(50, 0);
+  columns[1].nulls[3] = 1;
+  tier->impl()->Store("key-a", columns, 50);
+  EXPECT_FALSE((*tier->impl()->Load("key-b")).has_value());  // another key: a miss
+
+  auto loaded = tier->impl()->Load("key-a");
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  ASSERT_TRUE(loaded->has_value());
+  ASSERT_EQ((*loaded)->size(), 2u);
+  for (size_t k = 0; k < 2; ++k) {
+    const auto& got = (**loaded)[k];
+    EXPECT_EQ(got.dtype, DType::kInt64);
+    ASSERT_EQ(got.count, 50);
+    EXPECT_EQ(std::memcmp(got.values, columns[k].values, 50 * 8), 0);
+  }
+  EXPECT_EQ((**loaded)[1].nulls, columns[1].nulls);
+  const auto stats = tier->stats();
+  EXPECT_EQ(stats.hits, 1);
+  EXPECT_EQ(stats.misses, 1);
+  EXPECT_GT(stats.stored_bytes, 50 * 16);
+
+  // Entries are private to their owner whatever the umask.
+  const auto entries = Entries(dir.path() / "tier");
+  ASSERT_EQ(entries.size(), 1u);
+  struct stat st;
+  ASSERT_EQ(::stat(entries[0].c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  ASSERT_EQ(::stat((dir.path() / "tier").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+}
+
+TEST(DecodedTier, ADamagedEntryIsDiscarded) {
+  testing::TempDir dir;
+  const std::string folder = (dir.path() / "tier").string();
+  (*DecodedTier::Open(folder, 0))->impl()->Store("key", {Int64Column(0, 1000)}, 1000);
+  const auto entries = Entries(folder);
+  ASSERT_EQ(entries.size(), 1u);
+  {
+    std::fstream f(entries[0], std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(fs::file_size(entries[0]) - 100));
+    f.put('\x5a');  // a flipped value in the last buffer
+  }
+  auto tier = *DecodedTier::Open(folder, 0);  // a new process: it checks the digest
+  auto loaded = tier->impl()->Load("key");
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_FALSE(loaded->has_value());
+  EXPECT_EQ(tier->stats().corrupt, 1);
+
+  // A truncated entry is a miss too, and storing again replaces it.
+  fs::resize_file(entries[0], 20);
+  EXPECT_FALSE((*tier->impl()->Load("key")).has_value());
+  tier->impl()->Store("key", {Int64Column(0, 1000)}, 1000);
+  EXPECT_TRUE((*tier->impl()->Load("key")).has_value());
+}
+
+TEST(DecodedTier, OpenRemovesOnlyTempsWithoutALiveWriter) {
+  testing::TempDir dir;
+  const std::string folder = (dir.path() / "tier").string();
+  ASSERT_TRUE(DecodedTier::Open(folder, 0).ok());
+  // A temp whose writer died (nobody holds its flock), and a live one.
+  testing::WriteText(fs::path(folder) / ".tmp-dead.sfd", "partial");
+  auto live = storage_internal::TempFile::Create(folder + "/.tmp-live.sfd");
+  ASSERT_TRUE(live.ok()) << live.status();
+  ASSERT_TRUE(DecodedTier::Open(folder, 0).ok());
+  EXPECT_FALSE(fs::exists(fs::path(folder) / ".tmp-dead.sfd"));
+  EXPECT_TRUE(fs::exists(fs::path(folder) / ".tmp-live.sfd"));
+  live->Close();
+  EXPECT_FALSE(fs::exists(fs::path(folder) / ".tmp-live.sfd"));  // uncommitted: removed
+}
+
+TEST(DecodedTier, RefusesAFolderOthersCanWrite) {
+  testing::TempDir dir;
+  const fs::path folder = dir.path() / "shared";
+  fs::create_directories(folder);
+  ::chmod(folder.c_str(), 0777);
+  auto tier = DecodedTier::Open(folder.string(), 0);
+  ASSERT_FALSE(tier.ok());
+  EXPECT_EQ(KindOf(tier.status()), ErrorKind::kInvalidArgument);
+  EXPECT_NE(tier.status().message().find(folder.string()), std::string::npos);
+}
+
+TEST(DecodedTier, UsageAndClearSeeOnlyTheTiersEntries) {
+  testing::TempDir dir;
+  auto tier = DecodedTier::Open((dir.path() / "decoded").string(), 0).ValueOrDie();
+  testing::WriteText(dir.path() / "decoded" / "notes.txt", "not the tier's");
+  const std::vector<float> values = {1, 2, 3};
+  std::vector<DecodedColumn> columns(1);
+  columns[0].dtype = DType::kFloat32;
+  columns[0].values = reinterpret_cast<const uint8_t*>(values.data());
+  columns[0].count = 3;
+  tier->impl()->Store("key-a", columns, 3);
+  tier->impl()->Store("key-b", columns, 3);
+
+  auto usage = tier->Usage().ValueOrDie();
+  EXPECT_EQ(usage.entries, 2);
+  EXPECT_EQ(usage.bytes, tier->stats().stored_bytes);
+  ASSERT_TRUE(tier->impl()->Load("key-a").ValueOrDie().has_value());
+
+  EXPECT_EQ(tier->Clear().ValueOrDie(), usage.bytes);
+  usage = tier->Usage().ValueOrDie();
+  EXPECT_EQ(usage.entries, 0);
+  EXPECT_EQ(usage.bytes, 0);
+  EXPECT_EQ(tier->stats().bytes_on_disk, 0);
+  EXPECT_FALSE(tier->impl()->Load("key-a").ValueOrDie().has_value());
+  EXPECT_TRUE(std::filesystem::exists(dir.path() / "decoded" / "notes.txt"));
+}
+
+}  // namespace
+}  // namespace shardfeed
