@@ -75,6 +75,7 @@ class TabularSpec:
     classes: int = 10
     seed: int = 0
     compression: str = "snappy"
+    page_checksums: bool = False  # write a CRC32 per page (what the reader then verifies)
 
     @property
     def feature_names(self) -> list[str]:
@@ -85,6 +86,7 @@ class TabularSpec:
         return (
             f"tabular_f{self.features}_r{self.rows}_n{self.files}"
             f"_g{self.row_group_rows}_s{self.seed}_{self.compression}"
+            + ("_crc" if self.page_checksums else "")
         )
 
     def file_rows(self) -> list[int]:
@@ -155,6 +157,7 @@ def ensure_tabular_dataset(spec: TabularSpec, root: Path = DATA_DIR) -> dict[str
                 schema,
                 compression=spec.compression,
                 use_dictionary=["label"],  # random floats do not dictionary-encode
+                write_page_checksum=spec.page_checksums,
             ) as writer:
                 for gi, g_rows in enumerate(spec.group_rows(n_rows)):
                     rng = np.random.default_rng([spec.seed, fi, gi])

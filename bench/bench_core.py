@@ -231,6 +231,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--features", type=int, default=256, help="float32 feature columns")
     p.add_argument("--batch-size", type=int, default=4096)
     p.add_argument("--repeats", type=int, default=3, help="timed passes per system")
+    p.add_argument(
+        "--page-checksums",
+        action="store_true",
+        help="write the dataset with a CRC32 per page (the reader verifies them)",
+    )
     p.add_argument("--threads", type=int, default=None, help="shardfeed num_threads")
     p.add_argument("--workers", type=int, default=2, help="DataLoader workers (DIY path)")
     p.add_argument(
@@ -261,6 +266,7 @@ def main(argv: list[str] | None = None) -> int:
         files=args.files,
         row_group_rows=args.row_group_rows,
         features=args.features,
+        page_checksums=args.page_checksums,
     )
     print(f"dataset {spec.name} ...", file=sys.stderr, flush=True)
     dataset = common.ensure_tabular_dataset(spec)

@@ -17,6 +17,7 @@
 #include <arrow/type.h>
 
 #include "convert.h"
+#include "interrupt.h"
 #include "register.h"
 #include "shardfeed/catalog.h"
 #include "shardfeed/output.h"
@@ -76,26 +77,27 @@ void RegisterDataset(nb::module_& m) {
       .def(
           "__init__",
           [](DatasetHandle* self, const std::vector<std::string>& sources, int num_threads,
-             const std::string& partitioning) {
-            std::shared_ptr<Catalog> catalog;
-            {
-              nb::gil_scoped_release release;
-              CatalogOptions options;
-              options.num_threads = num_threads;
-              if (partitioning == "hive") {
-                options.partitioning = Partitioning::kHive;
-              } else if (partitioning.empty()) {
-                options.partitioning = Partitioning::kNone;
-              } else {
-                throw StatusError(
-                    Error(ErrorKind::kInvalidArgument,
-                          "partitioning must be \"hive\" or None, got '" + partitioning + "'"));
-              }
-              catalog = Unwrap(Catalog::Open(sources, options));
+             const std::string& partitioning, double remote_timeout) {
+            CatalogOptions options;
+            options.num_threads = num_threads;
+            options.remote_timeout = remote_timeout;
+            if (partitioning == "hive") {
+              options.partitioning = Partitioning::kHive;
+            } else if (partitioning.empty()) {
+              options.partitioning = Partitioning::kNone;
+            } else {
+              throw StatusError(
+                  Error(ErrorKind::kInvalidArgument,
+                        "partitioning must be \"hive\" or None, got '" + partitioning + "'"));
             }
+            // Reading footers can stall on remote storage: stay interruptible.
+            std::shared_ptr<Catalog> catalog =
+                Unwrap(RunInterruptible<arrow::Result<std::shared_ptr<Catalog>>>(
+                    [sources, options] { return Catalog::Open(sources, options); }));
             new (self) DatasetHandle{std::move(catalog), nullptr};
           },
           "sources"_a, "num_threads"_a = CatalogOptions{}.num_threads, "partitioning"_a = "hive",
+          "remote_timeout"_a = CatalogOptions{}.remote_timeout,
           "partitioning: \"hive\" (key=value folders become columns) or \"\" (none).")
       .def_prop_ro("num_rows", [](const DatasetHandle& d) { return d.catalog->num_rows(); })
       .def_prop_ro("num_files", [](const DatasetHandle& d) { return d.catalog->files().size(); })

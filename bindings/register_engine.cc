@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "convert.h"
+#include "interrupt.h"
 #include "register.h"
 #include "shardfeed/batch.h"
 #include "shardfeed/cache.h"
@@ -35,15 +36,26 @@ class EngineHandle {
     engine_.reset();  // stops and joins the workers
   }
 
+  // Waits in slices of kSignalPoll and looks for signals between them, so that
+  // Ctrl-C raises KeyboardInterrupt within a fraction of a second whatever the
+  // workers are stuck on.  The interrupted wait loses nothing: the engine keeps
+  // its position and a later next() delivers the batch it was waiting for.
   nb::object Next() {
     std::shared_ptr<Batch> batch;
-    {
-      nb::gil_scoped_release release;
-      batch = Unwrap(engine_->Next());
+    for (;;) {
+      bool timed_out = false;
+      {
+        nb::gil_scoped_release release;
+        batch = Unwrap(engine_->NextWithin(kSignalPoll, &timed_out));
+      }
+      if (!timed_out) break;
+      CheckSignals();
     }
     if (!batch) return nb::none();
     return BatchToDict(*batch);
   }
+
+  void Cancel() { engine_->Cancel(); }
 
   void Close() {
     nb::gil_scoped_release release;
@@ -110,6 +122,7 @@ void RegisterEngine(nb::module_& m) {
       .def_rw("debug_max_delay_us", &EngineOptions::debug_max_delay_us)
       .def_rw("debug_slow_stage", &EngineOptions::debug_slow_stage)
       .def_rw("debug_slow_us", &EngineOptions::debug_slow_us)
+      .def_rw("remote_timeout", &EngineOptions::remote_timeout)
       .def(
           "validate", [](const EngineOptions& o) { Check(o.Validate()); },
           "Raises InvalidArgumentError for a setting out of range.");
@@ -136,6 +149,8 @@ void RegisterEngine(nb::module_& m) {
            nb::sig("def next(self) -> dict[str, numpy.typing.NDArray[typing.Any]] | None"),
            "The next batch as {name: array}, None after the last; raises the first error.")
       .def("close", &EngineHandle::Close)
+      .def("cancel", &EngineHandle::Cancel,
+           "Stops the workers without waiting for them (after Ctrl-C); close() joins them.")
       .def_prop_ro("num_units", &EngineHandle::num_units)
       .def_prop_ro("num_batches", &EngineHandle::num_batches)
       .def("trace", &EngineHandle::Trace,

@@ -18,7 +18,7 @@ python -m pip install -q --upgrade pip
 python -m pip install -q "torch==2.13.0" "pyarrow>=26,<27" "numpy>=1.24" \
   "nanobind==2.12.0" "scikit-build-core>=0.10" cmake ninja \
   "pytest>=8" "hypothesis>=6.100" "ruff>=0.6" "mypy>=1.10" \
-  "moto[server]>=5" boto3
+  "moto[server]>=5" boto3 "xxhash>=3"
 # Writers of test data only (pandas and polars categoricals, as users have them;
 # DuckDB's partitioned COPY in tests/test_lake.py).
 python -m pip install -q pandas polars duckdb

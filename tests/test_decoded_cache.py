@@ -7,7 +7,12 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
 import shardfeed
 from shardfeed.transforms import Clip, GaussianNoise, Standardize
 
@@ -139,6 +144,72 @@ def test_torch_dataset_workers_share_the_tier(dataset, tmp_path):
     assert len(list(Path(tmp_path, "decoded").glob("*.sfd"))) == N_ROW_GROUPS
 
 
+SCALARS = {
+    "b": pa.bool_(),
+    "i8": pa.int8(),
+    "i16": pa.int16(),
+    "i32": pa.int32(),
+    "i64": pa.int64(),
+    "u8": pa.uint8(),
+    "u16": pa.uint16(),
+    "u32": pa.uint32(),
+    "u64": pa.uint64(),
+    "f32": pa.float32(),
+    "f64": pa.float64(),
+}
+
+
+def every_dtype(root: Path) -> Path:
+    """Row groups of 64 rows (buffers end on 64-byte boundaries), values with high bytes set."""
+    n = 256
+    rng = np.random.default_rng(3)
+    cols: dict[str, pa.Array] = {}
+    for name, t in SCALARS.items():
+        if t == pa.bool_():
+            cols[name] = pa.array(rng.integers(0, 2, n) == 1)
+        elif pa.types.is_floating(t):
+            cols[name] = pa.array(rng.standard_normal(n) * 1e3, t)
+        else:
+            dtype = t.to_pandas_dtype()
+            info = np.iinfo(dtype)
+            cols[name] = pa.array(rng.integers(info.min, info.max, n, dtype, endpoint=True), t)
+    cols["fixed"] = pa.FixedSizeListArray.from_arrays(pa.array(rng.standard_normal(2 * n)), 2)
+    cols["seq"] = pa.array([[-float(i)] * (i % 3 + 1) for i in range(n)], pa.list_(pa.float32()))
+    root.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.table(cols), root / "d.parquet", row_group_size=64)
+    return root
+
+
+NUMERIC = [name for name in SCALARS if name != "b"]
+
+
+@pytest.mark.parametrize(
+    ("column", "stacked"),
+    [(c, False) for c in [*SCALARS, "fixed", "seq"]] + [(c, True) for c in NUMERIC],
+)
+def test_the_tier_hits_for_every_dtype(tmp_path, column, stacked):
+    """Issue 10: an entry whose last buffer ended the file lost its last byte to the padding
+    (judged corrupt on every load: floats and full-range integers never hit)."""
+    data = every_dtype(tmp_path / "data")
+    kw: dict[str, Any] = dict(batch_size=50, output="numpy", seed=1, drop_last=False)
+    if stacked:
+        kw.update(stack={"s": [column]}, columns=[])
+    else:
+        kw.update(columns=[column])
+    reference = shardfeed.Loader(data, **kw)
+    cached = shardfeed.Loader(data, cache_dir=tmp_path / "c", cache_decoded=True, **kw)
+    for epoch in range(2):
+        cached.set_epoch(epoch)
+        reference.set_epoch(epoch)
+        assert digest(cached) == digest(reference)
+    s = cached.stats()
+    assert s["decoded_hits"] == 4 and s["decoded_corrupt"] == 0, s
+    # A new loader checks every entry's digest again: all hit.
+    again = shardfeed.Loader(data, cache_dir=tmp_path / "c", cache_decoded=True, **kw)
+    reference.set_epoch(0)
+    assert digest(again) == digest(reference)
+    s = again.stats()
+    assert s["decoded_hits"] == 4 and s["decoded_misses"] == 0 and s["decoded_corrupt"] == 0, s
 def test_cache_cli_counts_and_clears_the_decoded_tier(dataset, tmp_path, capsys):
     from shardfeed import cli
 

@@ -178,7 +178,7 @@ class OutputOptions:
     def transforms(self, arg: Sequence[TransformSpec], /) -> None: ...
 
 class Dataset:
-    def __init__(self, sources: Sequence[str], num_threads: int = 8, partitioning: str = 'hive') -> None:
+    def __init__(self, sources: Sequence[str], num_threads: int = 8, partitioning: str = 'hive', remote_timeout: float = 60.0) -> None:
         """partitioning: "hive" (key=value folders become columns) or "" (none)."""
 
     @property
@@ -340,6 +340,12 @@ class EngineOptions:
     @debug_slow_us.setter
     def debug_slow_us(self, arg: int, /) -> None: ...
 
+    @property
+    def remote_timeout(self) -> float: ...
+
+    @remote_timeout.setter
+    def remote_timeout(self, arg: float, /) -> None: ...
+
     def validate(self) -> None:
         """Raises InvalidArgumentError for a setting out of range."""
 
@@ -352,6 +358,11 @@ class Engine:
         """
 
     def close(self) -> None: ...
+
+    def cancel(self) -> None:
+        """
+        Stops the workers without waiting for them (after Ctrl-C); close() joins them.
+        """
 
     @property
     def num_units(self) -> int: ...

@@ -71,6 +71,7 @@ def iterate(
 ) -> Iterator[dict[str, Any]]:
     """Yields batches (after the Python transform, if any); closes the engine however
     the loop ends."""
+    cancelled = False
     try:
         while True:
             arrays = engine.next()
@@ -85,8 +86,16 @@ def iterate(
                 clock.seconds += time.perf_counter() - t0
                 clock.batches += 1
             yield batch
+    except KeyboardInterrupt:
+        # Stop the workers without waiting for them: a worker can be inside a
+        # read or a sleep that outlasts the user's patience.  They are joined
+        # when the engine is dropped, or at exit.
+        engine.cancel()
+        cancelled = True
+        raise
     finally:
-        engine.close()
+        if not cancelled:
+            engine.close()
 
 
 class Loader(Stream):

@@ -21,6 +21,7 @@ from ._check import (
     check_int,
     check_list,
     check_names,
+    check_opt_float,
     check_opt_int,
     check_path,
     check_source,
@@ -48,6 +49,7 @@ DEFAULT_DROP_LAST: bool = _PLAN.drop_last
 DEFAULT_SHUFFLE_WINDOW: int = _PLAN.window_row_groups
 DEFAULT_PREFETCH: int = _ENGINE.queue_depth
 DEFAULT_PREFETCH_BYTES: int = _ENGINE.prefetch_bytes
+DEFAULT_REMOTE_TIMEOUT: float = _ENGINE.remote_timeout
 
 
 def _env_int(name: str) -> int | None:
@@ -154,6 +156,7 @@ class Settings:
     filter: Canonical | None = None  # the canonical form, set by open_filtered
     extra: dict[str, Any] = field(default_factory=dict)
     num_threads_given: bool = False  # else num_threads is the CPU-count default
+    remote_timeout: float = DEFAULT_REMOTE_TIMEOUT
 
     @classmethod
     def make(cls, args: Mapping[str, Any]) -> Settings:
@@ -171,6 +174,7 @@ class Settings:
         transforms = check_list("transforms", args["transforms"])
         to_core(transforms)  # settings errors before anything is opened
         threads = check_opt_int("num_threads", args["num_threads"], INT32)
+        timeout = check_opt_float("remote_timeout", args["remote_timeout"])
         rank, world = _resolve_world(
             check_opt_int("rank", args["rank"]), check_opt_int("world_size", args["world_size"])
         )
@@ -197,6 +201,7 @@ class Settings:
                 args["cache_dir"], args["cache_limit_bytes"], args["cache_decoded"],
                 args["prefetch_bytes"],
             ),
+            remote_timeout=DEFAULT_REMOTE_TIMEOUT if timeout is None else timeout,
             partitioning=partitioning,
             filter_arg=args["filter"],
         )  # fmt: skip
@@ -250,6 +255,7 @@ class Settings:
         e.num_threads = threads or self.num_threads
         e.queue_depth = self.prefetch
         e.prefetch_bytes = self.cache.prefetch_bytes
+        e.remote_timeout = self.remote_timeout
         e.start_batch = start_batch
         e.batch_offset = offset
         e.batch_stride = stride
@@ -276,10 +282,14 @@ class Settings:
         } | ({} if self.filter is None else {"filter": self.filter})
 
 
-def open_dataset(sources: list[str], partitioning: str | None = "hive") -> _core.Dataset:
+def open_dataset(
+    sources: list[str],
+    partitioning: str | None = "hive",
+    remote_timeout: float = DEFAULT_REMOTE_TIMEOUT,
+) -> _core.Dataset:
     """The catalog; ``partitioning="hive"`` makes key=value folders columns."""
     paths = [str(Path(s)) if "://" not in s else s for s in sources]
-    return _core.Dataset(paths, partitioning=partitioning or "")
+    return _core.Dataset(paths, partitioning=partitioning or "", remote_timeout=remote_timeout)
 
 
 def open_filtered(
@@ -287,7 +297,7 @@ def open_filtered(
 ) -> tuple[_core.Dataset, dict[str, int]]:
     """The catalog restricted to the rows that pass ``filter=`` (sets
     ``settings.filter``, the canonical form), and the filter's counters."""
-    dataset = open_dataset(settings.sources, settings.partitioning)
+    dataset = open_dataset(settings.sources, settings.partitioning, settings.remote_timeout)
     if settings.filter_arg is None:
         return dataset, {}
     settings.filter = _filter.canonicalize(settings.filter_arg, dataset.schema())

@@ -16,6 +16,7 @@ from ._options import (
     DEFAULT_DROP_LAST,
     DEFAULT_PREFETCH,
     DEFAULT_PREFETCH_BYTES,
+    DEFAULT_REMOTE_TIMEOUT,
     DEFAULT_SEED,
     DEFAULT_SHUFFLE,
     DEFAULT_SHUFFLE_WINDOW,
@@ -57,6 +58,7 @@ class Stream:
         prefetch_bytes: int | None = DEFAULT_PREFETCH_BYTES,
         partitioning: str | None = "hive",
         filter: FilterArg | None = None,
+        remote_timeout: float | None = DEFAULT_REMOTE_TIMEOUT,
     ) -> None:
         """Opens the dataset's catalog (footers only) after checking every argument.
 
@@ -107,6 +109,9 @@ class Stream:
                 epochs map it from disk instead of decoding again.  Random
                 transforms always run after it.
             prefetch_bytes: how far ahead of use remote files are fetched.
+            remote_timeout: seconds one remote read (a footer, a row group's
+                column chunks, a file's information) may take, retries
+                included, before a StorageError names the file; 0: no limit.
             partitioning: ``"hive"`` (default): ``key=value`` folders below the
                 dataset root become columns (int64 when every value is an integer,
                 else string; ``__HIVE_DEFAULT_PARTITION__`` is null), placed after
@@ -146,6 +151,12 @@ class Stream:
 
         A wrong type raises ArgumentTypeError (a TypeError), a value out of range
         InvalidArgumentError (a ValueError); both name the argument.
+
+        Integrity: page checksums (CRC32, when the file has them) are always
+        verified; a file that changes after this call is an InvalidDataError
+        when its rows are read, never a mix of versions; credentials in a
+        source URI never appear in a message.  Ctrl-C interrupts a waiting
+        ``next()`` within a fraction of a second.
         """
         # The arguments by name, before any other local exists: the list above is
         # the only one, Settings.make checks each entry.

@@ -31,7 +31,8 @@ struct FileEntry {
   std::string path;      // path on `filesystem` (what OpenInputFile takes)
   std::string rel_path;  // path relative to the dataset root; decides the order
   int64_t size = 0;
-  std::string version;  // modification time (ns) as text; empty when unknown
+  std::string version;   // modification time (ns) as text; empty when unknown
+  std::string identity;  // local files: device, inode, change time (see file_check.h)
   std::shared_ptr<parquet::FileMetaData> metadata;  // the footer, read once
   // Dataset schema field -> this file's top-level field, -1 when the file
   // lacks the column (it reads as null) or it is a partition column.
@@ -64,6 +65,9 @@ struct RowGroupEntry {
 
 struct CatalogOptions {
   int num_threads = 8;  // footers read in parallel
+  // Seconds each remote footer read may take before a StorageError names the
+  // file; 0: no deadline.
+  double remote_timeout = 60.0;
   Partitioning partitioning = Partitioning::kHive;
 };
 
@@ -103,6 +107,9 @@ class Catalog {
   std::vector<int64_t> RowGroupRows() const;
 
  private:
+  static arrow::Result<std::shared_ptr<Catalog>> OpenUnredacted(
+      const std::vector<std::string>& sources, const CatalogOptions& options);
+
   friend struct CatalogBuilder;
   std::shared_ptr<arrow::fs::FileSystem> fs_;
   std::string root_;

@@ -8,6 +8,7 @@
 // dropped as soon as every batch of their mixing window has been assembled.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -47,6 +48,9 @@ struct EngineOptions {
   // null: every row.
   std::shared_ptr<const FilteredRows> filter;
   int64_t prefetch_bytes = int64_t{256} << 20;
+  // Seconds the remote reads of one row group may take, retries included,
+  // before a StorageError names the file; 0: no deadline.  Python: remote_timeout.
+  double remote_timeout = 60.0;
   // Record every worker's timeline (for a Chrome/Perfetto trace).
   bool trace = false;
   // Test hooks: each unit sleeps a random 0..debug_max_delay_us microseconds;
@@ -101,8 +105,17 @@ class Engine {
   // The next batch in order, nullptr after the last one.  Blocks.  After an
   // error every later call returns the same error.
   virtual arrow::Result<std::shared_ptr<Batch>> Next() = 0;
+  // Like Next(), but returns after at most `wait` with *timed_out set (and no
+  // batch) when none is ready: the binding waits in such slices so that it can
+  // act on Ctrl-C.  A later call picks up where this one left off.
+  virtual arrow::Result<std::shared_ptr<Batch>> NextWithin(std::chrono::milliseconds wait,
+                                                           bool* timed_out) = 0;
   // Stops and joins the workers; idempotent.  Next() then returns Cancelled.
   virtual void Stop() = 0;
+  // Tells the workers to stop without waiting for them (Ctrl-C: a worker may be
+  // inside a long read); Next() then returns Cancelled.  Stop() or the
+  // destructor joins them.
+  virtual void Cancel() = 0;
   virtual int64_t num_units() const = 0;
   virtual EngineStats stats() const = 0;
   virtual std::vector<TraceRecord> trace() const = 0;

@@ -10,6 +10,7 @@
 #include <arrow/util/future.h>
 
 #include "cache/file_cache.h"
+#include "catalog/file_check.h"
 #include "shardfeed/status.h"
 #include "util/hash.h"
 
@@ -38,6 +39,9 @@ arrow::Result<uint64_t> FileCache::Impl::Download(const std::shared_ptr<arrow::f
                                                   bool* local_failure) {
   arrow::Status local;
   auto attempt = [&]() -> arrow::Result<uint64_t> {
+    // The remote file must still be the one the catalog read: a rewrite
+    // (same size or not) would otherwise be cached under the old version.
+    ARROW_RETURN_NOT_OK(CheckRemoteUnchanged(*fs, file.path, file.size, file.version));
     arrow::fs::FileInfo info(file.path, arrow::fs::FileType::File);
     info.set_size(file.size);
     ARROW_ASSIGN_OR_RAISE(auto input, fs->OpenInputFile(info));
@@ -72,6 +76,8 @@ arrow::Result<uint64_t> FileCache::Impl::Download(const std::shared_ptr<arrow::f
       checksum.Update(buffer->data(), static_cast<size_t>(buffer->size()));
       offset = after;
     }
+    // Rewritten while it travelled: the copy may mix both versions.
+    ARROW_RETURN_NOT_OK(CheckRemoteUnchanged(*fs, file.path, file.size, file.version));
     return checksum.Digest();
   };
   const int64_t start = NowNs();
@@ -82,7 +88,9 @@ arrow::Result<uint64_t> FileCache::Impl::Download(const std::shared_ptr<arrow::f
     return local;
   }
   if (!result.ok() && !result.status().IsCancelled()) {
-    return Error(ErrorKind::kStorage,
+    // A file that changed since the catalog read it is bad data, not a fault.
+    const bool changed = KindOf(result.status()) == ErrorKind::kInvalidData;
+    return Error(changed ? ErrorKind::kInvalidData : ErrorKind::kStorage,
                  "cannot fetch remote file '" + file.key + "': " + result.status().message());
   }
   return result;

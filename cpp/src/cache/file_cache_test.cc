@@ -136,7 +136,7 @@ TEST(FileCacheChild, DISABLED_OpenAll) {
   auto fs = std::make_shared<arrow::fs::LocalFileSystem>();
   for (int i = 0; i < 4; ++i) {
     const std::string path = std::string(remote_dir) + "/f" + std::to_string(i);
-    RemoteFileInfo file{"local://" + path, path, static_cast<int64_t>(fs::file_size(path)), "v"};
+    RemoteFileInfo file{"local://" + path, path, static_cast<int64_t>(fs::file_size(path)), ""};
     auto f = cache->OpenFile(fs, file).ValueOrDie();
     ASSERT_EQ(ReadAll(*f), RandomBytes(static_cast<size_t>(file.size), 20 + i));
   }
@@ -383,7 +383,7 @@ TEST(FileCache, RemoteFailuresAreRetriedThenNamed) {
   auto hooked = std::make_shared<testing::HookedFileSystem>();
   const std::string path = (remote_dir.path() / "f").string();
   testing::WriteText(path, "0123456789");
-  RemoteFileInfo file{"s3://bucket/f", path, 10, "1"};
+  RemoteFileInfo file{"s3://bucket/f", path, 10, ""};
   int failures = 2;
   hooked->on_open = [&] {
     return failures-- > 0 ? arrow::Status::IOError("AWS Error SLOW_DOWN (HTTP 503)")
@@ -394,7 +394,7 @@ TEST(FileCache, RemoteFailuresAreRetriedThenNamed) {
   EXPECT_EQ(hooked->opens.load(), 3);
 
   // Always failing: 1 + max_retries attempts, then an error naming the key.
-  RemoteFileInfo other{"s3://bucket/g", path, 10, "1"};
+  RemoteFileInfo other{"s3://bucket/g", path, 10, ""};
   hooked->opens = 0;
   hooked->on_open = [] { return arrow::Status::IOError("AWS Error SLOW_DOWN (HTTP 503)"); };
   auto failed = cache->OpenFile(hooked, other);

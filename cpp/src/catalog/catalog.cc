@@ -20,10 +20,16 @@
 #include <parquet/metadata.h>
 
 #include "catalog/discover.h"
+#include "catalog/file_check.h"
+#include "catalog/footer.h"
+#include "catalog/listing.h"
 #include "catalog/partition.h"
 #include "catalog/unify.h"
 #include "shardfeed/status.h"
+#include "util/deadline_file.h"
+#include "util/hash.h"
 #include "util/parquet_error.h"
+#include "util/redact.h"
 
 namespace shardfeed {
 
@@ -100,10 +106,12 @@ struct Listed {
 };
 
 // The footer, or nullopt for a sniffed file that is not Parquet.
-arrow::Result<std::optional<Footer>> ReadFooter(arrow::fs::FileSystem& fs, const Listed& file) {
+arrow::Result<std::optional<Footer>> ReadFooter(arrow::fs::FileSystem& fs, const Listed& file,
+                                                double remote_timeout) {
   const std::string context = "file '" + file.rel + "'";
   auto maybe_input = fs.OpenInputFile(file.info);
   if (!maybe_input.ok()) return WithContext(maybe_input.status(), context);
+  if (fs.type_name() != "local") maybe_input = WithDeadline(*maybe_input, remote_timeout);
   if (file.sniff) {
     auto magic = HasParquetMagic(**maybe_input, file.info.size());
     if (!magic.ok()) return WithContext(magic.status(), context);
@@ -115,6 +123,13 @@ arrow::Result<std::optional<Footer>> ReadFooter(arrow::fs::FileSystem& fs, const
   BEGIN_PARQUET_CATCH
   footer.metadata = parquet::ReadMetaData(*maybe_input);
   END_PARQUET_CATCH(error_context, IoOutcome::kUnknown)
+  int64_t size = file.info.size();
+  if (size < 0) {  // a listing that did not say
+    auto maybe_size = (*maybe_input)->GetSize();
+    if (!maybe_size.ok()) return WithContext(maybe_size.status(), context);
+    size = *maybe_size;
+  }
+  ARROW_RETURN_NOT_OK(ValidateFooter(*footer.metadata, size, file.rel));
   parquet::ArrowReaderProperties props;
   auto st = parquet::arrow::FromParquetSchema(
       footer.metadata->schema(), props, footer.metadata->key_value_metadata(), &footer.schema);
@@ -166,9 +181,12 @@ arrow::Status CatalogBuilder::List(const std::vector<std::string>& sources) {
     }
     if (!catalog.fs_) {
       catalog.fs_ = *maybe_fs;
-      const auto query = source.find('?');
+      // Without secrets: the id is stored in cache entries, and credentials do
+      // not change which objects a URI names.
+      const std::string redacted = RedactUri(source);
+      const auto query = redacted.find('?');
       catalog.storage_id_ = catalog.fs_->type_name() + "|" +
-                            (query == std::string::npos ? "" : source.substr(query + 1));
+                            (query == std::string::npos ? "" : redacted.substr(query + 1));
       const char* endpoint = std::getenv("AWS_ENDPOINT_URL");
       if (catalog.fs_->type_name() == "s3" && endpoint)
         catalog.storage_id_.append("|").append(endpoint);
@@ -177,7 +195,8 @@ arrow::Status CatalogBuilder::List(const std::vector<std::string>& sources) {
                                                     "' is on " + (*maybe_fs)->type_name() +
                                                     ", the first on " + catalog.fs_->type_name());
     }
-    auto maybe_info = catalog.fs_->GetFileInfo(path);
+    ARROW_RETURN_NOT_OK(CheckObjectKey(*catalog.fs_, path, raw));
+    auto maybe_info = FileInfoWithin(*catalog.fs_, path, options.remote_timeout);
     if (!maybe_info.ok()) return WithContext(maybe_info.status(), "source '" + raw + "'");
     const auto& info = *maybe_info;
     if (info.type() == arrow::fs::FileType::NotFound) {
@@ -192,16 +211,14 @@ arrow::Status CatalogBuilder::List(const std::vector<std::string>& sources) {
     }
     single_dir = sources.size() == 1;
     dir_sources.back() = raw;
-    arrow::fs::FileSelector selector;
-    selector.base_dir = path;
-    selector.recursive = true;
-    auto maybe_list = catalog.fs_->GetFileInfo(selector);
-    if (!maybe_list.ok()) return WithContext(maybe_list.status(), "listing '" + raw + "'");
+    // Directory symlinks followed at most once (a loop reads nothing twice).
+    ARROW_ASSIGN_OR_RAISE(auto files, ListFiles(*catalog.fs_, path, raw));
     std::string base = path;
     while (base.size() > 1 && base.back() == '/') base.pop_back();
-    for (auto& child : *maybe_list) {
+    for (auto& child : files) {
       if (!child.IsFile()) continue;
       // Hidden below the folder given, as Spark, Hive and pyarrow.dataset skip them.
+      // (Keys with "." or ".." components are hidden too: never read, never aliased.)
       if (IsHiddenPath(Relative(base, child.path()))) continue;
       const bool sniff = !HasParquetExtension(child.path());
       listed.push_back({"", std::move(child), sniff, source_index});
@@ -232,7 +249,7 @@ arrow::Result<std::vector<std::optional<Footer>>> CatalogBuilder::ReadFooters() 
   std::atomic<size_t> next{0};
   auto work = [&] {
     for (size_t i = next++; i < listed.size(); i = next++) {
-      results[i] = ReadFooter(*catalog.fs_, listed[i]);
+      results[i] = ReadFooter(*catalog.fs_, listed[i], options.remote_timeout);
     }
   };
   const size_t nthreads =
@@ -321,6 +338,7 @@ arrow::Status CatalogBuilder::Build(std::vector<std::optional<Footer>> footers) 
     if (mtime != arrow::fs::kNoTime) {
       entry.version = std::to_string(mtime.time_since_epoch().count());
     }
+    if (catalog.is_local()) entry.identity = LocalIdentity(entry.path);
     entry.metadata = footer.metadata;
     const auto file_index = static_cast<int32_t>(catalog.files_.size());
     hash.Update(rel);
@@ -333,6 +351,12 @@ arrow::Status CatalogBuilder::Build(std::vector<std::optional<Footer>> footers) 
       row_group.num_rows = rg->num_rows();
       row_group.first_row = catalog.num_rows_;
       row_group.total_bytes = rg->total_compressed_size();
+      if (row_group.total_bytes == 0) {  // optional in the footer: add up the chunks
+        for (int c = 0; c < rg->num_columns(); ++c) {
+          row_group.total_bytes += rg->ColumnChunk(c)->total_compressed_size();
+        }
+        row_group.total_bytes = std::min(row_group.total_bytes, entry.size);
+      }
       catalog.num_rows_ += rg->num_rows();
       catalog.row_groups_.push_back(row_group);
       hash.Update(rg->num_rows());
@@ -359,6 +383,16 @@ arrow::Status CatalogBuilder::Build(std::vector<std::optional<Footer>> footers) 
 
 arrow::Result<std::shared_ptr<Catalog>> Catalog::Open(const std::vector<std::string>& sources,
                                                       const CatalogOptions& options) {
+  auto result = OpenUnredacted(sources, options);
+  if (result.ok()) return result;
+  // Messages quote sources (and Arrow's quote URIs): no credential may leave.
+  std::string message = result.status().message();
+  for (const auto& source : sources) message = RedactSecrets(std::move(message), source);
+  return Error(KindOf(result.status()), std::move(message));
+}
+
+arrow::Result<std::shared_ptr<Catalog>> Catalog::OpenUnredacted(
+    const std::vector<std::string>& sources, const CatalogOptions& options) {
   if (sources.empty()) return Error(ErrorKind::kInvalidArgument, "no source given");
   auto catalog = std::make_shared<Catalog>();
   CatalogBuilder builder{*catalog, options, {}, {}};

@@ -1,6 +1,7 @@
 #include "exec/decode.h"
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -21,12 +22,14 @@
 #include <parquet/file_reader.h>
 #include <parquet/metadata.h>
 
+#include "catalog/file_check.h"
 #include "exec/assemble.h"
 #include "exec/convert.h"
 #include "shardfeed/status.h"
 #include "storage/open.h"
 #include "tier/decoded_tier_internal.h"
 #include "transform/transform.h"
+#include "util/deadline_file.h"
 #include "util/hash.h"
 #include "util/memory.h"
 #include "util/parquet_error.h"
@@ -194,9 +197,60 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// Whether columns loaded from the decoded tier have the types and shapes that
+// `layout` decodes for a row group of `rows` rows (the entry's key says they
+// should; this makes sure that no forged or stale entry can make a batch read
+// past a buffer).
+bool FitsLayout(const std::vector<DecodedColumn>& columns, const Layout& layout, int64_t rows) {
+  if (columns.size() != layout.fields.size()) return false;
+  for (size_t i = 0; i < columns.size(); ++i) {
+    const auto& c = columns[i];
+    DType dtype = layout.field_raw_dtypes[i];
+    bool strings = layout.field_from_strings[i];
+    for (size_t k = 0; k < DeterministicPrefix(layout, i); ++k) {
+      const auto& t = layout.transforms[layout.field_transforms[i][k]];
+      auto next = TransformedType(t, dtype, layout.field_shapes[i], strings);
+      if (!next.ok()) return false;
+      dtype = *next;
+      strings = false;
+    }
+    int64_t elements = 0;
+    bool fits = c.dtype == dtype;
+    switch (layout.field_shapes[i]) {
+      case ColumnShape::kScalar:
+        fits = fits && c.list_size == 0 && c.list_starts.empty() && c.count == rows;
+        break;
+      case ColumnShape::kFixedList:
+        fits = fits && c.list_size > 0 && c.list_starts.empty() &&
+               !__builtin_mul_overflow(rows, c.list_size, &elements) && c.count == elements;
+        break;
+      case ColumnShape::kList:
+        fits = fits && c.list_size == 0 && c.list_starts.size() == static_cast<size_t>(rows);
+        break;
+    }
+    if (!fits) return false;
+  }
+  return true;
+}
+
+// SHARDFEED_PAGE_CHECKSUMS=0 turns verification off: for measuring its cost
+// (bench_core.py --page-checksums), not a setting.
+bool PageChecksumsOn() {
+  static const bool on = [] {
+    const char* v = std::getenv("SHARDFEED_PAGE_CHECKSUMS");
+    return !(v && std::string(v) == "0");
+  }();
+  return on;
+}
+
 void Slow(const DecodeHooks& hooks, const char* stage) {
   if (hooks.slow_us > 0 && hooks.slow_stage == stage) {
-    std::this_thread::sleep_for(std::chrono::microseconds(hooks.slow_us));
+    // In slices, so that stopping the engine does not wait out a long sleep.
+    const auto until = Clock::now() + std::chrono::microseconds(hooks.slow_us);
+    while (Clock::now() < until && !(hooks.stop && hooks.stop->load())) {
+      std::this_thread::sleep_for(
+          std::min<Clock::duration>(until - Clock::now(), std::chrono::milliseconds(10)));
+    }
   }
 }
 
@@ -238,8 +292,17 @@ arrow::Status ReadColumns(const Catalog& catalog, int32_t rg_index, const Layout
   const auto& file = catalog.files()[static_cast<size_t>(rg.file)];
   const auto t_open = Clock::now();
   const ErrorContext where{file.rel_path, rg.row_group, "", ""};
+  if (!hooks.open) {
+    // (Through the file cache, the cache checks the version instead.)
+    ARROW_RETURN_NOT_OK(
+        WithContext(CheckUnchanged(*catalog.filesystem(), file, hooks.remote_timeout), context));
+  }
   auto opened = OpenCatalogFile(catalog, rg.file, hooks.open);
   if (!opened.ok()) return ParquetStatus(opened.status(), where);
+  // Uncached remote reads: one deadline for all of this row group's reads.
+  if (!hooks.open && !catalog.is_local()) {
+    opened->file = WithDeadline(opened->file, hooks.remote_timeout, hooks.stop);
+  }
   hooks.clock->Add(hooks.io_stage, t_open, 0, 0, rg_index);
   auto io_ns = std::make_shared<std::atomic<int64_t>>(0);
   const bool slow_io = hooks.slow_stage == StageName(hooks.io_stage);
@@ -254,13 +317,24 @@ arrow::Status ReadColumns(const Catalog& catalog, int32_t rg_index, const Layout
 
   std::unique_ptr<parquet::arrow::FileReader> reader;
   try {
-    auto pq = parquet::ParquetFileReader::Open(input, parquet::ReaderProperties(EnginePool()),
-                                               file.metadata);
+    parquet::ReaderProperties reader_props(EnginePool());
+    // Pages written with a CRC32 (pyarrow's write_page_checksum, Spark) are
+    // checked: a flipped bit is an error, never a changed value.  Pages
+    // without one are read as before.
+    reader_props.set_page_checksum_verification(PageChecksumsOn());
+    auto pq = parquet::ParquetFileReader::Open(input, reader_props, file.metadata);
     parquet::ArrowReaderProperties props;
     props.set_use_threads(false);  // the engine parallelizes across row groups
     // One chunk per column: with the default (64Ki rows) a larger row group came
     // back in pieces that then had to be concatenated, copying everything again.
-    props.set_batch_size(std::max<int64_t>(rg.num_rows, 1));
+    // But Arrow reserves the whole batch up front, and the footer's row count
+    // is only checked against the pages by reading them: for a count beyond
+    // kOneChunkRowsPerByte rows per byte of the row group (more than real data
+    // compresses to; a footer's lie or runs of constants) the row group is read
+    // in 64Ki-row pieces, so memory follows the rows that are really there.
+    constexpr int64_t kOneChunkRowsPerByte = 256;
+    const bool plausible = rg.num_rows / kOneChunkRowsPerByte <= rg.total_bytes;
+    props.set_batch_size(plausible ? std::max<int64_t>(rg.num_rows, 1) : int64_t{1} << 16);
     // Coalesced, read-ahead column chunks: fewer, larger reads (also locally,
     // where it measured 8-15% less read+decode time than chunk-by-chunk reads).
     props.set_pre_buffer(true);
@@ -307,6 +381,11 @@ arrow::Status ReadColumns(const Catalog& catalog, int32_t rg_index, const Layout
       return failed(maybe_table.status(), where);
     }
     table = *maybe_table;
+    if (!hooks.open && catalog.is_local()) {
+      // Rewritten while it was read: the bytes may mix both versions.  (A stat;
+      // remotely the check before the read is what a HEAD request can do.)
+      ARROW_RETURN_NOT_OK(WithContext(CheckUnchanged(*catalog.filesystem(), file), context));
+    }
     if (table->num_rows() != rg.num_rows) {
       return Error(ErrorKind::kInvalidData,
                    context + ": decoded " + std::to_string(table->num_rows()) +
@@ -392,7 +471,7 @@ arrow::Result<std::shared_ptr<const DecodedRowGroup>> DecodeRowGroup(const Catal
       return WithContext(maybe_loaded.status(), context + ", decoded cache entry");
     }
     auto& loaded = *maybe_loaded;
-    if (loaded && loaded->size() == layout.fields.size()) {
+    if (loaded && FitsLayout(*loaded, layout, rg.num_rows)) {
       decoded->columns = std::move(*loaded);
       cached = true;
       for (size_t i = 0; i < layout.fields.size(); ++i) done[i] = DeterministicPrefix(layout, i);

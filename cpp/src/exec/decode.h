@@ -1,6 +1,7 @@
 // Decoding one row group into flat column views (internal).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -33,6 +34,8 @@ struct DecodeHooks {
   std::shared_ptr<const FilteredRows> filter;  // keeps only the passing rows
   std::string slow_stage;                      // test hook: sleep slow_us in this stage
   int slow_us = 0;
+  double remote_timeout = 0;                // seconds for one row group's remote reads; 0: none
+  const std::atomic<bool>* stop = nullptr;  // the engine's: ends a remote wait early
 };
 
 // Reads and normalizes row group `rg_index` of the catalog.  Every error names

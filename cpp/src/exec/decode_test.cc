@@ -62,6 +62,8 @@ TEST(Decode, ACorruptPageIsInvalidDataNamingFileRowGroupAndColumn) {
     out.seekp(start);
     for (int64_t i = 0; i < chunk->total_compressed_size(); ++i) out.put('\xff');
   }
+  // Catalogued again: a file rewritten after cataloguing is reported as changed.
+  f.catalog = *Catalog::Open({(f.dir.path() / "data").string()});
   ASSERT_TRUE(f.Decode(0).ok());  // the other row groups are intact
   auto decoded = f.Decode(2);
   ASSERT_FALSE(decoded.ok());
@@ -72,13 +74,14 @@ TEST(Decode, ACorruptPageIsInvalidDataNamingFileRowGroupAndColumn) {
   EXPECT_NE(message.find("column 'id'"), std::string::npos) << message;
 }
 
-TEST(Decode, AFileThatCannotBeReadIsAStorageError) {
+TEST(Decode, AFileRemovedAfterCataloguingIsReportedAsChanged) {
   Fixture f;
   fs::remove(f.file());
   auto decoded = f.Decode(0);
   ASSERT_FALSE(decoded.ok());
-  EXPECT_EQ(KindOf(decoded.status()), ErrorKind::kStorage) << decoded.status();
+  EXPECT_EQ(KindOf(decoded.status()), ErrorKind::kInvalidData) << decoded.status();
   EXPECT_NE(decoded.status().message().find("a.parquet"), std::string::npos);
+  EXPECT_NE(decoded.status().message().find("removed"), std::string::npos);
 }
 
 TEST(Decode, AFailedReadIsAStorageErrorNotBadData) {

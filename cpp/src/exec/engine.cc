@@ -121,6 +121,20 @@ class RowGroupStore {
   bool stopped_ = false;
 };
 
+// Runs `fn` at the engine's thread boundary: an exception (std::bad_alloc from
+// a size no check caught, a throw inside Arrow) becomes an error naming `what`
+// instead of terminating the process.
+template <typename Fn>
+auto Guarded(const std::string& what, Fn&& fn) -> decltype(fn()) {
+  try {
+    return fn();
+  } catch (const std::bad_alloc&) {
+    return arrow::Status::OutOfMemory(what + ": out of memory");
+  } catch (const std::exception& e) {
+    return Error(ErrorKind::kInvalidData, what + ": " + e.what());
+  }
+}
+
 class EngineImpl final : public Engine {
  public:
   EngineImpl(std::shared_ptr<const Catalog> catalog, std::shared_ptr<const Schedule> schedule,
@@ -136,6 +150,8 @@ class EngineImpl final : public Engine {
     if (!catalog_->is_local()) hooks_.io_stage = Stage::kFetch;
     hooks_.slow_stage = options_.debug_slow_stage;
     hooks_.slow_us = options_.debug_slow_us;
+    hooks_.remote_timeout = options_.remote_timeout;
+    hooks_.stop = &stop_;
     const int n = std::max(1, options_.num_threads);
     for (int w = 0; w < n; ++w) {
       queues_.push_back(std::make_unique<BoundedQueue<Item>>(
@@ -148,14 +164,24 @@ class EngineImpl final : public Engine {
 
   ~EngineImpl() override { Stop(); }
 
-  arrow::Result<std::shared_ptr<Batch>> Next() override {
+  arrow::Result<std::shared_ptr<Batch>> Next() override { return NextImpl(nullptr, nullptr); }
+
+  arrow::Result<std::shared_ptr<Batch>> NextWithin(std::chrono::milliseconds wait,
+                                                   bool* timed_out) override {
+    return NextImpl(&wait, timed_out);
+  }
+
+  arrow::Result<std::shared_ptr<Batch>> NextImpl(const std::chrono::milliseconds* wait,
+                                                 bool* timed_out) {
     std::lock_guard<std::mutex> lock(consumer_mu_);
+    if (timed_out) *timed_out = false;
     if (!error_.ok()) return error_;
     if (next_unit_ >= schedule_->num_units()) return nullptr;
     auto& queue = *queues_[static_cast<size_t>(next_unit_ % static_cast<int64_t>(queues_.size()))];
     const auto t0 = Clock::now();
-    auto item = queue.Pop();
+    auto item = wait ? queue.PopFor(*wait, timed_out) : queue.Pop();
     clock_->Add(Stage::kWaitEmpty, t0, 0, 0, next_unit_);
+    if (timed_out && *timed_out) return nullptr;
     if (!item) {
       error_ = arrow::Status::Cancelled("the loader was closed");
       return error_;
@@ -169,6 +195,13 @@ class EngineImpl final : public Engine {
     batches_ += 1;
     rows_delivered_ += (**item)->num_rows;
     return std::move(*item);
+  }
+
+  void Cancel() override {
+    // StopWorkers() less the prefetcher's Stop(), which joins its thread.
+    stop_.store(true);
+    store_.Stop();
+    for (auto& q : queues_) q->Stop();
   }
 
   void Stop() override {
@@ -326,8 +359,16 @@ class EngineImpl final : public Engine {
   }
 
   arrow::Result<std::shared_ptr<const DecodedRowGroup>> Decode(int32_t rg) {
+    // An exception must not leave the slot loading (its waiters would hang) nor
+    // end the worker thread (std::terminate): it becomes this row group's error.
+    const auto& entry = catalog_->row_groups()[static_cast<size_t>(rg)];
+    const std::string context = "file '" +
+                                catalog_->files()[static_cast<size_t>(entry.file)].rel_path +
+                                "', row group " + std::to_string(entry.row_group);
     const PlanOptions& plan = schedule_->plan().options();
-    auto result = DecodeRowGroup(*catalog_, rg, layout_, RandomKey{plan.seed, plan.epoch}, hooks_);
+    auto result = Guarded(context, [&] {
+      return DecodeRowGroup(*catalog_, rg, layout_, RandomKey{plan.seed, plan.epoch}, hooks_);
+    });
     if (!result.ok()) return result;
     row_groups_decoded_ += 1;
     rows_decoded_ += (*result)->num_rows;
@@ -362,7 +403,8 @@ class EngineImpl final : public Engine {
         std::this_thread::sleep_for(std::chrono::microseconds(
             jitter() % static_cast<uint64_t>(options_.debug_max_delay_us + 1)));
       }
-      Item item = BuildUnit(unit, &samples);
+      Item item = Guarded("batch " + std::to_string(schedule_->BatchOfUnit(unit)),
+                          [&] { return BuildUnit(unit, &samples); });
       const bool failed = !item.ok();
       // A full queue means the consumer is slower than the workers: use the
       // time to decode the next window ahead, so that crossing into it does

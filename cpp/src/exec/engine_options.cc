@@ -28,6 +28,11 @@ arrow::Status EngineOptions::Validate() const {
     return Error(ErrorKind::kInvalidArgument,
                  "prefetch_bytes must be >= 0, got " + std::to_string(prefetch_bytes));
   }
+  if (!(remote_timeout >= 0)) {  // NaN too
+    return Error(
+        ErrorKind::kInvalidArgument,
+        "remote_timeout must be >= 0 seconds (0: none), got " + std::to_string(remote_timeout));
+  }
   if (debug_max_delay_us < 0 || debug_slow_us < 0) {
     return Error(ErrorKind::kInvalidArgument, "debug delays must be >= 0");
   }

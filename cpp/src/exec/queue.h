@@ -38,6 +38,19 @@ class BoundedQueue {
     return item;
   }
 
+  // Like Pop(), but gives up after `wait` with *timed_out set (and nullopt), so
+  // that the consumer can look for signals between waits.
+  template <typename Duration>
+  std::optional<T> PopFor(Duration wait, bool* timed_out) {
+    std::unique_lock<std::mutex> lock(mu_);
+    *timed_out = !not_empty_.wait_for(lock, wait, [&] { return stopped_ || !items_.empty(); });
+    if (stopped_ || *timed_out) return std::nullopt;
+    T item = std::move(items_.front());
+    items_.pop_front();
+    not_full_.notify_one();
+    return item;
+  }
+
   // True if Push() would block now.
   bool Full() const {
     std::lock_guard<std::mutex> lock(mu_);

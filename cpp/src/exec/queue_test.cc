@@ -1,5 +1,6 @@
 #include "exec/queue.h"
 
+#include <chrono>
 #include <thread>
 #include <vector>
 
@@ -35,6 +36,21 @@ TEST(BoundedQueue, StopWakesBlockedProducerAndConsumer) {
   consumer.join();
   EXPECT_FALSE(pushed);
   EXPECT_FALSE(popped.has_value());
+}
+
+TEST(BoundedQueue, PopForTimesOutThenDelivers) {
+  BoundedQueue<int> q(2);
+  bool timed_out = false;
+  EXPECT_FALSE(q.PopFor(std::chrono::milliseconds(5), &timed_out).has_value());
+  EXPECT_TRUE(timed_out);
+  q.Push(7);
+  auto item = q.PopFor(std::chrono::milliseconds(5), &timed_out);
+  EXPECT_FALSE(timed_out);
+  ASSERT_TRUE(item.has_value());
+  EXPECT_EQ(*item, 7);
+  q.Stop();
+  EXPECT_FALSE(q.PopFor(std::chrono::milliseconds(5), &timed_out).has_value());
+  EXPECT_FALSE(timed_out);
 }
 
 }  // namespace

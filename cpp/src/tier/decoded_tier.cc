@@ -27,7 +27,8 @@ namespace shardfeed {
 namespace {
 
 // 0002: keys name the storage (CacheKey), names and digests are Hash64.
-constexpr char kMagic[8] = {'S', 'F', 'D', 'T', '0', '0', '0', '2'};
+// 0003: the header has its own digest (issue 10), checked before any field.
+constexpr char kMagic[8] = {'S', 'F', 'D', 'T', '0', '0', '0', '3'};
 constexpr char kLockName[] = "/shardfeed.lock";  // the temp-creation lock
 constexpr int64_t kAlign = 64;
 
@@ -46,6 +47,68 @@ struct Record {
 int64_t Align(int64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
 bool IsTemp(const std::string& name) { return storage_internal::IsTempName(name); }
+
+// Bounds on numbers read from an entry: unsigned and overflow-checked, so that
+// no value of a field can wrap around a check.
+bool InFile(int64_t offset, int64_t bytes, uint64_t size) {
+  if (offset < 0 || bytes < 0) return false;
+  const auto off = static_cast<uint64_t>(offset), n = static_cast<uint64_t>(bytes);
+  return off <= size && n <= size - off;
+}
+
+bool Aligned(int64_t offset) { return offset % kAlign == 0; }
+
+// Whether a record's fields agree with each other and every buffer it names
+// lies inside a file of `size` bytes, at an aligned offset.
+bool ValidRecord(const Record& r, uint64_t size) {
+  if (r.dtype < 0 || r.dtype > static_cast<int32_t>(DType::kFloat64) ||
+      (r.from_strings != 0 && r.from_strings != 1) || r.count < 0 || r.list_size < 0 ||
+      r.rows < 0) {
+    return false;
+  }
+  int64_t values_bytes = 0;
+  if (__builtin_mul_overflow(r.count, static_cast<int64_t>(DTypeSize(static_cast<DType>(r.dtype))),
+                             &values_bytes) ||
+      values_bytes != r.values_bytes || !Aligned(r.values_offset) ||
+      !InFile(r.values_offset, r.values_bytes, size)) {
+    return false;
+  }
+  if (r.list_size > 0 && (r.rows > 0 || r.count % r.list_size != 0)) return false;
+  if (r.rows > 0) {
+    int64_t list_bytes = 0;
+    if (__builtin_mul_overflow(r.rows, int64_t{8}, &list_bytes) || !Aligned(r.starts_offset) ||
+        !Aligned(r.lengths_offset) || !InFile(r.starts_offset, list_bytes, size) ||
+        !InFile(r.lengths_offset, list_bytes, size)) {
+      return false;
+    }
+  }
+  return r.nulls_bytes == 0 ||
+         (r.nulls_bytes == r.count && InFile(r.nulls_offset, r.nulls_bytes, size));
+}
+
+// The digest of every buffer of an entry: `at(k, part)` gives record k's part.
+enum class Part { kValues, kStarts, kLengths, kNulls };
+template <typename At>
+uint64_t DataDigest(const std::vector<Record>& records, At&& at) {
+  StreamingHash hash;
+  for (size_t k = 0; k < records.size(); ++k) {
+    const Record& r = records[k];
+    hash.Update(at(k, Part::kValues), static_cast<size_t>(r.values_bytes));
+    if (r.rows > 0) {
+      hash.Update(at(k, Part::kStarts), static_cast<size_t>(r.rows) * 8);
+      hash.Update(at(k, Part::kLengths), static_cast<size_t>(r.rows) * 8);
+    }
+    if (r.nulls_bytes > 0) hash.Update(at(k, Part::kNulls), static_cast<size_t>(r.nulls_bytes));
+  }
+  return hash.Digest();
+}
+
+int64_t OffsetOf(const Record& r, Part part) {
+  return part == Part::kValues    ? r.values_offset
+         : part == Part::kStarts  ? r.starts_offset
+         : part == Part::kLengths ? r.lengths_offset
+                                  : r.nulls_offset;
+}
 
 // Entries are "<hex>.sfd", temporaries ".tmp-<pid>-<n>.sfd"; other files in
 // the folder are not the tier's.
@@ -132,45 +195,61 @@ arrow::Result<std::optional<std::vector<DecodedColumn>>> DecodedTier::Impl::Load
     ++misses_;
     return std::nullopt;
   };
+  auto corrupt = [&]() {
+    ++corrupt_;
+    return miss();  // damaged: decode again (and the store after it replaces the entry)
+  };
   if (!maybe_file.ok()) return miss();
   auto file = *maybe_file;
-  ARROW_ASSIGN_OR_RAISE(int64_t size, file->GetSize());
-  ARROW_ASSIGN_OR_RAISE(std::shared_ptr<arrow::Buffer> all, file->ReadAt(0, size));
+  ARROW_ASSIGN_OR_RAISE(int64_t file_size, file->GetSize());
+  ARROW_ASSIGN_OR_RAISE(std::shared_ptr<arrow::Buffer> all, file->ReadAt(0, file_size));
   const uint8_t* p = all->data();
-  int64_t pos = 0;
-  auto take = [&](void* out, int64_t n) {
-    if (pos + n > size) return false;
-    std::memcpy(out, p + pos, static_cast<size_t>(n));
+  const auto size = static_cast<uint64_t>(all->size());
+  uint64_t pos = 0;
+  auto take = [&](void* out, uint64_t n) {
+    if (n > size - pos) return false;
+    std::memcpy(out, p + pos, n);
     pos += n;
     return true;
   };
+  // 1. The header, each length bounded by the bytes that are left.
   char magic[8];
   uint64_t key_len = 0, columns = 0;
   if (!take(magic, 8) || std::memcmp(magic, kMagic, 8) != 0 || !take(&key_len, 8) ||
-      static_cast<int64_t>(key_len) > size - pos ||
+      key_len > size - pos ||
       std::string_view(reinterpret_cast<const char*>(p + pos), key_len) != key) {
-    return miss();
+    return miss();  // another format, another key (a hash collision), or truncated
   }
-  pos += static_cast<int64_t>(key_len);
-  if (!take(&columns, 8) || columns > (1u << 20)) return miss();
-  std::vector<DecodedColumn> out(columns);
+  pos += key_len;
+  if (!take(&columns, 8) || columns > (size - pos) / sizeof(Record)) return corrupt();
   std::vector<Record> records(columns);
-  for (auto& r : records) {
-    if (!take(&r, sizeof(r))) return miss();
+  for (auto& r : records) take(&r, sizeof(r));
+  // 2. Its digest, before any field of a record is used.
+  const uint64_t header_end = pos;
+  uint64_t header_digest = 0, data_digest = 0;
+  if (!take(&header_digest, 8) || !take(&data_digest, 8)) return corrupt();
+  if (Hash64(p, header_end) != header_digest) return corrupt();
+  // 3. Every record inside the file (checked again: a digest is no proof).
+  for (const Record& r : records) {
+    if (!ValidRecord(r, size)) return corrupt();
   }
-  uint64_t digest = 0;
-  if (!take(&digest, 8)) return miss();
+  // 4. The buffers' digest, the first time this process loads this entry.
+  const std::string verified_id = key + '|' + std::to_string(data_digest);
+  bool verified;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    verified = verified_.count(verified_id) > 0;
+  }
+  if (!verified) {
+    auto at = [&](size_t k, Part part) { return p + OffsetOf(records[k], part); };
+    if (DataDigest(records, at) != data_digest) return corrupt();
+    std::lock_guard<std::mutex> lock(mu_);
+    verified_.insert(verified_id);
+  }
+  std::vector<DecodedColumn> out(columns);
   for (size_t k = 0; k < out.size(); ++k) {
     auto& c = out[k];
     const Record& r = records[k];
-    auto in_file = [&](int64_t off, int64_t n) { return off >= 0 && n >= 0 && off + n <= size; };
-    if (!in_file(r.values_offset, r.values_bytes) || !in_file(r.nulls_offset, r.nulls_bytes) ||
-        (r.rows > 0 &&
-         (!in_file(r.starts_offset, r.rows * 8) || !in_file(r.lengths_offset, r.rows * 8))) ||
-        r.dtype < 0 || r.dtype > static_cast<int32_t>(DType::kFloat64) ||
-        r.values_bytes != r.count * static_cast<int64_t>(DTypeSize(static_cast<DType>(r.dtype)))) {
-      return miss();
-    }
     c.dtype = static_cast<DType>(r.dtype);
     c.from_strings = r.from_strings != 0;
     c.count = r.count;
@@ -178,37 +257,21 @@ arrow::Result<std::optional<std::vector<DecodedColumn>>> DecodedTier::Impl::Load
     c.owned = arrow::SliceBuffer(all, r.values_offset, r.values_bytes);  // read-only map
     c.values = c.owned->data();
     if (r.rows > 0) {
-      c.list_starts.resize(static_cast<size_t>(r.rows));
-      c.list_lengths.resize(static_cast<size_t>(r.rows));
-      std::memcpy(c.list_starts.data(), p + r.starts_offset, static_cast<size_t>(r.rows) * 8);
-      std::memcpy(c.list_lengths.data(), p + r.lengths_offset, static_cast<size_t>(r.rows) * 8);
+      const auto rows = static_cast<size_t>(r.rows);
+      c.list_starts.resize(rows);
+      c.list_lengths.resize(rows);
+      std::memcpy(c.list_starts.data(), p + r.starts_offset, rows * 8);
+      std::memcpy(c.list_lengths.data(), p + r.lengths_offset, rows * 8);
+      for (size_t i = 0; i < rows; ++i) {
+        const int64_t start = c.list_starts[i], length = c.list_lengths[i];
+        if (start < 0 || length < 0 || start > c.count || length > c.count - start) {
+          return corrupt();
+        }
+      }
     }
     if (r.nulls_bytes > 0) {
       c.nulls.assign(p + r.nulls_offset, p + r.nulls_offset + r.nulls_bytes);
     }
-  }
-  bool verified;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    verified = verified_.count(key) > 0;
-  }
-  if (!verified) {
-    StreamingHash check;
-    for (size_t k = 0; k < out.size(); ++k) {
-      const Record& r = records[k];
-      check.Update(out[k].values, static_cast<size_t>(r.values_bytes));
-      if (r.rows > 0) {
-        check.Update(p + r.starts_offset, static_cast<size_t>(r.rows) * 8);
-        check.Update(p + r.lengths_offset, static_cast<size_t>(r.rows) * 8);
-      }
-      if (r.nulls_bytes > 0) check.Update(p + r.nulls_offset, static_cast<size_t>(r.nulls_bytes));
-    }
-    if (check.Digest() != digest) {
-      ++corrupt_;
-      return miss();  // damaged: decode again (and the store below replaces it)
-    }
-    std::lock_guard<std::mutex> lock(mu_);
-    verified_.insert(key);
   }
   ++hits_;
   return std::optional<std::vector<DecodedColumn>>(std::move(out));
@@ -267,7 +330,7 @@ void DecodedTier::Impl::Store(const std::string& key, const std::vector<DecodedC
   Append(&header, &key_len, 8);
   header += key;
   Append(&header, &n, 8);
-  int64_t offset = Align(static_cast<int64_t>(header.size() + n * sizeof(Record) + 8));
+  int64_t offset = Align(static_cast<int64_t>(header.size() + n * sizeof(Record) + 16));
   std::vector<Record> records;
   for (const auto& c : columns) {
     Record r{};
@@ -302,19 +365,18 @@ void DecodedTier::Impl::Store(const std::string& key, const std::vector<DecodedC
     }
   } while (!used_.compare_exchange_weak(used, used + total));
   for (const auto& r : records) Append(&header, &r, sizeof(r));
-  // The digest of every buffer, checked the first time a process loads the entry.
-  StreamingHash hash;
-  for (size_t i = 0; i < columns.size(); ++i) {
-    const auto& c = columns[i];
-    hash.Update(c.values, static_cast<size_t>(records[i].values_bytes));
-    if (records[i].rows > 0) {
-      hash.Update(c.list_starts.data(), static_cast<size_t>(rows) * 8);
-      hash.Update(c.list_lengths.data(), static_cast<size_t>(rows) * 8);
-    }
-    if (records[i].nulls_bytes > 0) hash.Update(c.nulls.data(), static_cast<size_t>(c.count));
-  }
-  const uint64_t digest = hash.Digest();
-  Append(&header, &digest, 8);
+  // The header's digest, checked by every load before a field is used; the
+  // buffers' digest, checked the first time a process loads the entry.
+  const uint64_t header_digest = Hash64(header.data(), header.size());
+  const uint64_t data_digest = DataDigest(records, [&](size_t k, Part part) {
+    const auto& c = columns[k];
+    return part == Part::kValues    ? c.values
+           : part == Part::kStarts  ? reinterpret_cast<const uint8_t*>(c.list_starts.data())
+           : part == Part::kLengths ? reinterpret_cast<const uint8_t*>(c.list_lengths.data())
+                                    : c.nulls.data();
+  });
+  Append(&header, &header_digest, 8);
+  Append(&header, &data_digest, 8);
   const std::string path = PathOf(key);
   auto status = WriteEntry(dir_, path, header, columns, records, rows, total);
   if (!status.ok()) {
@@ -327,6 +389,33 @@ void DecodedTier::Impl::Store(const std::string& key, const std::vector<DecodedC
     return;
   }
   stored_ += total;
+}
+
+void SealDecodedTierEntryForTesting(std::string* entry) {
+  auto* p = reinterpret_cast<uint8_t*>(entry->data());
+  const uint64_t size = entry->size();
+  uint64_t key_len = 0, columns = 0;
+  if (size < 24) return;  // magic, key length, column count
+  std::memcpy(&key_len, p + 8, 8);
+  if (key_len > size - 24) return;
+  uint64_t pos = 16 + key_len;
+  std::memcpy(&columns, p + pos, 8);
+  pos += 8;
+  if (columns > (size - pos) / sizeof(Record)) return;
+  std::vector<Record> records(columns);
+  for (auto& r : records) {
+    std::memcpy(&r, p + pos, sizeof(r));
+    pos += sizeof(r);
+  }
+  if (size - pos < 16) return;
+  const uint64_t header_digest = Hash64(p, pos);
+  std::memcpy(p + pos, &header_digest, 8);
+  for (const auto& r : records) {
+    if (!ValidRecord(r, size)) return;
+  }
+  const uint64_t data_digest =
+      DataDigest(records, [&](size_t k, Part part) { return p + OffsetOf(records[k], part); });
+  std::memcpy(p + pos + 8, &data_digest, 8);
 }
 
 DecodedTierStats DecodedTier::Impl::stats() const {

@@ -3,14 +3,19 @@
 // that later epochs map from disk instead of decoding again.
 //
 // One file per (file identity, row group, columns, deterministic transforms):
-//   "SFDT0001" | u64 key length | key | u64 column count | column records |
-//   u64 digest of the buffers | 64-byte-aligned buffers.
+//   "SFDT0003" | u64 key length | key | u64 column count | column records |
+//   u64 digest of all that (the header) | u64 digest of the buffers |
+//   64-byte-aligned buffers.
 // The key is stored in the file and compared on load, so a hash collision or a
 // changed input can never serve stale data; a truncated or foreign file is a
-// miss, and so is one whose buffers fail the digest (checked the first time a
-// process loads the entry).  Files are written to a temporary name and renamed
-// into place; temporaries of dead writers are removed when a tier opens (the
-// flock protocol of storage/temp_file.h, shared with the file cache).
+// miss.  Nothing in an entry is trusted: every load checks the header's digest
+// before it uses a field, then every offset and size against the file (with
+// unsigned, overflow-checked arithmetic) and every list against its values;
+// the buffers' digest is checked the first time a process loads the entry.  A
+// damaged entry is a miss (counted as corrupt), decoded again and replaced.
+// Files are written to a temporary name and renamed into place; temporaries of
+// dead writers are removed when a tier opens (the flock protocol of
+// storage/temp_file.h, shared with the file cache).
 #pragma once
 
 #include <atomic>
@@ -55,5 +60,10 @@ struct DecodedTier::Impl {
   std::mutex mu_;
   std::set<std::string> verified_;  // entries whose digest this process checked
 };
+
+// Test hook (the fuzz target): rewrites the two digests of an entry's bytes to
+// match its header and buffers, so that mutated entries reach the checks
+// behind the digests; leaves bytes whose header does not parse as they are.
+void SealDecodedTierEntryForTesting(std::string* entry);
 
 }  // namespace shardfeed

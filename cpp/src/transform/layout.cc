@@ -132,31 +132,37 @@ arrow::Result<DType> ValueDType(const arrow::DataType& type, const std::string& 
   }
 }
 
-arrow::Result<Layout> MakeLayout(const arrow::Schema& schema, const OutputOptions& options) {
-  Layout layout;
-  std::map<std::string, int> decoded;  // column name -> index into layout.fields
-  auto need = [&](const std::string& name) -> arrow::Result<int> {
-    auto it = decoded.find(name);
-    if (it != decoded.end()) return it->second;
-    const int field = schema.GetFieldIndex(name);
+namespace {
+
+// Adds each column a layout reads once, with its shape, transform chain and
+// types; later requests for the same column return the same field.
+class FieldResolver {
+ public:
+  FieldResolver(const arrow::Schema& schema, const OutputOptions& options, Layout* layout)
+      : schema_(schema), options_(options), layout_(*layout) {}
+
+  arrow::Result<int> Need(const std::string& name) {
+    auto it = decoded_.find(name);
+    if (it != decoded_.end()) return it->second;
+    const int field = schema_.GetFieldIndex(name);
     if (field < 0) {
-      if (schema.GetFieldByName(name) == nullptr) {
+      if (schema_.GetFieldByName(name) == nullptr) {
         std::string names;
-        for (int i = 0; i < std::min(schema.num_fields(), 8); ++i) {
-          names += (i ? ", " : "") + schema.field(i)->name();
+        for (int i = 0; i < std::min(schema_.num_fields(), 8); ++i) {
+          names += (i ? ", " : "") + schema_.field(i)->name();
         }
-        if (schema.num_fields() > 8) names += ", ...";
+        if (schema_.num_fields() > 8) names += ", ...";
         return Error(ErrorKind::kColumnNotFound,
                      "column '" + name + "' is not in the dataset (columns: " + names + ")");
       }
       return Error(ErrorKind::kInvalidArgument, "column name '" + name + "' is ambiguous");
     }
-    const auto& metadata = schema.field(field)->metadata();
+    const auto& metadata = schema_.field(field)->metadata();
     if (metadata && metadata->Contains(kConflictKey)) {
       // Types that differ across files matter only for the columns in use.
       return Error(ErrorKind::kSchemaMismatch, metadata->Get(kConflictKey).ValueOr(""));
     }
-    const auto& type = *schema.field(field)->type();
+    const auto& type = *schema_.field(field)->type();
     ColumnShape shape = ColumnShape::kScalar;
     const arrow::DataType* value_type = &type;
     if (IsListType(type.id())) {
@@ -171,8 +177,8 @@ arrow::Result<Layout> MakeLayout(const arrow::Schema& schema, const OutputOption
     }
     // Transforms on this column, in list order; they decide its final type.
     std::vector<size_t> chain;
-    for (size_t t = 0; t < options.transforms.size(); ++t) {
-      if (options.transforms[t].column == name) chain.push_back(t);
+    for (size_t t = 0; t < options_.transforms.size(); ++t) {
+      if (options_.transforms[t].column == name) chain.push_back(t);
     }
     if (value_type->id() == arrow::Type::DICTIONARY) {
       value_type = static_cast<const arrow::DictionaryType&>(*value_type).value_type().get();
@@ -181,8 +187,8 @@ arrow::Result<Layout> MakeLayout(const arrow::Schema& schema, const OutputOption
     // strings; dictionaries (pandas and polars categoricals) too.
     const bool from_strings = shape == ColumnShape::kScalar && IsStringType(value_type->id()) &&
                               !chain.empty() &&
-                              (options.transforms[chain[0]].op == TransformOp::kHashBucket ||
-                               options.transforms[chain[0]].op == TransformOp::kVocabulary);
+                              (options_.transforms[chain[0]].op == TransformOp::kHashBucket ||
+                               options_.transforms[chain[0]].op == TransformOp::kVocabulary);
     DType raw = DType::kUInt64;  // string hashes
     if (!from_strings) {
       ARROW_ASSIGN_OR_RAISE(raw, ValueDType(*value_type, name));
@@ -195,20 +201,78 @@ arrow::Result<Layout> MakeLayout(const arrow::Schema& schema, const OutputOption
     DType dtype = raw;
     bool strings = from_strings;
     for (size_t t : chain) {
-      ARROW_ASSIGN_OR_RAISE(dtype, TransformedType(options.transforms[t], dtype, shape, strings));
+      ARROW_ASSIGN_OR_RAISE(dtype, TransformedType(options_.transforms[t], dtype, shape, strings));
       strings = false;
     }
-    const int index = static_cast<int>(layout.fields.size());
-    layout.fields.push_back(field);
-    layout.field_names.push_back(name);
-    layout.field_dtypes.push_back(dtype);
-    layout.field_raw_dtypes.push_back(raw);
-    layout.field_shapes.push_back(shape);
-    layout.field_from_strings.push_back(from_strings);
-    layout.field_transforms.push_back(std::move(chain));
-    decoded.emplace(name, index);
+    const int index = static_cast<int>(layout_.fields.size());
+    layout_.fields.push_back(field);
+    layout_.field_names.push_back(name);
+    layout_.field_dtypes.push_back(dtype);
+    layout_.field_raw_dtypes.push_back(raw);
+    layout_.field_shapes.push_back(shape);
+    layout_.field_from_strings.push_back(from_strings);
+    layout_.field_transforms.push_back(std::move(chain));
+    decoded_.emplace(name, index);
     return index;
-  };
+  }
+
+  bool has(const std::string& name) const { return decoded_.count(name) > 0; }
+
+ private:
+  const arrow::Schema& schema_;
+  const OutputOptions& options_;
+  Layout& layout_;
+  std::map<std::string, int> decoded_;  // column name -> index into layout_.fields
+};
+
+// One stack's output: the columns' common dtype (else float32, or float64 if
+// any column is float64; float16 only with float16).
+arrow::Result<OutputPlan> StackOutput(const arrow::Schema& schema, const StackSpec& stack,
+                                      FieldResolver* fields, Layout* layout,
+                                      std::set<std::string>* stacked) {
+  if (stack.columns.empty()) {
+    return Error(ErrorKind::kInvalidArgument, "stack '" + stack.name + "' has no columns");
+  }
+  OutputPlan out;
+  out.name = stack.name;
+  out.kind = OutputKind::kStack;
+  out.width = static_cast<int64_t>(stack.columns.size());
+  bool same = true, any_f64 = false, any_f16 = false;
+  for (const auto& column : stack.columns) {
+    ARROW_ASSIGN_OR_RAISE(int index, fields->Need(column));
+    const auto& type = *schema.field(layout->fields[static_cast<size_t>(index)])->type();
+    if (IsListType(type.id())) {
+      return Error(ErrorKind::kUnsupportedType, "stack '" + stack.name + "': column '" + column +
+                                                    "' is a list; only scalar "
+                                                    "numeric columns can be stacked");
+    }
+    const DType dtype = layout->field_dtypes[static_cast<size_t>(index)];
+    if (!out.sources.empty() &&
+        dtype != layout->field_dtypes[static_cast<size_t>(out.sources[0])]) {
+      same = false;
+    }
+    any_f64 |= dtype == DType::kFloat64;
+    any_f16 |= dtype == DType::kFloat16;
+    out.sources.push_back(index);
+    stacked->insert(column);
+  }
+  if (same) {
+    out.dtype = layout->field_dtypes[static_cast<size_t>(out.sources[0])];
+  } else if (any_f16) {
+    return Error(ErrorKind::kUnsupportedType, "stack '" + stack.name +
+                                                  "': float16 columns can only be stacked with "
+                                                  "float16 columns");
+  } else {
+    out.dtype = any_f64 ? DType::kFloat64 : DType::kFloat32;
+  }
+  return out;
+}
+
+}  // namespace
+
+arrow::Result<Layout> MakeLayout(const arrow::Schema& schema, const OutputOptions& options) {
+  Layout layout;
+  FieldResolver fields(schema, options, &layout);
 
   std::set<std::string> names;
   auto add_name = [&](const std::string& name) -> arrow::Status {
@@ -222,41 +286,7 @@ arrow::Result<Layout> MakeLayout(const arrow::Schema& schema, const OutputOption
   std::set<std::string> stacked;
   std::vector<OutputPlan> stack_outputs;
   for (const auto& stack : options.stacks) {
-    if (stack.columns.empty()) {
-      return Error(ErrorKind::kInvalidArgument, "stack '" + stack.name + "' has no columns");
-    }
-    OutputPlan out;
-    out.name = stack.name;
-    out.kind = OutputKind::kStack;
-    out.width = static_cast<int64_t>(stack.columns.size());
-    bool same = true, any_f64 = false, any_f16 = false;
-    for (const auto& column : stack.columns) {
-      ARROW_ASSIGN_OR_RAISE(int index, need(column));
-      const auto& type = *schema.field(layout.fields[static_cast<size_t>(index)])->type();
-      if (IsListType(type.id())) {
-        return Error(ErrorKind::kUnsupportedType, "stack '" + stack.name + "': column '" + column +
-                                                      "' is a list; only scalar "
-                                                      "numeric columns can be stacked");
-      }
-      const DType dtype = layout.field_dtypes[static_cast<size_t>(index)];
-      if (!out.sources.empty() &&
-          dtype != layout.field_dtypes[static_cast<size_t>(out.sources[0])]) {
-        same = false;
-      }
-      any_f64 |= dtype == DType::kFloat64;
-      any_f16 |= dtype == DType::kFloat16;
-      out.sources.push_back(index);
-      stacked.insert(column);
-    }
-    if (same) {
-      out.dtype = layout.field_dtypes[static_cast<size_t>(out.sources[0])];
-    } else if (any_f16) {
-      return Error(ErrorKind::kUnsupportedType, "stack '" + stack.name +
-                                                    "': float16 columns can only be stacked with "
-                                                    "float16 columns");
-    } else {
-      out.dtype = any_f64 ? DType::kFloat64 : DType::kFloat32;
-    }
+    ARROW_ASSIGN_OR_RAISE(auto out, StackOutput(schema, stack, &fields, &layout, &stacked));
     stack_outputs.push_back(std::move(out));
   }
 
@@ -268,7 +298,7 @@ arrow::Result<Layout> MakeLayout(const arrow::Schema& schema, const OutputOption
     }
   }
   for (const auto& column : columns) {
-    ARROW_ASSIGN_OR_RAISE(int index, need(column));
+    ARROW_ASSIGN_OR_RAISE(int index, fields.Need(column));
     const auto& type = *schema.field(layout.fields[static_cast<size_t>(index)])->type();
     OutputPlan out;
     out.name = column;
@@ -297,7 +327,7 @@ arrow::Result<Layout> MakeLayout(const arrow::Schema& schema, const OutputOption
     layout.outputs.push_back(std::move(out));
   }
   for (const auto& t : options.transforms) {
-    if (!decoded.count(t.column)) {
+    if (!fields.has(t.column)) {
       if (schema.GetFieldIndex(t.column) < 0) {
         return Error(ErrorKind::kColumnNotFound, std::string(TransformOpName(t.op)) + ": column '" +
                                                      t.column + "' is not in the dataset");

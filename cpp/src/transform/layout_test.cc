@@ -42,7 +42,7 @@ TEST(Layout, OutputsColumnsStacksAndTheirTypes) {
   options.columns = {"id", "v", "seq"};
   options.stacks = {{"xy", {"x", "y"}}};
   options.with_sample_id = true;
-  options.fill_null = 0.5;
+  options.fill_null = 2.0;
   auto layout = MakeLayout(*TestSchema(), options).ValueOrDie();
 
   // Stack columns are decoded first, then the columns in the order asked.
@@ -56,8 +56,11 @@ TEST(Layout, OutputsColumnsStacksAndTheirTypes) {
       (std::vector<ColumnShape>{ColumnShape::kScalar, ColumnShape::kScalar, ColumnShape::kScalar,
                                 ColumnShape::kFixedList, ColumnShape::kList}));
   EXPECT_EQ(layout.field_used_alone, (std::vector<bool>{false, false, true, true, true}));
-  ASSERT_TRUE(layout.fill_null.has_value());
-  EXPECT_EQ(*layout.fill_null, 0.5);
+  ASSERT_EQ(layout.field_fill_null.size(), layout.fields.size());
+  for (const auto& fill : layout.field_fill_null) {
+    ASSERT_TRUE(fill.has_value());
+    EXPECT_EQ(*fill, 2.0);
+  }
 
   // Columns, then stacks, then the sample id.
   ASSERT_EQ(layout.outputs.size(), 5u);

@@ -1,0 +1,101 @@
+#include "catalog/file_check.h"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include <arrow/util/future.h>
+
+#include "shardfeed/status.h"
+
+namespace shardfeed {
+
+namespace {
+
+int64_t Ns(const struct timespec& t) {
+  return static_cast<int64_t>(t.tv_sec) * 1000000000LL + static_cast<int64_t>(t.tv_nsec);
+}
+
+arrow::Status Changed(const std::string& what) {
+  return Error(ErrorKind::kInvalidData,
+               "the file changed since the dataset was opened (" + what +
+                   "); rows of two versions are never mixed: open the dataset again");
+}
+
+}  // namespace
+
+std::string LocalIdentity(const std::string& path) {
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0) return {};
+  return std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) + ":" +
+         std::to_string(Ns(st.st_ctim));
+}
+
+arrow::Status CheckUnchanged(arrow::fs::FileSystem& fs, const FileEntry& file,
+                             double timeout_seconds) {
+  if (fs.type_name() == "local") {
+    struct stat st;
+    if (stat(file.path.c_str(), &st) != 0) {
+      if (errno == ENOENT) return Changed("it was removed");
+      return Error(ErrorKind::kStorage, std::strerror(errno));
+    }
+    if (st.st_size != file.size) {
+      return Changed("size " + std::to_string(file.size) + " -> " + std::to_string(st.st_size) +
+                     " bytes");
+    }
+    if (!file.version.empty() && std::to_string(Ns(st.st_mtim)) != file.version) {
+      return Changed("modification time");
+    }
+    if (!file.identity.empty() && LocalIdentity(file.path) != file.identity) {
+      return Changed("rewritten in place or replaced");
+    }
+    return arrow::Status::OK();
+  }
+  return CheckRemoteUnchanged(fs, file.path, file.size, file.version, timeout_seconds);
+}
+
+arrow::Status CheckRemoteUnchanged(arrow::fs::FileSystem& fs, const std::string& path, int64_t size,
+                                   const std::string& version, double timeout_seconds) {
+  auto maybe_info = FileInfoWithin(fs, path, timeout_seconds);
+  if (!maybe_info.ok()) return maybe_info.status();
+  const auto& info = *maybe_info;
+  if (info.type() == arrow::fs::FileType::NotFound) return Changed("it was removed");
+  if (info.size() != size) {
+    return Changed("size " + std::to_string(size) + " -> " + std::to_string(info.size()) +
+                   " bytes");
+  }
+  if (!version.empty() && info.mtime() != arrow::fs::kNoTime) {
+    using std::chrono::duration_cast;
+    using std::chrono::seconds;
+    const int64_t then = std::strtoll(version.c_str(), nullptr, 10) / 1000000000LL;
+    const int64_t now = duration_cast<seconds>(info.mtime().time_since_epoch()).count();
+    if (then != now) return Changed("modification time");
+  }
+  return arrow::Status::OK();
+}
+
+arrow::Result<arrow::fs::FileInfo> FileInfoWithin(arrow::fs::FileSystem& fs,
+                                                  const std::string& path, double timeout_seconds) {
+  if (fs.type_name() == "local" || timeout_seconds <= 0) return fs.GetFileInfo(path);
+  auto future = fs.GetFileInfoAsync({path});
+  if (!future.Wait(timeout_seconds)) {
+    // The abandoned request keeps the filesystem alive until it ends: the
+    // last owner then destroys it on the I/O thread, while the caller, whose
+    // filesystem destructor would wait for the stalled request (minutes of
+    // client retries), goes on.
+    future.AddCallback([keep = fs.shared_from_this()](const auto&) {});
+    char seconds[32];
+    std::snprintf(seconds, sizeof(seconds), "%g", timeout_seconds);
+    return Error(ErrorKind::kStorage, std::string("no answer from the storage within ") + seconds +
+                                          " s (remote_timeout)");
+  }
+  ARROW_ASSIGN_OR_RAISE(auto infos, future.result());
+  if (infos.size() != 1) return Error(ErrorKind::kStorage, "no file information returned");
+  return std::move(infos.front());
+}
+
+}  // namespace shardfeed

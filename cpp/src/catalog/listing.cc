@@ -1,0 +1,112 @@
+#include "catalog/listing.h"
+
+#include <dirent.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <set>
+#include <utility>
+
+#include "shardfeed/status.h"
+
+namespace shardfeed {
+
+namespace {
+
+bool IsLocal(const arrow::fs::FileSystem& fs) { return fs.type_name() == "local"; }
+
+arrow::fs::FileInfo FileInfoOf(const std::string& path, const struct stat& st) {
+  arrow::fs::FileInfo info(path, arrow::fs::FileType::File);
+  info.set_size(st.st_size);
+  const auto ns =
+      std::chrono::seconds(st.st_mtim.tv_sec) + std::chrono::nanoseconds(st.st_mtim.tv_nsec);
+  info.set_mtime(
+      arrow::fs::TimePoint(std::chrono::duration_cast<arrow::fs::TimePoint::duration>(ns)));
+  return info;
+}
+
+struct LocalWalk {
+  std::set<std::pair<dev_t, ino_t>> seen;  // directories entered
+  std::vector<arrow::fs::FileInfo> files;
+
+  arrow::Status Visit(const std::string& dir, const struct stat& dir_st) {
+    if (!seen.emplace(dir_st.st_dev, dir_st.st_ino).second) return arrow::Status::OK();
+    DIR* d = opendir(dir.c_str());
+    if (!d) {
+      return Error(ErrorKind::kStorage, "cannot list '" + dir + "': " + std::strerror(errno));
+    }
+    std::vector<std::string> names;
+    while (const dirent* e = readdir(d)) {
+      const std::string name = e->d_name;
+      if (name != "." && name != "..") names.push_back(name);
+    }
+    closedir(d);
+    // Sorted, so that which of two links to one directory is followed does not
+    // depend on the order the OS lists them in.
+    std::sort(names.begin(), names.end());
+    for (const auto& name : names) {
+      const std::string path = dir == "/" ? "/" + name : dir + "/" + name;
+      struct stat st;
+      if (stat(path.c_str(), &st) != 0) continue;  // a dangling link: nothing to read
+      if (S_ISDIR(st.st_mode)) {
+        ARROW_RETURN_NOT_OK(Visit(path, st));
+      } else if (S_ISREG(st.st_mode)) {
+        files.push_back(FileInfoOf(path, st));
+      }
+    }
+    return arrow::Status::OK();
+  }
+};
+
+}  // namespace
+
+arrow::Result<std::vector<arrow::fs::FileInfo>> ListFiles(arrow::fs::FileSystem& fs,
+                                                          const std::string& dir,
+                                                          const std::string& shown) {
+  if (IsLocal(fs)) {
+    std::string root = dir;
+    while (root.size() > 1 && root.back() == '/') root.pop_back();
+    struct stat st;
+    if (stat(root.c_str(), &st) != 0) {
+      return Error(ErrorKind::kStorage,
+                   "listing '" + shown + "': " + std::string(std::strerror(errno)));
+    }
+    LocalWalk walk;
+    ARROW_RETURN_NOT_OK(WithContext(walk.Visit(root, st), "listing '" + shown + "'"));
+    return std::move(walk.files);
+  }
+  arrow::fs::FileSelector selector;
+  selector.base_dir = dir;
+  selector.recursive = true;
+  auto maybe_list = fs.GetFileInfo(selector);
+  if (!maybe_list.ok()) return WithContext(maybe_list.status(), "listing '" + shown + "'");
+  std::vector<arrow::fs::FileInfo> files;
+  for (auto& child : *maybe_list) {
+    if (child.IsFile()) files.push_back(std::move(child));
+  }
+  return files;
+}
+
+arrow::Status CheckObjectKey(const arrow::fs::FileSystem& fs, const std::string& path,
+                             const std::string& shown) {
+  if (IsLocal(fs)) return arrow::Status::OK();
+  size_t begin = 0;
+  while (begin <= path.size()) {
+    size_t end = path.find('/', begin);
+    if (end == std::string::npos) end = path.size();
+    const std::string_view part(path.data() + begin, end - begin);
+    if (part == "." || part == "..") {
+      return Error(ErrorKind::kInvalidArgument,
+                   "object key '" + shown + "' has a '" + std::string(part) +
+                       "' component: object stores would read another key's bytes under this "
+                       "name; rename the object");
+    }
+    begin = end + 1;
+  }
+  return arrow::Status::OK();
+}
+
+}  // namespace shardfeed

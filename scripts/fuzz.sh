@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Runs the libFuzzer targets built in build/fuzz (cmake -DSHARDFEED_FUZZ=ON with
+# clang; scripts/test.sh builds them): first replays every input kept in
+# cpp/fuzz/regressions/<target>/, then fuzzes each target for SECONDS (default
+# 20) from its seed corpus in cpp/fuzz/corpus/<target>/.  New corpus entries
+# go to build/fuzz/work/<target>/ (kept between runs, never into the repo);
+# a crash leaves its input in build/fuzz/artifacts/ and fails the script.
+#   scripts/fuzz.sh [SECONDS] [TARGET...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds=${1:-20}
+shift || true
+targets=("$@")
+[ ${#targets[@]} -gt 0 ] || targets=(catalog_fuzz decode_fuzz decoded_tier_fuzz)
+
+# Arrow's buffers from malloc, so that ASan sees them too (not from mimalloc).
+export ARROW_DEFAULT_MEMORY_POOL=system
+export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+mkdir -p build/fuzz/artifacts
+for target in "${targets[@]}"; do
+  bin=build/fuzz/cpp/fuzz/$target
+  log=build/fuzz/artifacts/$target.log
+  kept=(cpp/fuzz/regressions/"$target"/*)
+  if [ -e "${kept[0]}" ]; then
+    echo "== $target: replaying ${#kept[@]} regression inputs"
+    if ! "$bin" -rss_limit_mb=2048 "${kept[@]}" >"$log" 2>&1; then
+      tail -n 60 "$log"
+      echo "$target: a regression input fails again"
+      exit 1
+    fi
+  fi
+  echo "== $target: fuzzing for ${seconds} s"
+  mkdir -p "build/fuzz/work/$target"
+  # -rss_limit_mb: a footer must not make us allocate gigabytes; -timeout: nor
+  # loop for long on one input.
+  if ! "$bin" -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 \
+    -artifact_prefix="build/fuzz/artifacts/$target-" \
+    "build/fuzz/work/$target" "cpp/fuzz/corpus/$target" >"$log" 2>&1; then
+    tail -n 60 "$log"
+    echo "$target: crash (input in build/fuzz/artifacts/)"
+    exit 1
+  fi
+  grep -E "^stat::(number_of_executed_units|peak_rss_mb)|^Done" "$log" || true
+done

@@ -1,0 +1,387 @@
+"""Hardening (issue 10): page checksums, files that change, symlink loops, object keys
+that alias, credentials in messages, Ctrl-C."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import shardfeed
+from shardfeed import cli
+
+from .conftest import make_table, sample_ids
+from .s3_server import s3_env, s3_server
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def s3():
+    with s3_server() as server, s3_env(server):
+        yield server
+
+
+# -- page checksums ------------------------------------------------------------------
+
+
+def _flip_one_data_byte(path: Path) -> None:
+    """Flips a byte inside the first data page of column 'x' (past its page header)."""
+    meta = pq.ParquetFile(path).metadata
+    col = meta.row_group(0).column(1)
+    assert col.path_in_schema == "x"
+    start = col.data_page_offset
+    data = bytearray(path.read_bytes())
+    at = start + col.total_compressed_size // 2  # inside the values, not the header
+    data[at] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("checksums", [True, False])
+def test_a_corrupted_page_with_a_checksum_is_an_error(tmp_path, checksums):
+    path = tmp_path / "crc.parquet"
+    pq.write_table(
+        make_table(0, 400, seed=1).select(["id", "x"]),
+        path,
+        row_group_size=200,
+        compression="none",
+        use_dictionary=False,
+        write_page_checksum=checksums,
+    )
+    clean = [b["x"].copy() for b in shardfeed.Loader(path, batch_size=400, output="numpy")]
+    _flip_one_data_byte(path)
+    loader = shardfeed.Loader(path, batch_size=400, output="numpy")
+    if checksums:
+        with pytest.raises(shardfeed.InvalidDataError) as err:
+            list(loader)
+        msg = str(err.value)
+        assert "crc.parquet" in msg and "row group 0" in msg and "column 'x'" in msg, msg
+    else:  # without a checksum nothing can tell; the value changes (as in any reader)
+        got = [b["x"] for b in loader]
+        assert not np.array_equal(np.concatenate(got), np.concatenate(clean))
+
+
+# -- files that change ---------------------------------------------------------------
+
+
+def _write_plain(path: Path, first_id: int) -> None:
+    """300 rows whose file size does not depend on the values."""
+    ids = np.arange(first_id, first_id + 300, dtype=np.int64)
+    table = pa.table({"id": ids, "x": ids * 0.5})
+    pq.write_table(
+        table,
+        path,
+        row_group_size=100,
+        compression="none",
+        use_dictionary=False,
+        write_statistics=False,
+    )
+
+
+def _rewrite_same_size(path: Path, first_id: int, keep_mtime: bool) -> None:
+    st = path.stat()
+    size = st.st_size
+    _write_plain(path, first_id)
+    assert path.stat().st_size == size, "the rewrite must keep the size for this test"
+    if keep_mtime:
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    else:
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 5_000_000_000))
+
+
+@pytest.mark.parametrize("keep_mtime", [True, False])
+def test_a_file_rewritten_before_iteration_is_an_error(tmp_path, keep_mtime):
+    path = tmp_path / "a.parquet"
+    _write_plain(path, 0)
+    loader = shardfeed.Loader(tmp_path, batch_size=50, output="numpy", shuffle=False)
+    _rewrite_same_size(path, 1000, keep_mtime)
+    with pytest.raises(shardfeed.InvalidDataError, match=r"a\.parquet.*changed since"):
+        list(loader)
+
+
+def test_a_file_rewritten_during_iteration_is_an_error_and_earlier_batches_stand(tmp_path):
+    path = tmp_path / "a.parquet"
+    _write_plain(path, 0)
+    loader = shardfeed.Loader(
+        tmp_path, batch_size=100, output="numpy", shuffle=False, num_threads=1, prefetch=1
+    )
+    loader._settings.extra.update(debug_slow_stage="decode", debug_slow_us=200_000)
+    it = iter(loader)
+    first = next(it)
+    assert np.array_equal(first["id"], np.arange(100))
+    _rewrite_same_size(path, 1000, keep_mtime=True)
+    with pytest.raises(shardfeed.InvalidDataError, match=r"a\.parquet.*changed since"):
+        for batch in it:  # a batch decoded before the rewrite may still come, unchanged
+            assert batch["id"].max() < 300
+    assert np.array_equal(first["id"], np.arange(100))  # delivered batches stay intact
+
+
+# -- sources -------------------------------------------------------------------------
+
+
+def test_a_directory_symlink_loop_reads_each_file_once(tmp_path):
+    data = tmp_path / "data"
+    (data / "sub").mkdir(parents=True)
+    pq.write_table(make_table(0, 300, seed=1), data / "a.parquet")
+    pq.write_table(make_table(300, 300, seed=2), data / "sub" / "b.parquet")
+    (data / "loop").symlink_to(data, target_is_directory=True)
+    (data / "sub" / "up").symlink_to(data, target_is_directory=True)
+    loader = shardfeed.Loader(data, batch_size=100, output="numpy", with_sample_id=True)
+    assert loader.num_rows == 600
+    ids = sample_ids(loader)
+    assert sorted(ids.tolist()) == list(range(600))
+
+
+def test_object_keys_with_dot_components_are_rejected(s3, tmp_path):
+    s3.create_bucket("dots")
+    client = s3.client()
+    body = tmp_path / "y.parquet"
+    pq.write_table(make_table(0, 100, seed=1), body)
+    client.put_object(Bucket="dots", Key="y.parquet", Body=body.read_bytes())
+    uri = s3.uri("dots", "x/../y.parquet")
+    with pytest.raises(shardfeed.InvalidArgumentError, match=r"'\.\.' component"):
+        shardfeed.Loader(uri)
+    with pytest.raises(shardfeed.InvalidArgumentError, match=r"'\.' component"):
+        shardfeed.Loader(s3.uri("dots", "./y.parquet"))
+    # A listed key with such a component is skipped (hidden), never read as another.
+    client.put_object(Bucket="dots", Key="ds/x/../z.parquet", Body=body.read_bytes())
+    client.put_object(Bucket="dots", Key="ds/y.parquet", Body=body.read_bytes())
+    loader = shardfeed.Loader(s3.uri("dots", "ds"), output="numpy")
+    assert loader.num_rows == 100
+
+
+# -- credentials ---------------------------------------------------------------------
+
+SECRET = "wJalrXUtnFEMI-K7MDENG-bPxRfiCYSECRET"
+KEY = "AKIAIOSFODNN7EXAMPLE"
+
+
+def _with_credentials(s3, prefix: str) -> list[str]:
+    base = s3.uri("data", prefix)  # s3://data/prefix?endpoint_override=...&scheme=http
+    host = base[len("s3://") :]
+    return [
+        f"s3://{KEY}:{SECRET}@{host}",
+        f"{base}&access_key={KEY}&secret_key={SECRET}&session_token={SECRET}T",
+    ]
+
+
+def test_credentials_never_reach_an_error_message(s3, tmp_path):
+    s3.create_bucket("data")
+    for uri in _with_credentials(s3, "nothing-here"):
+        with pytest.raises(shardfeed.ShardfeedError) as err:
+            shardfeed.Loader(uri)
+        msg = str(err.value)
+        assert SECRET not in msg and KEY not in msg, msg
+        assert "nothing-here" in msg  # still says which source
+
+
+def test_credentials_never_reach_the_cli(s3, capsys):
+    for uri in _with_credentials(s3, "nothing-here"):
+        assert cli.main(["info", uri]) != 0
+        out, err = capsys.readouterr()
+        assert SECRET not in out + err and KEY not in out + err, out + err
+        assert "nothing-here" in err
+
+
+def test_credentials_are_not_stored_in_the_file_cache(s3, dataset, tmp_path):
+    s3.upload_folder(dataset, "data", "creds")
+    # Arrow takes S3 credentials from the URI's user info (moto accepts any).
+    uri = s3.uri("data", "creds").replace("s3://", f"s3://testing:{SECRET}@")
+    cache = tmp_path / "cache"
+    loader = shardfeed.Loader(uri, batch_size=5, output="numpy", cache_dir=cache, drop_last=False)
+    assert sum(len(b["id"]) for b in loader) == loader.num_rows
+    for f in cache.rglob("*"):
+        if f.is_file():
+            assert SECRET.encode() not in f.read_bytes(), f
+
+
+# -- Ctrl-C ------------------------------------------------------------------------
+
+
+def _interrupt_after(seconds: float) -> threading.Timer:
+    timer = threading.Timer(seconds, os.kill, (os.getpid(), signal.SIGINT))
+    timer.start()
+    return timer
+
+
+@pytest.mark.parametrize("stage", ["decode", "read"])
+def test_ctrl_c_stops_a_blocked_next_within_a_second(dataset, stage):
+    loader = shardfeed.Loader(
+        dataset, batch_size=64, output="numpy", num_threads=1, drop_last=False
+    )
+    loader._settings.extra.update(debug_slow_stage=stage, debug_slow_us=3_000_000)
+    timer = _interrupt_after(0.3)
+    t0 = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        for _ in loader:
+            pass
+    elapsed = time.monotonic() - t0
+    timer.join()
+    assert elapsed < 0.3 + 1.0, elapsed
+    # The loader still works: a new pass from the start delivers every row.
+    loader._settings.extra.update(debug_slow_stage="", debug_slow_us=0)
+    assert sum(len(b["id"]) for b in loader) == loader.num_rows
+
+
+def _silent_server() -> tuple[socket.socket, list[socket.socket]]:
+    """A TCP server on loopback that accepts connections and never answers."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(64)
+    held: list[socket.socket] = []
+
+    def accept() -> None:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            held.append(conn)
+
+    threading.Thread(target=accept, daemon=True).start()
+    return server, held
+
+
+def test_ctrl_c_while_the_catalog_waits_on_a_silent_server(s3):
+    server, held = _silent_server()
+    port = server.getsockname()[1]
+    uri = f"s3://data/ds?endpoint_override=127.0.0.1:{port}&scheme=http"
+    timer = _interrupt_after(0.5)
+    t0 = time.monotonic()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            shardfeed.Loader(uri)
+        assert time.monotonic() - t0 < 0.5 + 1.0
+    finally:
+        timer.join()
+        server.close()
+        for c in held:
+            c.close()
+
+
+def test_ctrl_c_in_a_subprocess_ends_it_promptly(dataset):
+    code = (
+        "import shardfeed, sys\n"
+        f"l = shardfeed.Loader({str(dataset)!r}, batch_size=64, output='numpy', num_threads=1)\n"
+        "l._settings.extra.update(debug_slow_stage='decode', debug_slow_us=30_000_000)\n"
+        "print('ready', flush=True)\n"
+        "try:\n"
+        "    next(iter(l))\n"
+        "except KeyboardInterrupt:\n"
+        "    print('interrupted', flush=True)\n"
+        "    sys.exit(3)\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "ready"
+    time.sleep(0.5)
+    t0 = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=60)
+    # The interrupt is seen at once; the exit then joins the sleeping worker.
+    assert "interrupted" in out
+    assert proc.returncode == 3
+    assert time.monotonic() - t0 < 45
+
+
+# -- the remote deadline -------------------------------------------------------------
+
+
+class _Proxy:
+    """A TCP proxy on loopback to the S3 server that can go silent: once `stall` is set
+    it accepts and reads but forwards and answers nothing (a hung server)."""
+
+    def __init__(self, target: tuple[str, int]) -> None:
+        self.target = target
+        self.stall = threading.Event()
+        self.server = socket.socket()
+        self.server.bind(("127.0.0.1", 0))
+        self.server.listen(64)
+        self.port = self.server.getsockname()[1]
+        self.held: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.server.accept()
+            except OSError:
+                return
+            self.held.append(conn)
+            if self.stall.is_set():
+                continue
+            up = socket.create_connection(self.target)
+            self.held.append(up)
+            threading.Thread(target=self._pipe, args=(conn, up), daemon=True).start()
+            threading.Thread(target=self._pipe, args=(up, conn), daemon=True).start()
+
+    def _pipe(self, src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while data := src.recv(65536):
+                if not self.stall.is_set():
+                    dst.sendall(data)
+        except OSError:
+            pass
+
+    def close(self) -> None:
+        self.server.close()
+        for c in self.held:
+            c.close()
+
+
+@pytest.fixture
+def proxy(s3):
+    p = _Proxy(("127.0.0.1", s3.port))
+    yield p
+    p.close()
+
+
+def test_a_silent_server_is_a_storage_error_within_the_deadline(s3, dataset, proxy):
+    remote = s3.upload_folder(dataset, "data", "silent")
+    via_proxy = remote.replace(s3.endpoint, f"127.0.0.1:{proxy.port}")
+    loader = shardfeed.Loader(via_proxy, batch_size=64, output="numpy", remote_timeout=2.0)
+    proxy.stall.set()  # the catalog came through; now the server hangs
+    t0 = time.monotonic()
+    with pytest.raises(shardfeed.StorageError, match=r"\.parquet.*remote_timeout") as err:
+        list(loader)
+    assert time.monotonic() - t0 < 2.0 + 4.0, err.value
+
+
+def test_ctrl_c_while_next_waits_on_a_silent_server(s3, dataset, proxy):
+    remote = s3.upload_folder(dataset, "data", "silent2")
+    via_proxy = remote.replace(s3.endpoint, f"127.0.0.1:{proxy.port}")
+    loader = shardfeed.Loader(via_proxy, batch_size=64, output="numpy", remote_timeout=600.0)
+    proxy.stall.set()
+    timer = _interrupt_after(0.5)
+    t0 = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        list(loader)
+    timer.join()
+    assert time.monotonic() - t0 < 0.5 + 1.0
+
+
+@pytest.mark.parametrize("cached", [False, True])
+def test_a_remote_file_rewritten_after_the_catalog_is_an_error(s3, tmp_path, cached):
+    local = tmp_path / "ds"
+    local.mkdir()
+    _write_plain(local / "a.parquet", 0)
+    prefix = f"changed-{int(cached)}"
+    uri = s3.upload_folder(local, "data", prefix)
+    cache = {"cache_dir": tmp_path / "cache"} if cached else {}
+    loader = shardfeed.Loader(uri, batch_size=50, output="numpy", **cache)
+    time.sleep(1.1)  # S3 modification times have a resolution of one second
+    _rewrite_same_size(local / "a.parquet", 1000, keep_mtime=True)
+    s3.client().put_object(
+        Bucket="data", Key=f"{prefix}/a.parquet", Body=(local / "a.parquet").read_bytes()
+    )
+    with pytest.raises(shardfeed.InvalidDataError, match=r"a\.parquet.*changed since"):
+        list(loader)
