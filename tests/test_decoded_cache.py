@@ -210,6 +210,8 @@ def test_the_tier_hits_for_every_dtype(tmp_path, column, stacked):
     assert digest(again) == digest(reference)
     s = again.stats()
     assert s["decoded_hits"] == 4 and s["decoded_misses"] == 0 and s["decoded_corrupt"] == 0, s
+
+
 def test_cache_cli_counts_and_clears_the_decoded_tier(dataset, tmp_path, capsys):
     from shardfeed import cli
 

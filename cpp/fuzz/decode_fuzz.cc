@@ -7,10 +7,10 @@
 #include <memory>
 
 #include "exec/decode.h"
-#include "transform/layout.h"
 #include "exec/stage_clock.h"
 #include "fuzz_util.h"
 #include "shardfeed/catalog.h"
+#include "transform/layout.h"
 
 namespace {
 

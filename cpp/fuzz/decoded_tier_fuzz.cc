@@ -94,9 +94,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string entry(reinterpret_cast<const char*>(data + 1), size - 1);
   if (data[0] & 1) SealDecodedTierEntryForTesting(&entry);
   const std::string key = KeyOf(entry);
-  fuzz::WriteFile(tier->impl()->PathOf(key), reinterpret_cast<const uint8_t*>(entry.data()), entry.size());
+  fuzz::WriteFile(tier->impl()->PathOf(key), reinterpret_cast<const uint8_t*>(entry.data()),
+                  entry.size());
   auto loaded = tier->impl()->Load(key);
-  std::filesystem::remove(tier->impl()->PathOf(key));  // (the map stays valid) keys vary: don't pile up
+  std::filesystem::remove(
+      tier->impl()->PathOf(key));  // (the map stays valid) keys vary: don't pile up
   if (!loaded.ok() || !*loaded) return 0;
   volatile uint64_t sink = 0;
   for (const auto& c : **loaded) {
