@@ -84,7 +84,7 @@ def child(system: str, root: Path, runs: int, threads: int) -> None:
     extra: dict[str, Any] = {}
     # Imports (torch with shardfeed) are not part of the time to the first batch.
     if system.startswith("shardfeed"):
-        import shardfeed  # noqa: F401
+        import shardfeed
     else:
         import pyarrow.dataset  # noqa: F401
     for _ in range(runs):

@@ -55,57 +55,9 @@ FilterSpec ToFilterSpec(const std::vector<std::vector<PyPredicate>>& dnf) {
   return spec;
 }
 
-}  // namespace
-
-void RegisterDataset(nb::module_& m) {
-  nb::class_<StackSpec>(m, "StackSpec")
-      .def(nb::init<>())
-      .def_rw("name", &StackSpec::name)
-      .def_rw("columns", &StackSpec::columns);
-
-  nb::class_<OutputOptions>(m, "OutputOptions")
-      .def(nb::init<>())
-      .def_rw("columns", &OutputOptions::columns)
-      .def_rw("all_columns", &OutputOptions::all_columns)
-      .def_rw("stacks", &OutputOptions::stacks)
-      .def_rw("with_sample_id", &OutputOptions::with_sample_id)
-      .def_rw("fill_null", &OutputOptions::fill_null)
-      .def_rw("fill_null_columns", &OutputOptions::fill_null_columns)
-      .def_rw("transforms", &OutputOptions::transforms);
-
-  nb::class_<DatasetHandle>(m, "Dataset")
-      .def(
-          "__init__",
-          [](DatasetHandle* self, const std::vector<std::string>& sources, int num_threads,
-             const std::string& partitioning, double remote_timeout) {
-            CatalogOptions options;
-            options.num_threads = num_threads;
-            options.remote_timeout = remote_timeout;
-            if (partitioning == "hive") {
-              options.partitioning = Partitioning::kHive;
-            } else if (partitioning.empty()) {
-              options.partitioning = Partitioning::kNone;
-            } else {
-              throw StatusError(
-                  Error(ErrorKind::kInvalidArgument,
-                        "partitioning must be \"hive\" or None, got '" + partitioning + "'"));
-            }
-            // Reading footers can stall on remote storage: stay interruptible.
-            std::shared_ptr<Catalog> catalog =
-                Unwrap(RunInterruptible<arrow::Result<std::shared_ptr<Catalog>>>(
-                    [sources, options] { return Catalog::Open(sources, options); }));
-            new (self) DatasetHandle{std::move(catalog), nullptr};
-          },
-          "sources"_a, "num_threads"_a = CatalogOptions{}.num_threads, "partitioning"_a = "hive",
-          "remote_timeout"_a = CatalogOptions{}.remote_timeout,
-          "partitioning: \"hive\" (key=value folders become columns) or \"\" (none).")
-      .def_prop_ro("num_rows", [](const DatasetHandle& d) { return d.catalog->num_rows(); })
-      .def_prop_ro("num_files", [](const DatasetHandle& d) { return d.catalog->files().size(); })
-      .def_prop_ro("num_row_groups",
-                   [](const DatasetHandle& d) { return d.catalog->row_groups().size(); })
-      .def_prop_ro("fingerprint", [](const DatasetHandle& d) { return d.catalog->fingerprint(); })
-      .def_prop_ro("root", [](const DatasetHandle& d) { return d.catalog->root(); })
-      .def_prop_ro("is_local", [](const DatasetHandle& d) { return d.catalog->is_local(); })
+// What the catalog knows: files, row groups, schema, outputs, vocabularies.
+void DefineViews(nb::class_<DatasetHandle>& dataset) {
+  dataset
       .def("file_sizes",
            [](const DatasetHandle& d) {
              std::vector<int64_t> out;
@@ -179,7 +131,12 @@ void RegisterDataset(nb::module_& m) {
           },
           "column"_a, "min_count"_a = 1, "max_size"_a = nb::none(),
           "num_threads"_a = VocabularyOptions{}.num_threads,
-          "The distinct values of a string column, most frequent first (ties by value).")
+          "The distinct values of a string column, most frequent first (ties by value).");
+}
+
+// filter=: the rows that pass, their counts, and the image kept in cache_dir.
+void DefineFilter(nb::class_<DatasetHandle>& dataset) {
+  dataset
       .def(
           "filtered",
           [](const DatasetHandle& d, const std::vector<std::vector<PyPredicate>>& dnf,
@@ -196,7 +153,7 @@ void RegisterDataset(nb::module_& m) {
             if (!rows) rows = Unwrap(FilteredRows::Make(*d.catalog, spec, key, num_threads));
             return DatasetHandle{d.catalog, rows};
           },
-          "dnf"_a, "key"_a, "num_threads"_a = 8, "image"_a = nb::none(),
+          "dnf"_a, "key"_a, "num_threads"_a = CatalogOptions{}.num_threads, "image"_a = nb::none(),
           "The dataset restricted to the rows that pass `dnf` (OR of ANDs of (column, op, "
           "values)); `image`: a cached result, used when it is valid for this catalog and key.")
       .def("filter_image",
@@ -225,10 +182,67 @@ void RegisterDataset(nb::module_& m) {
             out["bytes_read"] = c.bytes_read;
             return out;
           },
-          nb::sig("def filter_counts(self) -> dict[str, int]"))
-      .def("num_batches", [](const DatasetHandle& d, const PlanOptions& options) {
-        return MakePlan(d, options)->num_batches();
-      });
+          nb::sig("def filter_counts(self) -> dict[str, int]"));
+}
+
+}  // namespace
+
+void RegisterDataset(nb::module_& m) {
+  nb::class_<StackSpec>(m, "StackSpec")
+      .def(nb::init<>())
+      .def_rw("name", &StackSpec::name)
+      .def_rw("columns", &StackSpec::columns);
+
+  nb::class_<OutputOptions>(m, "OutputOptions")
+      .def(nb::init<>())
+      .def_rw("columns", &OutputOptions::columns)
+      .def_rw("all_columns", &OutputOptions::all_columns)
+      .def_rw("stacks", &OutputOptions::stacks)
+      .def_rw("with_sample_id", &OutputOptions::with_sample_id)
+      .def_rw("fill_null", &OutputOptions::fill_null)
+      .def_rw("fill_null_columns", &OutputOptions::fill_null_columns)
+      .def_rw("transforms", &OutputOptions::transforms);
+
+  nb::class_<DatasetHandle> dataset(m, "Dataset");
+  dataset
+      .def(
+          "__init__",
+          [](DatasetHandle* self, const std::vector<std::string>& sources, int num_threads,
+             const std::string& partitioning, double remote_timeout) {
+            CatalogOptions options;
+            options.num_threads = num_threads;
+            options.remote_timeout = remote_timeout;
+            if (partitioning == "hive") {
+              options.partitioning = Partitioning::kHive;
+            } else if (partitioning.empty()) {
+              options.partitioning = Partitioning::kNone;
+            } else {
+              throw StatusError(
+                  Error(ErrorKind::kInvalidArgument,
+                        "partitioning must be \"hive\" or None, got '" + partitioning + "'"));
+            }
+            // Reading footers can stall on remote storage: stay interruptible.
+            std::shared_ptr<Catalog> catalog =
+                Unwrap(RunInterruptible<arrow::Result<std::shared_ptr<Catalog>>>(
+                    [sources, options] { return Catalog::Open(sources, options); }));
+            new (self) DatasetHandle{std::move(catalog), nullptr};
+          },
+          "sources"_a, "num_threads"_a = CatalogOptions{}.num_threads, "partitioning"_a = "hive",
+          "remote_timeout"_a = CatalogOptions{}.remote_timeout,
+          "partitioning: \"hive\" (key=value folders become columns) or \"\" (none).")
+      .def_prop_ro("num_rows", [](const DatasetHandle& d) { return d.catalog->num_rows(); })
+      .def_prop_ro("num_files", [](const DatasetHandle& d) { return d.catalog->files().size(); })
+      .def_prop_ro("num_row_groups",
+                   [](const DatasetHandle& d) { return d.catalog->row_groups().size(); })
+      .def_prop_ro("fingerprint", [](const DatasetHandle& d) { return d.catalog->fingerprint(); })
+      .def_prop_ro("root", [](const DatasetHandle& d) { return d.catalog->root(); })
+      .def_prop_ro("is_local", [](const DatasetHandle& d) { return d.catalog->is_local(); });
+
+  DefineViews(dataset);
+  DefineFilter(dataset);
+  dataset.def("num_batches", [](const DatasetHandle& d, const PlanOptions& options) {
+    return MakePlan(d, options)->num_batches();
+  });
 }
 
 }  // namespace shardfeed::py

@@ -283,11 +283,25 @@ arrow::Result<std::shared_ptr<arrow::Array>> DatasetColumn(
   return constant;
 }
 
-// Opens the file, reads the row group's columns and flattens them.
-arrow::Status ReadColumns(const Catalog& catalog, int32_t rg_index, const Layout& layout,
-                          const DecodeHooks& hooks, const std::string& context,
-                          const std::vector<int64_t>* selection,
-                          std::vector<DecodedColumn>* columns) {
+// A row group's file opened for reading: the Arrow reader over it, how its
+// reads went, and the time spent waiting on them.
+struct RowGroupReader {
+  std::unique_ptr<parquet::arrow::FileReader> reader;
+  std::shared_ptr<ReadFailure> failure;
+  std::shared_ptr<std::atomic<int64_t>> io_ns;
+
+  // A failed read is the storage's fault; any other failure, the bytes'.
+  arrow::Status Failed(const arrow::Status& status, const ErrorContext& at) const {
+    const arrow::Status io = failure->first();
+    if (!io.ok()) return ParquetStatus(Error(ErrorKind::kStorage, io.message()), at);
+    return ParquetStatus(status, at, IoOutcome::kReadOk);
+  }
+};
+
+// Opens the file of row group `rg_index` (checked unchanged, under the remote
+// deadline) and makes the Arrow reader that decodes it.
+arrow::Result<RowGroupReader> OpenRowGroup(const Catalog& catalog, int32_t rg_index,
+                                           const DecodeHooks& hooks, const std::string& context) {
   const auto& rg = catalog.row_groups()[static_cast<size_t>(rg_index)];
   const auto& file = catalog.files()[static_cast<size_t>(rg.file)];
   const auto t_open = Clock::now();
@@ -304,18 +318,12 @@ arrow::Status ReadColumns(const Catalog& catalog, int32_t rg_index, const Layout
     opened->file = WithDeadline(opened->file, hooks.remote_timeout, hooks.stop);
   }
   hooks.clock->Add(hooks.io_stage, t_open, 0, 0, rg_index);
-  auto io_ns = std::make_shared<std::atomic<int64_t>>(0);
+  RowGroupReader out;
+  out.failure = opened->failure;
+  out.io_ns = std::make_shared<std::atomic<int64_t>>(0);
   const bool slow_io = hooks.slow_stage == StageName(hooks.io_stage);
   auto input = TimedFile(opened->file, hooks.clock, hooks.io_stage, rg_index,
-                         slow_io ? hooks.slow_us : 0, io_ns);
-  // A failed read is the storage's fault; any other failure, the bytes'.
-  auto failed = [&](const arrow::Status& status, const ErrorContext& at) {
-    const arrow::Status io = opened->failure->first();
-    if (!io.ok()) return ParquetStatus(Error(ErrorKind::kStorage, io.message()), at);
-    return ParquetStatus(status, at, IoOutcome::kReadOk);
-  };
-
-  std::unique_ptr<parquet::arrow::FileReader> reader;
+                         slow_io ? hooks.slow_us : 0, out.io_ns);
   try {
     parquet::ReaderProperties reader_props(EnginePool());
     // Pages written with a CRC32 (pyarrow's write_page_checksum, Spark) are
@@ -339,17 +347,29 @@ arrow::Status ReadColumns(const Catalog& catalog, int32_t rg_index, const Layout
     // where it measured 8-15% less read+decode time than chunk-by-chunk reads).
     props.set_pre_buffer(true);
     auto maybe_reader = parquet::arrow::FileReader::Make(EnginePool(), std::move(pq), props);
-    if (!maybe_reader.ok()) return failed(maybe_reader.status(), where);
-    reader = std::move(*maybe_reader);
+    if (!maybe_reader.ok()) return out.Failed(maybe_reader.status(), where);
+    out.reader = std::move(*maybe_reader);
   } catch (...) {
-    return failed(ParquetExceptionStatus(std::current_exception(), {}, IoOutcome::kReadOk), where);
+    return out.Failed(ParquetExceptionStatus(std::current_exception(), {}, IoOutcome::kReadOk),
+                      where);
   }
+  return out;
+}
 
-  // Dataset columns map onto the file's own by name (field_map); a column the
-  // file lacks, or a partition column, is made here instead of read.
-  const auto& manifest = reader->manifest();
+// Reads the file's own columns of the layout (table_column[i]: field i's column
+// in the table, -1 when the file lacks it or it is a partition column), checks
+// the row count and keeps only the `selection` rows when a filter gave one.
+arrow::Result<std::shared_ptr<arrow::Table>> ReadTable(
+    const Catalog& catalog, int32_t rg_index, const Layout& layout, const DecodeHooks& hooks,
+    const std::string& context, const std::vector<int64_t>* selection, const RowGroupReader& opened,
+    std::vector<int>* table_column) {
+  const auto& rg = catalog.row_groups()[static_cast<size_t>(rg_index)];
+  const auto& file = catalog.files()[static_cast<size_t>(rg.file)];
+  const ErrorContext where{file.rel_path, rg.row_group, "", ""};
+  // Dataset columns map onto the file's own by name (field_map).
+  const auto& manifest = opened.reader->manifest();
   std::vector<std::vector<int>> leaves(layout.fields.size());
-  std::vector<int> table_column(layout.fields.size(), -1);
+  table_column->assign(layout.fields.size(), -1);
   std::vector<int> all_leaves;
   int read_columns = 0;
   for (size_t i = 0; i < layout.fields.size(); ++i) {
@@ -358,49 +378,63 @@ arrow::Status ReadColumns(const Catalog& catalog, int32_t rg_index, const Layout
     if (in_file < 0) continue;
     CollectLeaves(manifest.schema_fields[static_cast<size_t>(in_file)], &leaves[i]);
     all_leaves.insert(all_leaves.end(), leaves[i].begin(), leaves[i].end());
-    table_column[i] = read_columns++;
+    (*table_column)[i] = read_columns++;
   }
+  if (all_leaves.empty()) return nullptr;
 
   auto read =
       [&](const std::vector<int>& leaf_columns) -> arrow::Result<std::shared_ptr<arrow::Table>> {
     BEGIN_PARQUET_CATCH
-    return reader->ReadRowGroup(rg.row_group, leaf_columns);
+    return opened.reader->ReadRowGroup(rg.row_group, leaf_columns);
     END_PARQUET_CATCH(ErrorContext{}, IoOutcome::kReadOk)
   };
-  const auto t_decode = Clock::now();
-  std::shared_ptr<arrow::Table> table;
-  if (!all_leaves.empty()) {
-    auto maybe_table = read(all_leaves);
-    if (!maybe_table.ok()) {
-      // Single out the column that fails, so the message can name it.
-      for (size_t i = 0; i < layout.fields.size(); ++i) {
-        if (leaves[i].empty()) continue;
-        auto single = read(leaves[i]);
-        if (!single.ok()) return failed(single.status(), where.WithColumn(layout.field_names[i]));
-      }
-      return failed(maybe_table.status(), where);
+  auto maybe_table = read(all_leaves);
+  if (!maybe_table.ok()) {
+    // Single out the column that fails, so the message can name it.
+    for (size_t i = 0; i < layout.fields.size(); ++i) {
+      if (leaves[i].empty()) continue;
+      auto single = read(leaves[i]);
+      if (!single.ok())
+        return opened.Failed(single.status(), where.WithColumn(layout.field_names[i]));
     }
-    table = *maybe_table;
-    if (!hooks.open && catalog.is_local()) {
-      // Rewritten while it was read: the bytes may mix both versions.  (A stat;
-      // remotely the check before the read is what a HEAD request can do.)
-      ARROW_RETURN_NOT_OK(WithContext(CheckUnchanged(*catalog.filesystem(), file), context));
-    }
-    if (table->num_rows() != rg.num_rows) {
-      return Error(ErrorKind::kInvalidData,
-                   context + ": decoded " + std::to_string(table->num_rows()) +
-                       " rows, the footer says " + std::to_string(rg.num_rows));
-    }
-    if (selection) {
-      // Only the rows that pass the filter go on to transforms and batches.
-      arrow::Int64Builder indices(EnginePool());
-      ARROW_RETURN_NOT_OK(indices.AppendValues(*selection));
-      ARROW_ASSIGN_OR_RAISE(auto index_array, indices.Finish());
-      auto taken = arrow::compute::Take(arrow::Datum(table), arrow::Datum(index_array));
-      if (!taken.ok()) return WithContext(taken.status(), context + ": applying the filter");
-      table = taken->table();
-    }
+    return opened.Failed(maybe_table.status(), where);
   }
+  std::shared_ptr<arrow::Table> table = *maybe_table;
+  if (!hooks.open && catalog.is_local()) {
+    // Rewritten while it was read: the bytes may mix both versions.  (A stat;
+    // remotely the check before the read is what a HEAD request can do.)
+    ARROW_RETURN_NOT_OK(WithContext(CheckUnchanged(*catalog.filesystem(), file), context));
+  }
+  if (table->num_rows() != rg.num_rows) {
+    return Error(ErrorKind::kInvalidData,
+                 context + ": decoded " + std::to_string(table->num_rows()) +
+                     " rows, the footer says " + std::to_string(rg.num_rows));
+  }
+  if (selection) {
+    // Only the rows that pass the filter go on to transforms and batches.
+    arrow::Int64Builder indices(EnginePool());
+    ARROW_RETURN_NOT_OK(indices.AppendValues(*selection));
+    ARROW_ASSIGN_OR_RAISE(auto index_array, indices.Finish());
+    auto taken = arrow::compute::Take(arrow::Datum(table), arrow::Datum(index_array));
+    if (!taken.ok()) return WithContext(taken.status(), context + ": applying the filter");
+    table = taken->table();
+  }
+  return table;
+}
+
+// Opens the file, reads the row group's columns and flattens them; a column
+// the file lacks, or a partition column, is made here instead of read.
+arrow::Status ReadColumns(const Catalog& catalog, int32_t rg_index, const Layout& layout,
+                          const DecodeHooks& hooks, const std::string& context,
+                          const std::vector<int64_t>* selection,
+                          std::vector<DecodedColumn>* columns) {
+  const auto& rg = catalog.row_groups()[static_cast<size_t>(rg_index)];
+  const auto& file = catalog.files()[static_cast<size_t>(rg.file)];
+  ARROW_ASSIGN_OR_RAISE(auto opened, OpenRowGroup(catalog, rg_index, hooks, context));
+  const auto t_decode = Clock::now();
+  std::vector<int> table_column;
+  ARROW_ASSIGN_OR_RAISE(auto table, ReadTable(catalog, rg_index, layout, hooks, context, selection,
+                                              opened, &table_column));
   const int64_t num_rows = selection ? static_cast<int64_t>(selection->size()) : rg.num_rows;
 
   Slow(hooks, "decode");
@@ -427,7 +461,7 @@ arrow::Status ReadColumns(const Catalog& catalog, int32_t rg_index, const Layout
   }
   const auto t_end = Clock::now();
   // Reads run on Arrow's I/O threads while this one waits: decode is the rest.
-  const int64_t busy = std::max<int64_t>(0, (t_end - t_decode).count() - io_ns->load());
+  const int64_t busy = std::max<int64_t>(0, (t_end - t_decode).count() - opened.io_ns->load());
   hooks.clock->AddSpan(Stage::kDecode, t_decode, t_end, busy, rg.total_bytes, rg.num_rows,
                        rg_index);
   return arrow::Status::OK();
