@@ -5,6 +5,7 @@
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
+#include <nanobind/stl/variant.h>
 #include <nanobind/stl/vector.h>
 
 #include <memory>
@@ -29,55 +30,34 @@ using namespace nb::literals;
 
 namespace shardfeed::py {
 
-void RegisterDataset(nb::module_& m) {
-  nb::class_<StackSpec>(m, "StackSpec")
-      .def(nb::init<>())
-      .def_rw("name", &StackSpec::name)
-      .def_rw("columns", &StackSpec::columns);
+namespace {
 
-  nb::class_<OutputOptions>(m, "OutputOptions")
-      .def(nb::init<>())
-      .def_rw("columns", &OutputOptions::columns)
-      .def_rw("all_columns", &OutputOptions::all_columns)
-      .def_rw("stacks", &OutputOptions::stacks)
-      .def_rw("with_sample_id", &OutputOptions::with_sample_id)
-      .def_rw("fill_null", &OutputOptions::fill_null)
-      .def_rw("fill_null_columns", &OutputOptions::fill_null_columns)
-      .def_rw("transforms", &OutputOptions::transforms);
+using PyPredicate = std::tuple<std::string, std::string, std::vector<FilterValue>>;
 
-  nb::class_<DatasetHandle>(m, "Dataset")
-      .def(
-          "__init__",
-          [](DatasetHandle* self, const std::vector<std::string>& sources, int num_threads,
-             const std::string& partitioning, double remote_timeout) {
-            CatalogOptions options;
-            options.num_threads = num_threads;
-            options.remote_timeout = remote_timeout;
-            if (partitioning == "hive") {
-              options.partitioning = Partitioning::kHive;
-            } else if (partitioning.empty()) {
-              options.partitioning = Partitioning::kNone;
-            } else {
-              throw StatusError(
-                  Error(ErrorKind::kInvalidArgument,
-                        "partitioning must be \"hive\" or None, got '" + partitioning + "'"));
-            }
-            // Reading footers can stall on remote storage: stay interruptible.
-            std::shared_ptr<Catalog> catalog =
-                Unwrap(RunInterruptible<arrow::Result<std::shared_ptr<Catalog>>>(
-                    [sources, options] { return Catalog::Open(sources, options); }));
-            new (self) DatasetHandle{std::move(catalog)};
-          },
-          "sources"_a, "num_threads"_a = CatalogOptions{}.num_threads, "partitioning"_a = "hive",
-          "remote_timeout"_a = CatalogOptions{}.remote_timeout,
-          "partitioning: \"hive\" (key=value folders become columns) or \"\" (none).")
-      .def_prop_ro("num_rows", [](const DatasetHandle& d) { return d.catalog->num_rows(); })
-      .def_prop_ro("num_files", [](const DatasetHandle& d) { return d.catalog->files().size(); })
-      .def_prop_ro("num_row_groups",
-                   [](const DatasetHandle& d) { return d.catalog->row_groups().size(); })
-      .def_prop_ro("fingerprint", [](const DatasetHandle& d) { return d.catalog->fingerprint(); })
-      .def_prop_ro("root", [](const DatasetHandle& d) { return d.catalog->root(); })
-      .def_prop_ro("is_local", [](const DatasetHandle& d) { return d.catalog->is_local(); })
+FilterSpec ToFilterSpec(const std::vector<std::vector<PyPredicate>>& dnf) {
+  static const std::map<std::string, FilterOp> kOps = {
+      {"==", FilterOp::kEq}, {"!=", FilterOp::kNe},       {"<", FilterOp::kLt},
+      {"<=", FilterOp::kLe}, {">", FilterOp::kGt},        {">=", FilterOp::kGe},
+      {"in", FilterOp::kIn}, {"not in", FilterOp::kNotIn}};
+  FilterSpec spec;
+  for (const auto& conjunction : dnf) {
+    auto& out = spec.emplace_back();
+    for (const auto& [column, op, values] : conjunction) {
+      const auto it = kOps.find(op);
+      if (it == kOps.end()) {
+        throw StatusError(
+            Error(ErrorKind::kInvalidArgument,
+                  "filter on column '" + column + "': unknown operator '" + op + "'"));
+      }
+      out.push_back({column, it->second, values});
+    }
+  }
+  return spec;
+}
+
+// What the catalog knows: files, row groups, schema, outputs, vocabularies.
+void DefineViews(nb::class_<DatasetHandle>& dataset) {
+  dataset
       .def("file_sizes",
            [](const DatasetHandle& d) {
              std::vector<int64_t> out;
@@ -151,10 +131,118 @@ void RegisterDataset(nb::module_& m) {
           },
           "column"_a, "min_count"_a = 1, "max_size"_a = nb::none(),
           "num_threads"_a = VocabularyOptions{}.num_threads,
-          "The distinct values of a string column, most frequent first (ties by value).")
-      .def("num_batches", [](const DatasetHandle& d, const PlanOptions& options) {
-        return MakePlan(*d.catalog, options)->num_batches();
-      });
+          "The distinct values of a string column, most frequent first (ties by value).");
+}
+
+// filter=: the rows that pass, their counts, and the image kept in cache_dir.
+void DefineFilter(nb::class_<DatasetHandle>& dataset) {
+  dataset
+      .def(
+          "filtered",
+          [](const DatasetHandle& d, const std::vector<std::vector<PyPredicate>>& dnf,
+             const std::string& key, int num_threads, std::optional<nb::bytes> image) {
+            const FilterSpec spec = ToFilterSpec(dnf);
+            // Checks the filter against the schema even when the image is valid.
+            Check(FilteredRows::Check(*d.catalog, spec));
+            std::shared_ptr<const FilteredRows> rows;
+            if (image) {
+              rows = FilteredRows::Deserialize(*d.catalog, key,
+                                               std::string(image->c_str(), image->size()));
+            }
+            nb::gil_scoped_release release;
+            if (!rows) rows = Unwrap(FilteredRows::Make(*d.catalog, spec, key, num_threads));
+            return DatasetHandle{d.catalog, rows};
+          },
+          "dnf"_a, "key"_a, "num_threads"_a = CatalogOptions{}.num_threads, "image"_a = nb::none(),
+          "The dataset restricted to the rows that pass `dnf` (OR of ANDs of (column, op, "
+          "values)); `image`: a cached result, used when it is valid for this catalog and key.")
+      .def("filter_image",
+           [](const DatasetHandle& d) {
+             const std::string bytes = d.filter ? d.filter->Serialize() : std::string();
+             return nb::bytes(bytes.data(), bytes.size());
+           })
+      .def(
+          "filter_counts",
+          [](const DatasetHandle& d) {
+            nb::dict out;
+            if (!d.filter) return out;
+            const auto& c = d.filter->counts();
+            out["files"] = c.files;
+            out["files_pruned_by_partition"] = c.files_pruned_by_partition;
+            out["row_groups"] = c.row_groups;
+            out["row_groups_pruned_by_partition"] = c.row_groups_pruned_by_partition;
+            out["row_groups_pruned_by_statistics"] = c.row_groups_pruned_by_statistics;
+            out["row_groups_read"] = c.row_groups_read;
+            out["row_groups_kept"] = c.row_groups_kept;
+            out["rows"] = c.rows;
+            out["rows_pruned_by_partition"] = c.rows_pruned_by_partition;
+            out["rows_pruned_by_statistics"] = c.rows_pruned_by_statistics;
+            out["rows_pruned_by_rows"] = c.rows_pruned_by_rows;
+            out["rows_kept"] = c.rows_kept;
+            out["bytes_read"] = c.bytes_read;
+            return out;
+          },
+          nb::sig("def filter_counts(self) -> dict[str, int]"));
+}
+
+}  // namespace
+
+void RegisterDataset(nb::module_& m) {
+  nb::class_<StackSpec>(m, "StackSpec")
+      .def(nb::init<>())
+      .def_rw("name", &StackSpec::name)
+      .def_rw("columns", &StackSpec::columns);
+
+  nb::class_<OutputOptions>(m, "OutputOptions")
+      .def(nb::init<>())
+      .def_rw("columns", &OutputOptions::columns)
+      .def_rw("all_columns", &OutputOptions::all_columns)
+      .def_rw("stacks", &OutputOptions::stacks)
+      .def_rw("with_sample_id", &OutputOptions::with_sample_id)
+      .def_rw("fill_null", &OutputOptions::fill_null)
+      .def_rw("fill_null_columns", &OutputOptions::fill_null_columns)
+      .def_rw("transforms", &OutputOptions::transforms);
+
+  nb::class_<DatasetHandle> dataset(m, "Dataset");
+  dataset
+      .def(
+          "__init__",
+          [](DatasetHandle* self, const std::vector<std::string>& sources, int num_threads,
+             const std::string& partitioning, double remote_timeout) {
+            CatalogOptions options;
+            options.num_threads = num_threads;
+            options.remote_timeout = remote_timeout;
+            if (partitioning == "hive") {
+              options.partitioning = Partitioning::kHive;
+            } else if (partitioning.empty()) {
+              options.partitioning = Partitioning::kNone;
+            } else {
+              throw StatusError(
+                  Error(ErrorKind::kInvalidArgument,
+                        "partitioning must be \"hive\" or None, got '" + partitioning + "'"));
+            }
+            // Reading footers can stall on remote storage: stay interruptible.
+            std::shared_ptr<Catalog> catalog =
+                Unwrap(RunInterruptible<arrow::Result<std::shared_ptr<Catalog>>>(
+                    [sources, options] { return Catalog::Open(sources, options); }));
+            new (self) DatasetHandle{std::move(catalog), nullptr};
+          },
+          "sources"_a, "num_threads"_a = CatalogOptions{}.num_threads, "partitioning"_a = "hive",
+          "remote_timeout"_a = CatalogOptions{}.remote_timeout,
+          "partitioning: \"hive\" (key=value folders become columns) or \"\" (none).")
+      .def_prop_ro("num_rows", [](const DatasetHandle& d) { return d.catalog->num_rows(); })
+      .def_prop_ro("num_files", [](const DatasetHandle& d) { return d.catalog->files().size(); })
+      .def_prop_ro("num_row_groups",
+                   [](const DatasetHandle& d) { return d.catalog->row_groups().size(); })
+      .def_prop_ro("fingerprint", [](const DatasetHandle& d) { return d.catalog->fingerprint(); })
+      .def_prop_ro("root", [](const DatasetHandle& d) { return d.catalog->root(); })
+      .def_prop_ro("is_local", [](const DatasetHandle& d) { return d.catalog->is_local(); });
+
+  DefineViews(dataset);
+  DefineFilter(dataset);
+  dataset.def("num_batches", [](const DatasetHandle& d, const PlanOptions& options) {
+    return MakePlan(d, options)->num_batches();
+  });
 }
 
 }  // namespace shardfeed::py

@@ -136,9 +136,11 @@ void RegisterEngine(nb::module_& m) {
             int64_t num_batches = 0;
             {
               nb::gil_scoped_release release;
-              auto plan = MakePlan(*d.catalog, plan_options);
+              auto plan = MakePlan(d, plan_options);
               num_batches = plan->num_batches();
-              engine = Unwrap(Engine::Make(d.catalog, plan, options));
+              EngineOptions with_filter = options;
+              with_filter.filter = d.filter;
+              engine = Unwrap(Engine::Make(d.catalog, plan, with_filter));
             }
             new (self) EngineHandle(std::move(engine), num_batches);
           },

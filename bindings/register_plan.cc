@@ -18,6 +18,11 @@ std::shared_ptr<const EpochPlan> MakePlan(const Catalog& catalog, const PlanOpti
   return Unwrap(EpochPlan::Make(catalog.RowGroupRows(), options));
 }
 
+std::shared_ptr<const EpochPlan> MakePlan(const DatasetHandle& d, const PlanOptions& options) {
+  if (d.filter) return Unwrap(EpochPlan::Make(d.filter->pass_rows(), options));
+  return MakePlan(*d.catalog, options);
+}
+
 void RegisterPlan(nb::module_& m) {
   nb::class_<PlanOptions>(m, "PlanOptions")
       .def(nb::init<>())

@@ -42,6 +42,7 @@ PUBLIC_HEADERS = {
     "rng.h": "util",
     "batch.h": "util",
     "catalog.h": "catalog",
+    "filter.h": "catalog",
     # The vocabulary's table (transform/vocabulary.cc) and its builder
     # (catalog/vocabulary_builder.cc) share it: the lower of the two layers.
     "vocabulary.h": "catalog",

@@ -219,6 +219,15 @@ class Dataset:
         The distinct values of a string column, most frequent first (ties by value).
         """
 
+    def filtered(self, dnf: Sequence[Sequence[tuple[str, str, Sequence[bool | int | float | str]]]], key: str, num_threads: int = 8, image: bytes | None = None) -> Dataset:
+        """
+        The dataset restricted to the rows that pass `dnf` (OR of ANDs of (column, op, values)); `image`: a cached result, used when it is valid for this catalog and key.
+        """
+
+    def filter_image(self) -> bytes: ...
+
+    def filter_counts(self) -> dict[str, int]: ...
+
     def num_batches(self, arg: PlanOptions, /) -> int: ...
 
 class CacheOptions:

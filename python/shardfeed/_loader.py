@@ -173,6 +173,12 @@ class Loader(Stream):
         ``prefetch_wait_seconds`` (file cache, this process, all passes; without a
         file cache ``remote_bytes`` is what the latest pass fetched) and
         ``decoded_hits``/``decoded_misses``/``decoded_bytes`` with ``cache_decoded``.
+        With ``filter=``: ``filter`` holds what cataloguing pruned and kept
+        (``files``, ``files_pruned_by_partition``, ``row_groups``,
+        ``row_groups_pruned_by_partition``, ``row_groups_pruned_by_statistics``,
+        ``row_groups_read``, ``row_groups_kept``, ``rows``,
+        ``rows_pruned_by_partition``/``_by_statistics``/``_by_rows``,
+        ``rows_kept``, ``bytes_read``).
         """
         stats: dict[str, Any] = {"epoch": self._epoch, "batches_consumed": self._consumed}
         if self._last_engine is not None:
@@ -183,6 +189,8 @@ class Loader(Stream):
                 "rows": int(stats["rows_delivered"]),
             }
         stats.update(self._caches.stats())
+        if self._filter_counts:
+            stats["filter"] = dict(self._filter_counts)
         if self._caches.files is None and "stages" in stats:
             # Without the file cache, what the workers fetched is what came over the wire.
             stats["remote_bytes"] = int(stats["stages"]["fetch"]["bytes"])

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from . import _core
+from . import _core, _filter
 from ._check import (
     INT32,
     UINT64,
@@ -29,6 +29,7 @@ from ._check import (
     check_str,
 )
 from ._errors import InvalidArgumentError
+from ._filter import Canonical
 from .transforms import Transform, to_core
 
 Source = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
@@ -151,6 +152,8 @@ class Settings:
     transform: Callable[[dict[str, np.ndarray]], dict[str, Any]] | None
     cache: CacheSettings
     partitioning: str | None = "hive"
+    filter_arg: Any = None  # as given; checked against the schema once it is open
+    filter: Canonical | None = None  # the canonical form, set by open_filtered
     extra: dict[str, Any] = field(default_factory=dict)
     num_threads_given: bool = False  # else num_threads is the CPU-count default
     remote_timeout: float = DEFAULT_REMOTE_TIMEOUT
@@ -200,6 +203,7 @@ class Settings:
             ),
             remote_timeout=DEFAULT_REMOTE_TIMEOUT if timeout is None else timeout,
             partitioning=partitioning,
+            filter_arg=args["filter"],
         )  # fmt: skip
         settings.plan_options(0).validate()
         settings.engine_options(0).validate()
@@ -275,7 +279,7 @@ class Settings:
             "with_sample_id": self.with_sample_id,
             "fill_null": self.fill_null,
             "transforms": [t.spec() for t in self.transforms],
-        }
+        } | ({} if self.filter is None else {"filter": self.filter})
 
 
 def open_dataset(
@@ -286,6 +290,21 @@ def open_dataset(
     """The catalog; ``partitioning="hive"`` makes key=value folders columns."""
     paths = [str(Path(s)) if "://" not in s else s for s in sources]
     return _core.Dataset(paths, partitioning=partitioning or "", remote_timeout=remote_timeout)
+
+
+def open_filtered(
+    settings: Settings, image: bytes | None = None
+) -> tuple[_core.Dataset, dict[str, int]]:
+    """The catalog restricted to the rows that pass ``filter=`` (sets
+    ``settings.filter``, the canonical form), and the filter's counters."""
+    dataset = open_dataset(settings.sources, settings.partitioning, settings.remote_timeout)
+    if settings.filter_arg is None:
+        return dataset, {}
+    settings.filter = _filter.canonicalize(settings.filter_arg, dataset.schema())
+    dataset = _filter.apply(
+        dataset, settings.filter, settings.num_threads, settings.cache.dir, image
+    )
+    return dataset, dict(dataset.filter_counts())
 
 
 @dataclass

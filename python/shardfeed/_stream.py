@@ -10,6 +10,7 @@ import numpy as np
 
 from . import _core
 from ._check import UINT64, check_int
+from ._filter import FilterArg
 from ._options import (
     DEFAULT_BATCH_SIZE,
     DEFAULT_DROP_LAST,
@@ -22,7 +23,7 @@ from ._options import (
     Settings,
     Source,
     StackArg,
-    open_dataset,
+    open_filtered,
 )
 from ._state import check_state, make_state
 from .transforms import Transform
@@ -56,6 +57,7 @@ class Stream:
         cache_decoded: bool = False,
         prefetch_bytes: int | None = DEFAULT_PREFETCH_BYTES,
         partitioning: str | None = "hive",
+        filter: FilterArg | None = None,
         remote_timeout: float | None = DEFAULT_REMOTE_TIMEOUT,
     ) -> None:
         """Opens the dataset's catalog (footers only) after checking every argument.
@@ -117,6 +119,26 @@ class Stream:
                 else string; ``__HIVE_DEFAULT_PARTITION__`` is null), placed after
                 the files' columns; a file column of the same name wins.  ``None``:
                 folder names are only paths.
+            filter: keep only the rows that pass, in the DNF form of
+                ``pyarrow.parquet.read_table(filters=...)`` and Petastorm:
+                ``[("date", ">=", "2024-01-01"), ("country", "in", ["US", "CA"])]``
+                (a list of tuples is an AND, a list of such lists an OR of ANDs;
+                ops ``==``/``=``, ``!=``, ``<``, ``<=``, ``>``, ``>=``, ``in``,
+                ``not in``).  As in pyarrow (``pyarrow.dataset`` and
+                ``read_table(filters=...)``) a null passes no comparison, not
+                even ``!=``, but does pass ``not in`` (it is ``not (x in S)``).
+                Values: numbers for numeric columns, strings
+                for string columns, True/False for bool; date and timestamp
+                columns also take ISO strings, ``datetime.date``/``datetime``
+                (naive ones are UTC) and ``numpy.datetime64``.  Files are pruned
+                by partition values, row groups by their statistics, and the
+                filter columns of the rest are read once, when the loader is
+                made (kept in ``cache_dir/filters/`` when a cache_dir is given),
+                so ``len()``, ranks and resume are over the passing rows.
+                ``sample_id`` stays the row's index in the unfiltered natural
+                order, and random transforms key on it.  A filter that keeps no
+                row gives an empty loader (``len() == 0``).  A missing column,
+                an unknown operator or a value of the wrong type is an error here.
 
         Below a folder, paths with a component starting with ``_`` or ``.`` are
         skipped (Spark's ``_temporary``, ``_SUCCESS``, ``.crc`` files), and files
@@ -143,9 +165,8 @@ class Stream:
         args = {k: v for k, v in locals().items() if k not in ("self", "__class__")}
         super().__init__()
         self._settings = Settings.make(args)
-        dataset = open_dataset(
-            self._settings.sources, self._settings.partitioning, self._settings.remote_timeout
-        )
+        dataset, self._filter_counts = open_filtered(self._settings)
+        self._filter_image = bytes(dataset.filter_image()) if self._filter_counts else None
         # Column, type and stack errors surface here, before any data is read.
         self._outputs = dataset.describe_outputs(self._settings.output_options())
         self._fingerprint = str(dataset.fingerprint)

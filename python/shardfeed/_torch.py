@@ -12,7 +12,7 @@ from . import _core
 from ._check import check_int
 from ._errors import StateDictError
 from ._loader import iterate, start_engine
-from ._options import Caches, open_dataset
+from ._options import Caches, open_filtered
 from ._stream import Stream
 
 
@@ -61,9 +61,7 @@ class TorchDataset(Stream, torch.utils.data.IterableDataset):  # type: ignore[ty
         # After a fork (or unpickling) read the footers anew rather than reuse the
         # parent's filesystem handles; the fingerprint proves it is the same data.
         if self._dataset is None or self._pid != os.getpid():
-            dataset = open_dataset(
-                self._settings.sources, self._settings.partitioning, self._settings.remote_timeout
-            )
+            dataset, _ = open_filtered(self._settings, self._filter_image)
             if dataset.fingerprint != self._fingerprint:
                 raise StateDictError(
                     "the dataset changed since the TorchDataset was made "

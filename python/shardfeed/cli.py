@@ -22,6 +22,17 @@ def _info(args: argparse.Namespace) -> int:
         "schema": dict(ds.schema()),
     }
     info.update(_evolution(ds.columns()))
+    if args.filter is not None:
+        from . import _filter
+        from ._options import default_threads
+
+        try:
+            given = json.loads(args.filter)
+        except json.JSONDecodeError as e:
+            raise SystemExit(f"shardfeed info: --filter is not JSON: {e}") from None
+        canonical = _filter.canonicalize(given, ds.schema())
+        filtered = _filter.apply(ds, canonical, default_threads(), None)
+        info["filter"] = {"canonical": canonical, **dict(filtered.filter_counts())}
     print(json.dumps(info, indent=2))
     return 0
 
@@ -141,6 +152,13 @@ def main(argv: list[str] | None = None) -> int:
         const=None,
         default="hive",
         help="read key=value folders as plain paths, not Hive partition columns",
+    )
+    info.add_argument(
+        "--filter",
+        default=None,
+        help='a DNF filter as JSON, e.g. \'[["date", ">=", "2024-01-05"]]\': '
+        "shows the files, row groups and rows kept and pruned (by partition, "
+        "statistics, rows)",
     )
     info.set_defaults(func=_info)
 

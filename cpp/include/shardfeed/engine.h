@@ -19,6 +19,7 @@
 #include "shardfeed/batch.h"
 #include "shardfeed/catalog.h"
 #include "shardfeed/decoded_tier.h"
+#include "shardfeed/filter.h"
 #include "shardfeed/output.h"
 #include "shardfeed/plan.h"
 
@@ -43,6 +44,9 @@ struct EngineOptions {
   // Whole remote files kept on local disk (ignored for local datasets), and
   // how many bytes of them a background thread fetches ahead of use.
   std::shared_ptr<FileCache> file_cache;
+  // The rows that pass a filter (the plan must be made over its pass_rows());
+  // null: every row.
+  std::shared_ptr<const FilteredRows> filter;
   int64_t prefetch_bytes = int64_t{256} << 20;
   // Seconds the remote reads of one row group may take, retries included,
   // before a StorageError names the file; 0: no deadline.  Python: remote_timeout.

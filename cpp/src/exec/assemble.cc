@@ -219,8 +219,10 @@ arrow::Result<std::shared_ptr<Batch>> Assemble(const Layout& layout, const Gathe
         ARROW_ASSIGN_OR_RAISE(auto buffer, NewBuffer(n, DType::kInt64, plan.name, batch_index));
         auto* ids = buffer->As<int64_t>();
         for (int64_t i = 0; i < n; ++i) {
-          ids[i] = in.slots[static_cast<size_t>(in.slot[static_cast<size_t>(i)])]->first_row +
-                   in.row[static_cast<size_t>(i)];
+          // The natural-order id: with a filter, of the row the slot kept.
+          const auto& slot = *in.slots[static_cast<size_t>(in.slot[static_cast<size_t>(i)])];
+          const int64_t row = in.row[static_cast<size_t>(i)];
+          ids[i] = slot.first_row + (slot.rows ? (*slot.rows)[static_cast<size_t>(row)] : row);
         }
         batch->arrays.push_back({plan.name, DType::kInt64, {n}, buffer});
         break;

@@ -11,6 +11,9 @@
 #include <arrow/array.h>
 #include <arrow/array/concatenate.h>
 #include <arrow/buffer.h>
+#include <arrow/builder.h>
+#include <arrow/compute/api_vector.h>
+#include <arrow/datum.h>
 #include <arrow/scalar.h>
 #include <arrow/table.h>
 #include <arrow/util/bit_util.h>
@@ -280,10 +283,25 @@ arrow::Result<std::shared_ptr<arrow::Array>> DatasetColumn(
   return constant;
 }
 
-// Opens the file, reads the row group's columns and flattens them.
-arrow::Status ReadColumns(const Catalog& catalog, int32_t rg_index, const Layout& layout,
-                          const DecodeHooks& hooks, const std::string& context,
-                          std::vector<DecodedColumn>* columns) {
+// A row group's file opened for reading: the Arrow reader over it, how its
+// reads went, and the time spent waiting on them.
+struct RowGroupReader {
+  std::unique_ptr<parquet::arrow::FileReader> reader;
+  std::shared_ptr<ReadFailure> failure;
+  std::shared_ptr<std::atomic<int64_t>> io_ns;
+
+  // A failed read is the storage's fault; any other failure, the bytes'.
+  arrow::Status Failed(const arrow::Status& status, const ErrorContext& at) const {
+    const arrow::Status io = failure->first();
+    if (!io.ok()) return ParquetStatus(Error(ErrorKind::kStorage, io.message()), at);
+    return ParquetStatus(status, at, IoOutcome::kReadOk);
+  }
+};
+
+// Opens the file of row group `rg_index` (checked unchanged, under the remote
+// deadline) and makes the Arrow reader that decodes it.
+arrow::Result<RowGroupReader> OpenRowGroup(const Catalog& catalog, int32_t rg_index,
+                                           const DecodeHooks& hooks, const std::string& context) {
   const auto& rg = catalog.row_groups()[static_cast<size_t>(rg_index)];
   const auto& file = catalog.files()[static_cast<size_t>(rg.file)];
   const auto t_open = Clock::now();
@@ -302,18 +320,12 @@ arrow::Status ReadColumns(const Catalog& catalog, int32_t rg_index, const Layout
     opened->file = WithDeadline(opened->file, hooks.remote_timeout, hooks.stop);
   }
   hooks.clock->Add(hooks.io_stage, t_open, 0, 0, rg_index);
-  auto io_ns = std::make_shared<std::atomic<int64_t>>(0);
+  RowGroupReader out;
+  out.failure = opened->failure;
+  out.io_ns = std::make_shared<std::atomic<int64_t>>(0);
   const bool slow_io = hooks.slow_stage == StageName(hooks.io_stage);
   auto input = TimedFile(opened->file, hooks.clock, hooks.io_stage, rg_index,
-                         slow_io ? hooks.slow_us : 0, io_ns);
-  // A failed read is the storage's fault; any other failure, the bytes'.
-  auto failed = [&](const arrow::Status& status, const ErrorContext& at) {
-    const arrow::Status io = opened->failure->first();
-    if (!io.ok()) return ParquetStatus(Error(ErrorKind::kStorage, io.message()), at);
-    return ParquetStatus(status, at, IoOutcome::kReadOk);
-  };
-
-  std::unique_ptr<parquet::arrow::FileReader> reader;
+                         slow_io ? hooks.slow_us : 0, out.io_ns);
   try {
     parquet::ReaderProperties reader_props(EnginePool());
     // Pages written with a CRC32 (pyarrow's write_page_checksum, Spark) are
@@ -337,17 +349,29 @@ arrow::Status ReadColumns(const Catalog& catalog, int32_t rg_index, const Layout
     // where it measured 8-15% less read+decode time than chunk-by-chunk reads).
     props.set_pre_buffer(true);
     auto maybe_reader = parquet::arrow::FileReader::Make(EnginePool(), std::move(pq), props);
-    if (!maybe_reader.ok()) return failed(maybe_reader.status(), where);
-    reader = std::move(*maybe_reader);
+    if (!maybe_reader.ok()) return out.Failed(maybe_reader.status(), where);
+    out.reader = std::move(*maybe_reader);
   } catch (...) {
-    return failed(ParquetExceptionStatus(std::current_exception(), {}, IoOutcome::kReadOk), where);
+    return out.Failed(ParquetExceptionStatus(std::current_exception(), {}, IoOutcome::kReadOk),
+                      where);
   }
+  return out;
+}
 
-  // Dataset columns map onto the file's own by name (field_map); a column the
-  // file lacks, or a partition column, is made here instead of read.
-  const auto& manifest = reader->manifest();
+// Reads the file's own columns of the layout (table_column[i]: field i's column
+// in the table, -1 when the file lacks it or it is a partition column), checks
+// the row count and keeps only the `selection` rows when a filter gave one.
+arrow::Result<std::shared_ptr<arrow::Table>> ReadTable(
+    const Catalog& catalog, int32_t rg_index, const Layout& layout, const DecodeHooks& hooks,
+    const std::string& context, const std::vector<int64_t>* selection, const RowGroupReader& opened,
+    std::vector<int>* table_column) {
+  const auto& rg = catalog.row_groups()[static_cast<size_t>(rg_index)];
+  const auto& file = catalog.files()[static_cast<size_t>(rg.file)];
+  const ErrorContext where{file.rel_path, rg.row_group, "", ""};
+  // Dataset columns map onto the file's own by name (field_map).
+  const auto& manifest = opened.reader->manifest();
   std::vector<std::vector<int>> leaves(layout.fields.size());
-  std::vector<int> table_column(layout.fields.size(), -1);
+  table_column->assign(layout.fields.size(), -1);
   std::vector<int> all_leaves;
   int read_columns = 0;
   for (size_t i = 0; i < layout.fields.size(); ++i) {
@@ -356,40 +380,64 @@ arrow::Status ReadColumns(const Catalog& catalog, int32_t rg_index, const Layout
     if (in_file < 0) continue;
     CollectLeaves(manifest.schema_fields[static_cast<size_t>(in_file)], &leaves[i]);
     all_leaves.insert(all_leaves.end(), leaves[i].begin(), leaves[i].end());
-    table_column[i] = read_columns++;
+    (*table_column)[i] = read_columns++;
   }
+  if (all_leaves.empty()) return nullptr;
 
   auto read =
       [&](const std::vector<int>& leaf_columns) -> arrow::Result<std::shared_ptr<arrow::Table>> {
     BEGIN_PARQUET_CATCH
-    return reader->ReadRowGroup(rg.row_group, leaf_columns);
+    return opened.reader->ReadRowGroup(rg.row_group, leaf_columns);
     END_PARQUET_CATCH(ErrorContext{}, IoOutcome::kReadOk)
   };
-  const auto t_decode = Clock::now();
-  std::shared_ptr<arrow::Table> table;
-  if (!all_leaves.empty()) {
-    auto maybe_table = read(all_leaves);
-    if (!maybe_table.ok()) {
-      // Single out the column that fails, so the message can name it.
-      for (size_t i = 0; i < layout.fields.size(); ++i) {
-        if (leaves[i].empty()) continue;
-        auto single = read(leaves[i]);
-        if (!single.ok()) return failed(single.status(), where.WithColumn(layout.field_names[i]));
-      }
-      return failed(maybe_table.status(), where);
+  auto maybe_table = read(all_leaves);
+  if (!maybe_table.ok()) {
+    // Single out the column that fails, so the message can name it.
+    for (size_t i = 0; i < layout.fields.size(); ++i) {
+      if (leaves[i].empty()) continue;
+      auto single = read(leaves[i]);
+      if (!single.ok())
+        return opened.Failed(single.status(), where.WithColumn(layout.field_names[i]));
     }
-    table = *maybe_table;
-    if (!hooks.open && catalog.is_local()) {
-      // Rewritten while it was read: the bytes may mix both versions.  (A stat;
-      // remotely the check before the read is what a HEAD request can do.)
-      ARROW_RETURN_NOT_OK(WithContext(CheckUnchanged(*catalog.filesystem(), file), context));
-    }
-    if (table->num_rows() != rg.num_rows) {
-      return Error(ErrorKind::kInvalidData,
-                   context + ": decoded " + std::to_string(table->num_rows()) +
-                       " rows, the footer says " + std::to_string(rg.num_rows));
-    }
+    return opened.Failed(maybe_table.status(), where);
   }
+  std::shared_ptr<arrow::Table> table = *maybe_table;
+  if (!hooks.open && catalog.is_local()) {
+    // Rewritten while it was read: the bytes may mix both versions.  (A stat;
+    // remotely the check before the read is what a HEAD request can do.)
+    ARROW_RETURN_NOT_OK(WithContext(CheckUnchanged(*catalog.filesystem(), file), context));
+  }
+  if (table->num_rows() != rg.num_rows) {
+    return Error(ErrorKind::kInvalidData,
+                 context + ": decoded " + std::to_string(table->num_rows()) +
+                     " rows, the footer says " + std::to_string(rg.num_rows));
+  }
+  if (selection) {
+    // Only the rows that pass the filter go on to transforms and batches.
+    arrow::Int64Builder indices(EnginePool());
+    ARROW_RETURN_NOT_OK(indices.AppendValues(*selection));
+    ARROW_ASSIGN_OR_RAISE(auto index_array, indices.Finish());
+    auto taken = arrow::compute::Take(arrow::Datum(table), arrow::Datum(index_array));
+    if (!taken.ok()) return WithContext(taken.status(), context + ": applying the filter");
+    table = taken->table();
+  }
+  return table;
+}
+
+// Opens the file, reads the row group's columns and flattens them; a column
+// the file lacks, or a partition column, is made here instead of read.
+arrow::Status ReadColumns(const Catalog& catalog, int32_t rg_index, const Layout& layout,
+                          const DecodeHooks& hooks, const std::string& context,
+                          const std::vector<int64_t>* selection,
+                          std::vector<DecodedColumn>* columns) {
+  const auto& rg = catalog.row_groups()[static_cast<size_t>(rg_index)];
+  const auto& file = catalog.files()[static_cast<size_t>(rg.file)];
+  ARROW_ASSIGN_OR_RAISE(auto opened, OpenRowGroup(catalog, rg_index, hooks, context));
+  const auto t_decode = Clock::now();
+  std::vector<int> table_column;
+  ARROW_ASSIGN_OR_RAISE(auto table, ReadTable(catalog, rg_index, layout, hooks, context, selection,
+                                              opened, &table_column));
+  const int64_t num_rows = selection ? static_cast<int64_t>(selection->size()) : rg.num_rows;
 
   Slow(hooks, "decode");
   columns->resize(layout.fields.size());
@@ -407,7 +455,7 @@ arrow::Status ReadColumns(const Catalog& catalog, int32_t rg_index, const Layout
       }
     }
     ARROW_ASSIGN_OR_RAISE(auto array, DatasetColumn(catalog, file, layout.fields[i], stored,
-                                                    rg.num_rows, column_context));
+                                                    num_rows, column_context));
     auto& column = (*columns)[i];
     ARROW_RETURN_NOT_OK(WithContext(
         Normalize(array, layout.field_raw_dtypes[i], layout.field_from_strings[i], &column),
@@ -415,7 +463,7 @@ arrow::Status ReadColumns(const Catalog& catalog, int32_t rg_index, const Layout
   }
   const auto t_end = Clock::now();
   // Reads run on Arrow's I/O threads while this one waits: decode is the rest.
-  const int64_t busy = std::max<int64_t>(0, (t_end - t_decode).count() - io_ns->load());
+  const int64_t busy = std::max<int64_t>(0, (t_end - t_decode).count() - opened.io_ns->load());
   hooks.clock->AddSpan(Stage::kDecode, t_decode, t_end, busy, rg.total_bytes, rg.num_rows,
                        rg_index);
   return arrow::Status::OK();
@@ -436,6 +484,12 @@ arrow::Result<std::shared_ptr<const DecodedRowGroup>> DecodeRowGroup(const Catal
   decoded->index = rg_index;
   decoded->first_row = rg.first_row;
   decoded->num_rows = rg.num_rows;
+  const bool filtered = hooks.filter && !hooks.filter->All(rg_index);
+  if (filtered) {
+    decoded->rows = std::make_shared<const std::vector<int64_t>>(hooks.filter->Rows(rg_index));
+    decoded->num_rows = static_cast<int64_t>(decoded->rows->size());
+  }
+  const int64_t num_rows = decoded->num_rows;
   decoded->bytes = rg.total_bytes;
 
   // The deterministic part: from the decoded tier when it has the entry, else
@@ -446,6 +500,8 @@ arrow::Result<std::shared_ptr<const DecodedRowGroup>> DecodeRowGroup(const Catal
   if (hooks.tier) {
     const auto t_load = Clock::now();
     tier_key = DecodedTier::Impl::Key(catalog, rg_index, layout);
+    // A filtered row group holds other rows than the whole one.
+    if (filtered) tier_key += "|filter:" + hooks.filter->key();
     auto maybe_loaded = hooks.tier->impl()->Load(tier_key);
     if (!maybe_loaded.ok()) {
       return WithContext(maybe_loaded.status(), context + ", decoded cache entry");
@@ -459,7 +515,8 @@ arrow::Result<std::shared_ptr<const DecodedRowGroup>> DecodeRowGroup(const Catal
     }
   }
   if (!cached) {
-    ARROW_RETURN_NOT_OK(ReadColumns(catalog, rg_index, layout, hooks, context, &decoded->columns));
+    ARROW_RETURN_NOT_OK(ReadColumns(catalog, rg_index, layout, hooks, context, decoded->rows.get(),
+                                    &decoded->columns));
   }
   const auto t_transform = Clock::now();
   Slow(hooks, "transform");
@@ -467,10 +524,11 @@ arrow::Result<std::shared_ptr<const DecodedRowGroup>> DecodeRowGroup(const Catal
     const auto& chain = layout.field_transforms[i];
     for (; done[i] < until; ++done[i]) {
       const size_t t = chain[done[i]];
-      ARROW_RETURN_NOT_OK(WithContext(ApplyTransform(layout.transforms[t], t, key, rg.first_row,
-                                                     rg.num_rows, &decoded->columns[i]),
-                                      context + ", column '" + layout.field_names[i] + "', " +
-                                          TransformOpName(layout.transforms[t].op)));
+      ARROW_RETURN_NOT_OK(
+          WithContext(ApplyTransform(layout.transforms[t], t, key, rg.first_row, num_rows,
+                                     &decoded->columns[i], decoded->rows.get()),
+                      context + ", column '" + layout.field_names[i] + "', " +
+                          TransformOpName(layout.transforms[t].op)));
     }
     return arrow::Status::OK();
   };
@@ -478,7 +536,7 @@ arrow::Result<std::shared_ptr<const DecodedRowGroup>> DecodeRowGroup(const Catal
     for (size_t i = 0; i < layout.fields.size(); ++i) {
       ARROW_RETURN_NOT_OK(apply(i, DeterministicPrefix(layout, i)));
     }
-    hooks.tier->impl()->Store(tier_key, decoded->columns, rg.num_rows);
+    hooks.tier->impl()->Store(tier_key, decoded->columns, num_rows);
   }
   for (size_t i = 0; i < layout.fields.size(); ++i) {
     ARROW_RETURN_NOT_OK(apply(i, layout.field_transforms[i].size()));
@@ -487,7 +545,7 @@ arrow::Result<std::shared_ptr<const DecodedRowGroup>> DecodeRowGroup(const Catal
                                         &decoded->columns[i]));
   }
 
-  hooks.clock->Add(Stage::kTransform, t_transform, 0, layout.transforms.empty() ? 0 : rg.num_rows,
+  hooks.clock->Add(Stage::kTransform, t_transform, 0, layout.transforms.empty() ? 0 : num_rows,
                    rg_index);
 
   // Stacks become row-major matrices once per row group; columns that only
@@ -497,13 +555,13 @@ arrow::Result<std::shared_ptr<const DecodedRowGroup>> DecodeRowGroup(const Catal
     const auto& plan = layout.outputs[o];
     if (plan.kind != OutputKind::kStack) continue;
     const auto t_stack = Clock::now();
-    const int64_t bytes = rg.num_rows * plan.width * static_cast<int64_t>(DTypeSize(plan.dtype));
+    const int64_t bytes = num_rows * plan.width * static_cast<int64_t>(DTypeSize(plan.dtype));
     const std::string stack_context = context + ", stack '" + plan.name + "'";
     auto maybe_matrix = arrow::AllocateBuffer(std::max<int64_t>(bytes, 1), EnginePool());
     if (!maybe_matrix.ok()) return WithContext(maybe_matrix.status(), stack_context);
     std::shared_ptr<arrow::Buffer> matrix = std::move(*maybe_matrix);
     ARROW_RETURN_NOT_OK(WithContext(
-        TransposeStack(layout, plan, decoded->columns, rg.num_rows, matrix->mutable_data()),
+        TransposeStack(layout, plan, decoded->columns, num_rows, matrix->mutable_data()),
         stack_context));
     decoded->stacks[o] = std::move(matrix);
     hooks.clock->Add(Stage::kAssemble, t_stack, bytes, 0, rg_index);

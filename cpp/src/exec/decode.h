@@ -16,6 +16,7 @@
 #include "exec/stage_clock.h"
 #include "shardfeed/catalog.h"
 #include "shardfeed/decoded_tier.h"
+#include "shardfeed/filter.h"
 #include "storage/open.h"
 #include "transform/column.h"
 #include "transform/layout.h"
@@ -28,9 +29,10 @@ struct DecodeHooks {
   std::shared_ptr<StageClock> clock;  // required
   // Opens a catalog file; empty: the catalog's filesystem (storage/open.h).
   FileOpener open;
-  Stage io_stage = Stage::kRead;      // kFetch when the bytes come from remote storage
-  std::shared_ptr<DecodedTier> tier;  // the decoded cache tier, when enabled
-  std::string slow_stage;             // test hook: sleep slow_us in this stage
+  Stage io_stage = Stage::kRead;               // kFetch when the bytes come from remote storage
+  std::shared_ptr<DecodedTier> tier;           // the decoded cache tier, when enabled
+  std::shared_ptr<const FilteredRows> filter;  // keeps only the passing rows
+  std::string slow_stage;                      // test hook: sleep slow_us in this stage
   int slow_us = 0;
   double remote_timeout = 0;                // seconds for one row group's remote reads; 0: none
   const std::atomic<bool>* stop = nullptr;  // the engine's: ends a remote wait early

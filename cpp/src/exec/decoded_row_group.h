@@ -17,6 +17,9 @@ struct DecodedRowGroup {
   int32_t index = 0;      // catalog row-group index
   int64_t first_row = 0;  // global id of row 0
   int64_t num_rows = 0;
+  // With a filter: row i is row (*rows)[i] of the row group (its sample id is
+  // first_row + that); null: row i is row i.
+  std::shared_ptr<const std::vector<int64_t>> rows;
   int64_t bytes = 0;                   // compressed bytes read
   std::vector<DecodedColumn> columns;  // one per Layout::fields
   // Per Layout::outputs entry: the row-major matrix of a stack, else null.

@@ -146,6 +146,7 @@ class EngineImpl final : public Engine {
         clock_(std::make_shared<StageClock>(options_.trace)) {
     hooks_.clock = clock_;
     hooks_.tier = options_.decoded_tier;
+    hooks_.filter = options_.filter;
     if (!catalog_->is_local()) hooks_.io_stage = Stage::kFetch;
     hooks_.slow_stage = options_.debug_slow_stage;
     hooks_.slow_us = options_.debug_slow_us;

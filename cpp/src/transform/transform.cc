@@ -61,12 +61,17 @@ arrow::Status MapValues(DecodedColumn* c, F&& f) {
 
 // Calls f(rng, element index) for every element of every row, with the row's
 // own random stream.
+uint64_t RowId(int64_t first_row, const std::vector<int64_t>* selected, int64_t r) {
+  return static_cast<uint64_t>(first_row + (selected ? (*selected)[static_cast<size_t>(r)] : r));
+}
+
 template <typename F>
 void ForEachRowElement(const DecodedColumn& c, const RandomKey& key, size_t position,
-                       int64_t first_row, int64_t rows, F&& f) {
+                       int64_t first_row, const std::vector<int64_t>* selected, int64_t rows,
+                       F&& f) {
   const uint64_t purpose = static_cast<uint64_t>(Purpose::kTransformBase) + position;
   for (int64_t r = 0; r < rows; ++r) {
-    CounterRng rng(key.seed, key.epoch, purpose, static_cast<uint64_t>(first_row + r));
+    CounterRng rng(key.seed, key.epoch, purpose, RowId(first_row, selected, r));
     int64_t begin = r, end = r + 1;
     if (c.list_size > 0) {
       begin = r * c.list_size;
@@ -213,42 +218,96 @@ arrow::Result<DType> TransformedType(const TransformSpec& t, DType in, ColumnSha
   return invalid("unknown transform");
 }
 
+namespace {
+
+// Clip in the column's own type, so 64-bit integers keep every bit.
+arrow::Status ClipValues(const TransformSpec& t, DecodedColumn* c) {
+  ARROW_ASSIGN_OR_RAISE(uint8_t * values, MutableValues(c));
+  VisitDType(c->dtype, [&](auto z) {
+    using T = decltype(z);
+    T lo, hi;
+    if constexpr (std::is_floating_point_v<T>) {
+      lo = static_cast<T>(t.a);
+      hi = static_cast<T>(t.b);
+    } else {
+      // The integers inside [min, max], saturated to the type's range.
+      auto inside = [](double v, bool up) {
+        const double r = up ? std::ceil(v) : std::floor(v);
+        if (r <= static_cast<double>(std::numeric_limits<T>::lowest())) {
+          return std::numeric_limits<T>::lowest();
+        }
+        if (r >= static_cast<double>(std::numeric_limits<T>::max())) {
+          return std::numeric_limits<T>::max();
+        }
+        return static_cast<T>(r);
+      };
+      lo = inside(t.a, true);
+      hi = std::max(lo, inside(t.b, false));
+    }
+    auto* typed = reinterpret_cast<T*>(values);
+    for (int64_t i = 0; i < c->count; ++i) typed[i] = std::clamp(typed[i], lo, hi);
+  });
+  return arrow::Status::OK();
+}
+
+arrow::Status AddGaussianNoise(const TransformSpec& t, size_t position, const RandomKey& key,
+                               int64_t first_row, int64_t rows, DecodedColumn* c,
+                               const std::vector<int64_t>* selected) {
+  ARROW_RETURN_NOT_OK(ConvertValues(c, FloatOf(c->dtype)));
+  ARROW_ASSIGN_OR_RAISE(uint8_t * values, MutableValues(c));
+  VisitDType(c->dtype, [&](auto z) {
+    using T = decltype(z);
+    auto* typed = reinterpret_cast<T*>(values);
+    // Box-Muller: each pair of uniforms gives two normals (cos and sin), used
+    // for consecutive elements of a row; the row's stream is its own.
+    double spare = 0;
+    bool have_spare = false;
+    int64_t row_of_spare = -1;
+    ForEachRowElement(
+        *c, key, position, first_row, selected, rows, [&](CounterRng& rng, int64_t i) {
+          const auto row = static_cast<int64_t>(rng.id());
+          if (have_spare && row_of_spare == row) {
+            typed[i] = static_cast<T>(static_cast<double>(typed[i]) + t.a * spare);
+            have_spare = false;
+            return;
+          }
+          const double u1 = 1.0 - rng.Uniform(), u2 = rng.Uniform();
+          const double radius = std::sqrt(-2.0 * std::log(u1));
+          const double angle = 2 * std::numbers::pi * u2;
+          typed[i] = static_cast<T>(static_cast<double>(typed[i]) + t.a * radius * std::cos(angle));
+          spare = radius * std::sin(angle);
+          have_spare = true;
+          row_of_spare = row;
+        });
+  });
+  return arrow::Status::OK();
+}
+
+void RandomCrop(const TransformSpec& t, size_t position, const RandomKey& key, int64_t first_row,
+                int64_t rows, DecodedColumn* c, const std::vector<int64_t>* selected) {
+  const uint64_t purpose = static_cast<uint64_t>(Purpose::kTransformBase) + position;
+  for (int64_t r = 0; r < rows; ++r) {
+    auto& len = c->list_lengths[static_cast<size_t>(r)];
+    if (len <= t.n) continue;
+    CounterRng rng(key.seed, key.epoch, purpose, RowId(first_row, selected, r));
+    const auto offset = static_cast<int64_t>(rng.Bounded(static_cast<uint64_t>(len - t.n + 1)));
+    c->list_starts[static_cast<size_t>(r)] += offset;
+    len = t.n;
+  }
+}
+
+}  // namespace
+
 arrow::Status ApplyTransform(const TransformSpec& t, size_t position, const RandomKey& key,
-                             int64_t first_row, int64_t rows, DecodedColumn* c) {
+                             int64_t first_row, int64_t rows, DecodedColumn* c,
+                             const std::vector<int64_t>* selected) {
   switch (t.op) {
     case TransformOp::kCast:
       return ConvertValues(c, t.dtype);
     case TransformOp::kFillNull:
       return FillNullValues(c, t.a);
-    case TransformOp::kClip: {
-      // In the column's own type, so 64-bit integers keep every bit.
-      ARROW_ASSIGN_OR_RAISE(uint8_t * values, MutableValues(c));
-      VisitDType(c->dtype, [&](auto z) {
-        using T = decltype(z);
-        T lo, hi;
-        if constexpr (std::is_floating_point_v<T>) {
-          lo = static_cast<T>(t.a);
-          hi = static_cast<T>(t.b);
-        } else {
-          // The integers inside [min, max], saturated to the type's range.
-          auto inside = [](double v, bool up) {
-            const double r = up ? std::ceil(v) : std::floor(v);
-            if (r <= static_cast<double>(std::numeric_limits<T>::lowest())) {
-              return std::numeric_limits<T>::lowest();
-            }
-            if (r >= static_cast<double>(std::numeric_limits<T>::max())) {
-              return std::numeric_limits<T>::max();
-            }
-            return static_cast<T>(r);
-          };
-          lo = inside(t.a, true);
-          hi = std::max(lo, inside(t.b, false));
-        }
-        auto* typed = reinterpret_cast<T*>(values);
-        for (int64_t i = 0; i < c->count; ++i) typed[i] = std::clamp(typed[i], lo, hi);
-      });
-      return arrow::Status::OK();
-    }
+    case TransformOp::kClip:
+      return ClipValues(t, c);
     case TransformOp::kStandardize:
       ARROW_RETURN_NOT_OK(ConvertValues(c, FloatOf(c->dtype)));
       return MapValues(c, [&](int64_t, double v) { return (v - t.a) / t.b; });
@@ -279,57 +338,22 @@ arrow::Status ApplyTransform(const TransformSpec& t, size_t position, const Rand
       }));
       return ConvertValues(c, DType::kInt64);
     }
-    case TransformOp::kGaussianNoise: {
-      ARROW_RETURN_NOT_OK(ConvertValues(c, FloatOf(c->dtype)));
-      ARROW_ASSIGN_OR_RAISE(uint8_t * values, MutableValues(c));
-      VisitDType(c->dtype, [&](auto z) {
-        using T = decltype(z);
-        auto* typed = reinterpret_cast<T*>(values);
-        // Box-Muller: each pair of uniforms gives two normals (cos and sin), used
-        // for consecutive elements of a row; the row's stream is its own.
-        double spare = 0;
-        bool have_spare = false;
-        int64_t row_of_spare = -1;
-        ForEachRowElement(*c, key, position, first_row, rows, [&](CounterRng& rng, int64_t i) {
-          const auto row = static_cast<int64_t>(rng.id());
-          if (have_spare && row_of_spare == row) {
-            typed[i] = static_cast<T>(static_cast<double>(typed[i]) + t.a * spare);
-            have_spare = false;
-            return;
-          }
-          const double u1 = 1.0 - rng.Uniform(), u2 = rng.Uniform();
-          const double radius = std::sqrt(-2.0 * std::log(u1));
-          const double angle = 2 * std::numbers::pi * u2;
-          typed[i] = static_cast<T>(static_cast<double>(typed[i]) + t.a * radius * std::cos(angle));
-          spare = radius * std::sin(angle);
-          have_spare = true;
-          row_of_spare = row;
-        });
-      });
-      return arrow::Status::OK();
-    }
+    case TransformOp::kGaussianNoise:
+      return AddGaussianNoise(t, position, key, first_row, rows, c, selected);
     case TransformOp::kRandomMask: {
       std::vector<uint8_t> mask(static_cast<size_t>(c->count), 0);
-      ForEachRowElement(*c, key, position, first_row, rows, [&](CounterRng& rng, int64_t i) {
-        mask[static_cast<size_t>(i)] = rng.Uniform() < t.a ? 1 : 0;
-      });
+      ForEachRowElement(*c, key, position, first_row, selected, rows,
+                        [&](CounterRng& rng, int64_t i) {
+                          mask[static_cast<size_t>(i)] = rng.Uniform() < t.a ? 1 : 0;
+                        });
       return MapValues(c,
                        [&](int64_t i, double v) { return mask[static_cast<size_t>(i)] ? t.b : v; });
     }
     case TransformOp::kVocabulary:
       return ApplyVocabulary(t, c);
-    case TransformOp::kRandomCrop: {
-      const uint64_t purpose = static_cast<uint64_t>(Purpose::kTransformBase) + position;
-      for (int64_t r = 0; r < rows; ++r) {
-        auto& len = c->list_lengths[static_cast<size_t>(r)];
-        if (len <= t.n) continue;
-        CounterRng rng(key.seed, key.epoch, purpose, static_cast<uint64_t>(first_row + r));
-        const auto offset = static_cast<int64_t>(rng.Bounded(static_cast<uint64_t>(len - t.n + 1)));
-        c->list_starts[static_cast<size_t>(r)] += offset;
-        len = t.n;
-      }
+    case TransformOp::kRandomCrop:
+      RandomCrop(t, position, key, first_row, rows, c, selected);
       return arrow::Status::OK();
-    }
   }
   return Error(ErrorKind::kInvalidArgument, "unknown transform");
 }

@@ -30,8 +30,11 @@ struct RandomKey {
 };
 
 // Applies transform number `position` of the list to one row group's column.
-// `first_row` is the natural-order id of row 0 (random transforms key on it).
+// `first_row` is the natural-order id of row 0 (random transforms key on it);
+// with `selected` (the rows a filter kept), row r's id is first_row + (*selected)[r],
+// so a sample's augmentation does not depend on the filter.
 arrow::Status ApplyTransform(const TransformSpec& t, size_t position, const RandomKey& key,
-                             int64_t first_row, int64_t rows, DecodedColumn* column);
+                             int64_t first_row, int64_t rows, DecodedColumn* column,
+                             const std::vector<int64_t>* selected = nullptr);
 
 }  // namespace shardfeed

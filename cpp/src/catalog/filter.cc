@@ -1,0 +1,518 @@
+#include "shardfeed/filter.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <thread>
+#include <utility>
+
+#include <arrow/array.h>
+#include <arrow/array/builder_base.h>
+#include <arrow/array/concatenate.h>
+#include <arrow/compute/api.h>
+#include <arrow/compute/initialize.h>
+#include <arrow/filesystem/filesystem.h>
+#include <arrow/scalar.h>
+#include <arrow/table.h>
+#include <arrow/type.h>
+#include <parquet/arrow/reader.h>
+#include <parquet/file_reader.h>
+#include <parquet/metadata.h>
+#include <parquet/statistics.h>
+
+#include "shardfeed/status.h"
+
+namespace shardfeed {
+
+namespace {
+
+namespace cp = arrow::compute;
+
+// A predicate bound to the dataset schema.
+struct Bound {
+  const FilterPredicate* pred = nullptr;
+  int field = -1;                              // dataset schema field
+  int partition_key = -1;                      // >= 0: a partition column
+  std::shared_ptr<arrow::DataType> eval_type;  // int64, float64, utf8 or bool
+  std::vector<std::shared_ptr<arrow::Scalar>> values;
+};
+
+const char* OpName(FilterOp op) {
+  switch (op) {
+    case FilterOp::kEq:
+      return "==";
+    case FilterOp::kNe:
+      return "!=";
+    case FilterOp::kLt:
+      return "<";
+    case FilterOp::kLe:
+      return "<=";
+    case FilterOp::kGt:
+      return ">";
+    case FilterOp::kGe:
+      return ">=";
+    case FilterOp::kIn:
+      return "in";
+    case FilterOp::kNotIn:
+      return "not in";
+  }
+  return "?";
+}
+
+// Temporal types compare as the integers they are delivered as.
+std::shared_ptr<arrow::DataType> StorageInt(const arrow::DataType& type) {
+  switch (type.id()) {
+    case arrow::Type::DATE32:
+    case arrow::Type::TIME32:
+      return arrow::int32();
+    case arrow::Type::DATE64:
+    case arrow::Type::TIME64:
+    case arrow::Type::TIMESTAMP:
+    case arrow::Type::DURATION:
+      return arrow::int64();
+    default:
+      return nullptr;
+  }
+}
+
+arrow::Result<arrow::Datum> ToEval(arrow::Datum d, const std::shared_ptr<arrow::DataType>& to) {
+  if (d.type()->Equals(*to)) return d;
+  if (auto storage = StorageInt(*d.type())) {
+    ARROW_ASSIGN_OR_RAISE(d, cp::Cast(d, storage));
+  }
+  if (d.type()->Equals(*to)) return d;
+  return cp::Cast(d, to);
+}
+
+arrow::Result<std::shared_ptr<arrow::DataType>> EvalType(const arrow::DataType& column,
+                                                         const FilterPredicate& p) {
+  bool any_double = false, all_bool = true, all_string = true, all_number = true;
+  for (const auto& v : p.values) {
+    any_double |= std::holds_alternative<double>(v);
+    all_bool &= std::holds_alternative<bool>(v);
+    all_string &= std::holds_alternative<std::string>(v);
+    all_number &= std::holds_alternative<int64_t>(v) || std::holds_alternative<double>(v);
+  }
+  const arrow::DataType& t = column.id() == arrow::Type::DICTIONARY
+                                 ? *static_cast<const arrow::DictionaryType&>(column).value_type()
+                                 : column;
+  const std::string where = "filter on column '" + p.column + "' (" + column.ToString() + "): ";
+  if (t.id() == arrow::Type::BOOL) {
+    if (all_bool) return arrow::boolean();
+    return Error(ErrorKind::kInvalidArgument, where + "the values must be True or False");
+  }
+  if (arrow::is_string(t.id())) {
+    if (all_string) return arrow::utf8();
+    return Error(ErrorKind::kInvalidArgument, where + "the values must be strings");
+  }
+  const bool integer = arrow::is_integer(t.id()) || StorageInt(t) != nullptr;
+  const bool floating = arrow::is_floating(t.id()) || arrow::is_decimal(t.id());
+  if (integer || floating) {
+    if (!all_number) {
+      return Error(ErrorKind::kInvalidArgument, where + "the values must be numbers");
+    }
+    return (floating || any_double) ? arrow::float64() : arrow::int64();
+  }
+  return Error(ErrorKind::kInvalidArgument, where + "this type cannot be filtered on");
+}
+
+std::shared_ptr<arrow::Scalar> MakeValue(const FilterValue& v,
+                                         const std::shared_ptr<arrow::DataType>& type) {
+  if (const auto* b = std::get_if<bool>(&v)) return std::make_shared<arrow::BooleanScalar>(*b);
+  if (const auto* s = std::get_if<std::string>(&v))
+    return std::make_shared<arrow::StringScalar>(*s);
+  if (type->id() == arrow::Type::DOUBLE) {
+    const double d = std::holds_alternative<double>(v) ? std::get<double>(v)
+                                                       : static_cast<double>(std::get<int64_t>(v));
+    return std::make_shared<arrow::DoubleScalar>(d);
+  }
+  return std::make_shared<arrow::Int64Scalar>(std::get<int64_t>(v));
+}
+
+// -1 / 0 / 1 comparing two non-null scalars of one eval type.
+int Compare(const arrow::Scalar& a, const arrow::Scalar& b) {
+  switch (a.type->id()) {
+    case arrow::Type::INT64: {
+      const auto x = static_cast<const arrow::Int64Scalar&>(a).value;
+      const auto y = static_cast<const arrow::Int64Scalar&>(b).value;
+      return x < y ? -1 : (x > y ? 1 : 0);
+    }
+    case arrow::Type::DOUBLE: {
+      const auto x = static_cast<const arrow::DoubleScalar&>(a).value;
+      const auto y = static_cast<const arrow::DoubleScalar&>(b).value;
+      return x < y ? -1 : (x > y ? 1 : 0);
+    }
+    case arrow::Type::BOOL: {
+      const int x = static_cast<const arrow::BooleanScalar&>(a).value;
+      const int y = static_cast<const arrow::BooleanScalar&>(b).value;
+      return x - y;
+    }
+    default: {
+      const auto x = static_cast<const arrow::StringScalar&>(a).view();
+      const auto y = static_cast<const arrow::StringScalar&>(b).view();
+      return x.compare(y) < 0 ? -1 : (x == y ? 0 : 1);
+    }
+  }
+}
+
+// Whether a single non-null value passes (partition values, statistics bounds).
+bool ValuePasses(const Bound& b, const arrow::Scalar& x) {
+  auto cmp = [&](size_t i) { return Compare(x, *b.values[i]); };
+  switch (b.pred->op) {
+    case FilterOp::kEq:
+      return cmp(0) == 0;
+    case FilterOp::kNe:
+      return cmp(0) != 0;
+    case FilterOp::kLt:
+      return cmp(0) < 0;
+    case FilterOp::kLe:
+      return cmp(0) <= 0;
+    case FilterOp::kGt:
+      return cmp(0) > 0;
+    case FilterOp::kGe:
+      return cmp(0) >= 0;
+    case FilterOp::kIn:
+    case FilterOp::kNotIn: {
+      bool found = false;
+      for (size_t i = 0; i < b.values.size(); ++i) found |= cmp(i) == 0;
+      return (b.pred->op == FilterOp::kIn) == found;
+    }
+  }
+  return false;
+}
+
+// Whether some value in [lo, hi] may pass (statistics: false drops the row group).
+bool RangeMayPass(const Bound& b, const arrow::Scalar& lo, const arrow::Scalar& hi) {
+  auto below = [&](const arrow::Scalar& v) { return Compare(v, lo) < 0; };
+  auto above = [&](const arrow::Scalar& v) { return Compare(v, hi) > 0; };
+  const bool single = Compare(lo, hi) == 0;
+  switch (b.pred->op) {
+    case FilterOp::kEq:
+      return !below(*b.values[0]) && !above(*b.values[0]);
+    case FilterOp::kNe:
+      return !(single && Compare(lo, *b.values[0]) == 0);
+    case FilterOp::kLt:
+      return Compare(lo, *b.values[0]) < 0;
+    case FilterOp::kLe:
+      return Compare(lo, *b.values[0]) <= 0;
+    case FilterOp::kGt:
+      return Compare(hi, *b.values[0]) > 0;
+    case FilterOp::kGe:
+      return Compare(hi, *b.values[0]) >= 0;
+    case FilterOp::kIn:
+      return std::any_of(b.values.begin(), b.values.end(),
+                         [&](const auto& v) { return !below(*v) && !above(*v); });
+    case FilterOp::kNotIn:
+      return !(single && !ValuePasses(b, lo));
+  }
+  return true;
+}
+
+// The passing mask of one predicate over an array (null: does not pass).
+arrow::Result<std::shared_ptr<arrow::BooleanArray>> ArrayPasses(const Bound& b,
+                                                                const arrow::Datum& column) {
+  ARROW_ASSIGN_OR_RAISE(arrow::Datum x, ToEval(column, b.eval_type));
+  arrow::Datum mask;
+  static const char* kNames[] = {"equal",      "not_equal", "less",
+                                 "less_equal", "greater",   "greater_equal"};
+  const auto op = b.pred->op;
+  if (op == FilterOp::kIn || op == FilterOp::kNotIn) {
+    std::unique_ptr<arrow::ArrayBuilder> builder;
+    ARROW_RETURN_NOT_OK(arrow::MakeBuilder(arrow::default_memory_pool(), b.eval_type, &builder));
+    for (const auto& v : b.values) ARROW_RETURN_NOT_OK(builder->AppendScalar(*v));
+    ARROW_ASSIGN_OR_RAISE(auto set, builder->Finish());
+    ARROW_ASSIGN_OR_RAISE(mask, cp::IsIn(x, cp::SetLookupOptions(set)));
+    if (op == FilterOp::kNotIn) {
+      ARROW_ASSIGN_OR_RAISE(mask, cp::Invert(mask));
+    }
+  } else {
+    ARROW_ASSIGN_OR_RAISE(mask, cp::CallFunction(kNames[static_cast<int>(op)], {x, b.values[0]}));
+  }
+  // Comparisons give null for a null (it does not pass); "not in" is
+  // not(is_in) as pyarrow computes it, so a null passes it.
+  ARROW_ASSIGN_OR_RAISE(mask, cp::CallFunction("coalesce", {mask, arrow::Datum(false)}));
+  return std::static_pointer_cast<arrow::BooleanArray>(mask.make_array());
+}
+
+// The outcome of one row group.
+struct RgOutcome {
+  enum Pruned { kNone, kPartition, kStatistics } pruned = kNone;
+  bool read = false;
+  int64_t bytes = 0;
+  int64_t pass = 0;
+  std::shared_ptr<arrow::BooleanArray> mask;  // set when some but not all rows pass
+};
+
+struct FilterRunner {
+  const Catalog& catalog;
+  std::vector<std::vector<Bound>> conj;
+
+  arrow::Status Bind(const FilterSpec& spec) {
+    const auto& schema = *catalog.schema();
+    for (const auto& and_list : spec) {
+      auto& bound = conj.emplace_back();
+      for (const auto& p : and_list) {
+        Bound b;
+        b.pred = &p;
+        b.field = schema.GetFieldIndex(p.column);
+        if (b.field < 0) {
+          return Error(ErrorKind::kInvalidArgument,
+                       "filter on column '" + p.column + "': no such column");
+        }
+        const bool many = p.op == FilterOp::kIn || p.op == FilterOp::kNotIn;
+        if (p.values.empty() || (!many && p.values.size() != 1)) {
+          return Error(ErrorKind::kInvalidArgument, "filter on column '" + p.column + "', op '" +
+                                                        OpName(p.op) + "': wrong value count");
+        }
+        b.partition_key = catalog.column_origins()[static_cast<size_t>(b.field)].partition_key;
+        ARROW_ASSIGN_OR_RAISE(b.eval_type, EvalType(*schema.field(b.field)->type(), p));
+        for (const auto& v : p.values) b.values.push_back(MakeValue(v, b.eval_type));
+        bound.push_back(std::move(b));
+      }
+    }
+    return arrow::Status::OK();
+  }
+
+  // false: no row of the row group can pass `b` (by partition value or statistics).
+  arrow::Result<bool> MayPass(const Bound& b, const RowGroupEntry& rg, bool* by_partition) {
+    const auto& file = catalog.files()[static_cast<size_t>(rg.file)];
+    *by_partition = b.partition_key >= 0;
+    if (b.partition_key >= 0) {
+      const auto& value = file.partition_values[static_cast<size_t>(b.partition_key)];
+      if (!value || !value->is_valid) return b.pred->op == FilterOp::kNotIn;
+      ARROW_ASSIGN_OR_RAISE(auto x, ToEval(arrow::Datum(value), b.eval_type));
+      return ValuePasses(b, *x.scalar());
+    }
+    const int in_file =
+        file.field_map.empty() ? b.field : file.field_map[static_cast<size_t>(b.field)];
+    // The file lacks the column: all null, which only "not in" lets pass.
+    if (in_file < 0) return b.pred->op == FilterOp::kNotIn;
+    const auto& pq_schema = *file.metadata->schema();
+    const int leaf = pq_schema.ColumnIndex(*pq_schema.group_node()->field(in_file));
+    if (leaf < 0) return true;
+    auto chunk = file.metadata->RowGroup(rg.row_group)->ColumnChunk(leaf);
+    auto stats = chunk->statistics();
+    if (!stats) return true;
+    const bool not_in = b.pred->op == FilterOp::kNotIn;
+    if (not_in && (!stats->HasNullCount() || stats->null_count() > 0)) return true;
+    if (stats->HasNullCount() && stats->null_count() >= rg.num_rows) return not_in;
+    if (!stats->HasMinMax()) return true;
+    std::shared_ptr<arrow::Scalar> lo, hi;
+    if (!parquet::arrow::StatisticsAsScalars(*stats, &lo, &hi).ok() || !lo || !hi) return true;
+    auto lo_eval = ToEval(arrow::Datum(lo), b.eval_type);
+    auto hi_eval = ToEval(arrow::Datum(hi), b.eval_type);
+    if (!lo_eval.ok() || !hi_eval.ok()) return true;
+    const auto& l = *lo_eval->scalar();
+    const auto& h = *hi_eval->scalar();
+    if (b.eval_type->id() == arrow::Type::DOUBLE &&
+        (std::isnan(static_cast<const arrow::DoubleScalar&>(l).value) ||
+         std::isnan(static_cast<const arrow::DoubleScalar&>(h).value))) {
+      return true;
+    }
+    return RangeMayPass(b, l, h);
+  }
+
+  arrow::Result<std::shared_ptr<arrow::BooleanArray>> ReadAndEvaluate(
+      const RowGroupEntry& rg, const std::vector<std::vector<const Bound*>>& alive,
+      RgOutcome* out) {
+    const auto& file = catalog.files()[static_cast<size_t>(rg.file)];
+    const auto& pq_schema = *file.metadata->schema();
+    std::vector<int> fields, leaves;
+    for (const auto& c : alive) {
+      for (const Bound* b : c) {
+        if (std::find(fields.begin(), fields.end(), b->field) != fields.end()) continue;
+        fields.push_back(b->field);
+        const int in_file =
+            file.field_map.empty() ? b->field : file.field_map[static_cast<size_t>(b->field)];
+        leaves.push_back(pq_schema.ColumnIndex(*pq_schema.group_node()->field(in_file)));
+      }
+    }
+    arrow::fs::FileInfo info(file.path, arrow::fs::FileType::File);
+    info.set_size(file.size);
+    ARROW_ASSIGN_OR_RAISE(auto input, catalog.filesystem()->OpenInputFile(info));
+    std::shared_ptr<arrow::Table> table;
+    try {
+      auto pq = parquet::ParquetFileReader::Open(input, parquet::default_reader_properties(),
+                                                 file.metadata);
+      parquet::ArrowReaderProperties props;
+      props.set_use_threads(false);
+      props.set_batch_size(std::max<int64_t>(rg.num_rows, 1));
+      ARROW_ASSIGN_OR_RAISE(auto reader, parquet::arrow::FileReader::Make(
+                                             arrow::default_memory_pool(), std::move(pq), props));
+      ARROW_ASSIGN_OR_RAISE(table, reader->ReadRowGroup(rg.row_group, leaves));
+    } catch (const std::exception& e) {
+      return arrow::Status::IOError(e.what());
+    }
+    if (table->num_rows() != rg.num_rows) return arrow::Status::IOError("row count mismatch");
+    auto meta = file.metadata->RowGroup(rg.row_group);
+    for (int leaf : leaves) out->bytes += meta->ColumnChunk(leaf)->total_compressed_size();
+    out->read = true;
+    arrow::Datum any;
+    for (const auto& c : alive) {
+      arrow::Datum all;
+      for (const Bound* b : c) {
+        const auto pos = std::find(fields.begin(), fields.end(), b->field) - fields.begin();
+        ARROW_ASSIGN_OR_RAISE(auto column,
+                              arrow::Concatenate(table->column(static_cast<int>(pos))->chunks()));
+        ARROW_ASSIGN_OR_RAISE(auto mask, ArrayPasses(*b, arrow::Datum(column)));
+        if (all.is_value()) {
+          ARROW_ASSIGN_OR_RAISE(all, cp::And(all, arrow::Datum(mask)));
+        } else {
+          all = arrow::Datum(mask);
+        }
+      }
+      if (any.is_value()) {
+        ARROW_ASSIGN_OR_RAISE(any, cp::Or(any, all));
+      } else {
+        any = all;
+      }
+    }
+    return std::static_pointer_cast<arrow::BooleanArray>(any.make_array());
+  }
+
+  arrow::Result<RgOutcome> RowGroup(int32_t index) {
+    const auto& rg = catalog.row_groups()[static_cast<size_t>(index)];
+    RgOutcome out;
+    std::vector<std::vector<const Bound*>> alive;
+    bool all_by_partition = true, everything = false;
+    for (const auto& c : conj) {
+      std::vector<const Bound*> rest;
+      bool dead = false, by_partition = false;
+      for (const auto& b : c) {
+        ARROW_ASSIGN_OR_RAISE(bool may, MayPass(b, rg, &by_partition));
+        if (!may) {
+          dead = true;
+          break;
+        }
+        if (b.partition_key < 0) rest.push_back(&b);
+      }
+      if (dead) {
+        all_by_partition &= by_partition;
+        continue;
+      }
+      everything |= rest.empty();
+      alive.push_back(std::move(rest));
+    }
+    if (alive.empty()) {
+      out.pruned = all_by_partition ? RgOutcome::kPartition : RgOutcome::kStatistics;
+      return out;
+    }
+    if (everything) {
+      out.pass = rg.num_rows;
+      return out;
+    }
+    ARROW_ASSIGN_OR_RAISE(auto mask, ReadAndEvaluate(rg, alive, &out));
+    for (int64_t i = 0; i < mask->length(); ++i) out.pass += mask->IsValid(i) && mask->Value(i);
+    if (out.pass > 0 && out.pass < rg.num_rows) out.mask = std::move(mask);
+    return out;
+  }
+};
+
+}  // namespace
+
+arrow::Result<std::shared_ptr<const FilteredRows>> FilteredRows::Make(const Catalog& catalog,
+                                                                      const FilterSpec& spec,
+                                                                      std::string key,
+                                                                      int num_threads) {
+  // Arrow >= 21 registers its compute kernels on request; once per process.
+  static const arrow::Status compute_ready = cp::Initialize();
+  ARROW_RETURN_NOT_OK(compute_ready);
+  FilterRunner runner{catalog, {}};
+  ARROW_RETURN_NOT_OK(runner.Bind(spec));
+  const auto n = catalog.row_groups().size();
+  std::vector<arrow::Result<RgOutcome>> results(n, arrow::Status::Cancelled("unread"));
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i = next++; i < n; i = next++) {
+      results[i] = runner.RowGroup(static_cast<int32_t>(i));
+    }
+  };
+  const size_t nthreads = std::min<size_t>(n, static_cast<size_t>(std::max(1, num_threads)));
+  std::vector<std::thread> threads;
+  for (size_t t = 1; t < nthreads; ++t) threads.emplace_back(work);
+  work();
+  for (auto& t : threads) t.join();
+
+  auto rows = std::shared_ptr<FilteredRows>(new FilteredRows());
+  rows->key_ = std::move(key);
+  auto& c = rows->counts_;
+  c.files = static_cast<int64_t>(catalog.files().size());
+  c.row_groups = static_cast<int64_t>(n);
+  std::vector<bool> file_alive(catalog.files().size(), false);
+  rows->kind_.assign(n, 0);
+  rows->indices_.resize(n);
+  rows->bitmaps_.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    const auto& rg = catalog.row_groups()[i];
+    const std::string context = "filter: file '" +
+                                catalog.files()[static_cast<size_t>(rg.file)].rel_path +
+                                "', row group " + std::to_string(rg.row_group);
+    if (!results[i].ok()) return WithContext(results[i].status(), context);
+    RgOutcome& o = *results[i];
+    c.rows += rg.num_rows;
+    rows->num_rows_.push_back(rg.num_rows);
+    rows->pass_rows_.push_back(o.pass);
+    c.rows_kept += o.pass;
+    c.bytes_read += o.bytes;
+    c.row_groups_read += o.read;
+    c.row_groups_kept += o.pass > 0;
+    if (o.pruned != RgOutcome::kPartition) file_alive[static_cast<size_t>(rg.file)] = true;
+    if (o.pruned == RgOutcome::kPartition) {
+      ++c.row_groups_pruned_by_partition;
+      c.rows_pruned_by_partition += rg.num_rows;
+    } else if (o.pruned == RgOutcome::kStatistics) {
+      ++c.row_groups_pruned_by_statistics;
+      c.rows_pruned_by_statistics += rg.num_rows;
+    } else {
+      c.rows_pruned_by_rows += rg.num_rows - o.pass;
+    }
+    if (!o.mask) continue;
+    if (o.pass * 32 < rg.num_rows) {
+      rows->kind_[i] = 1;
+      for (int64_t r = 0; r < rg.num_rows; ++r) {
+        if (o.mask->IsValid(r) && o.mask->Value(r)) {
+          rows->indices_[i].push_back(static_cast<uint32_t>(r));
+        }
+      }
+    } else {
+      rows->kind_[i] = 2;
+      rows->bitmaps_[i].assign(static_cast<size_t>((rg.num_rows + 7) / 8), 0);
+      for (int64_t r = 0; r < rg.num_rows; ++r) {
+        if (o.mask->IsValid(r) && o.mask->Value(r)) {
+          rows->bitmaps_[i][static_cast<size_t>(r / 8)] |= static_cast<uint8_t>(1u << (r % 8));
+        }
+      }
+    }
+  }
+  c.files_pruned_by_partition = std::count(file_alive.begin(), file_alive.end(), false);
+  return std::shared_ptr<const FilteredRows>(std::move(rows));
+}
+
+arrow::Status FilteredRows::Check(const Catalog& catalog, const FilterSpec& spec) {
+  FilterRunner runner{catalog, {}};
+  return runner.Bind(spec);
+}
+
+bool FilteredRows::All(int32_t rg) const {
+  const auto i = static_cast<size_t>(rg);
+  return pass_rows_[i] == num_rows_[i];
+}
+
+std::vector<int64_t> FilteredRows::Rows(int32_t rg) const {
+  const auto i = static_cast<size_t>(rg);
+  std::vector<int64_t> out;
+  out.reserve(static_cast<size_t>(pass_rows_[i]));
+  if (kind_[i] == 1) {
+    out.assign(indices_[i].begin(), indices_[i].end());
+  } else if (kind_[i] == 2) {
+    for (int64_t r = 0; r < num_rows_[i]; ++r) {
+      if (bitmaps_[i][static_cast<size_t>(r / 8)] >> (r % 8) & 1) out.push_back(r);
+    }
+  } else if (pass_rows_[i] == num_rows_[i]) {
+    for (int64_t r = 0; r < num_rows_[i]; ++r) out.push_back(r);
+  }
+  return out;
+}
+
+}  // namespace shardfeed

@@ -1,0 +1,294 @@
+"""filter= (issue 9 item 7): pruning by partitions and statistics, exact rows, the
+plan over the passing rows, the cache of pass counts, bad filters; info --filter."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.dataset as pads
+import pyarrow.parquet as pq
+import pytest
+import shardfeed
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from shardfeed import cli
+from shardfeed.transforms import GaussianNoise
+
+from .conftest import digest
+
+DATES = [f"2024-01-0{d}" for d in range(1, 6)]
+COUNTRIES = ["CA", "FR", "US"]
+ROWS = 60  # per file, in 3 row groups of 20
+NUM = ["id", "n", "x", "day", "ts"]  # the columns a tensor can hold
+
+
+@pytest.fixture(scope="module")
+def lake(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """date=.../country=.../part.parquet; `n` ascends through each file so that
+    row-group statistics can prune; `x` and `name` have nulls."""
+    root = tmp_path_factory.mktemp("filter") / "lake"
+    next_id = 0
+    for d, date in enumerate(DATES):
+        for c, country in enumerate(COUNTRIES):
+            ids = np.arange(next_id, next_id + ROWS, dtype=np.int64)
+            next_id += ROWS
+            x = (ids % 17).astype(np.float64) / 2
+            names = [None if i % 11 == 0 else f"n{i % 7}" for i in ids]
+            table = pa.table(
+                {
+                    "id": ids,
+                    "n": pa.array(np.arange(ROWS, dtype=np.int32) + 10 * d + c),
+                    "x": pa.array(x, mask=(ids % 13 == 0)),
+                    "name": pa.array(names, pa.string()),
+                    "day": pa.array([dt.date(2024, 1, 1 + d)] * ROWS, pa.date32()),
+                    "ts": pa.array(
+                        [dt.datetime(2024, 1, 1 + d, i % 24) for i in range(ROWS)],
+                        pa.timestamp("us"),
+                    ),
+                }
+            )
+            folder = root / f"date={date}" / f"country={country}"
+            folder.mkdir(parents=True)
+            pq.write_table(table, folder / "part.parquet", row_group_size=20)
+    return root
+
+
+def loader_ids(source: Path, filt: Any, **kw: Any) -> np.ndarray:
+    kw.setdefault("batch_size", 16)
+    ld = shardfeed.Loader(
+        source, columns=["id"], shuffle=False, output="numpy", drop_last=False, filter=filt, **kw
+    )
+    batches = list(ld)
+    if not batches:
+        return np.zeros(0, np.int64)
+    return np.concatenate([b["id"] for b in batches])
+
+
+def pyarrow_ids(source: Path, filt: Any) -> np.ndarray:
+    table = pads.dataset(source, partitioning="hive").to_table(
+        filter=pq.filters_to_expression(filt), columns=["id"]
+    )
+    return np.sort(table.column("id").to_numpy())
+
+
+CASES: list[Any] = [
+    [("date", "==", "2024-01-02")],
+    [("date", "=", "2024-01-02")],
+    [("date", "!=", "2024-01-02")],
+    [("date", "<", "2024-01-03")],
+    [("date", "<=", "2024-01-03")],
+    [("date", ">", "2024-01-03")],
+    [("date", ">=", "2024-01-03"), ("country", "in", ["US", "CA"])],
+    [("country", "not in", ["US"])],
+    [("n", ">", 50)],
+    [("n", "<=", 12)],
+    [("n", "in", [3, 30, 31, 64])],
+    [("n", "not in", [3, 30])],
+    [("x", ">=", 4.0)],
+    [("x", "!=", 0.5)],
+    [("x", "not in", [0.0, 1.0])],
+    [("name", "==", "n3")],
+    [("name", "!=", "n3")],
+    [("name", "not in", ["n1", "n2"])],
+    [[("date", "==", "2024-01-01")], [("n", ">", 60), ("x", "<", 2)]],
+    [[("country", "==", "FR"), ("n", "<", 15)], [("name", "in", ["n0", "n6"])]],
+]
+
+
+@pytest.mark.parametrize("filt", CASES, ids=[json.dumps(c) for c in CASES])
+def test_rows_equal_pyarrow(lake: Path, filt: Any) -> None:
+    ours = loader_ids(lake, filt)
+    assert np.all(np.diff(ours) > 0), "natural order kept"
+    np.testing.assert_array_equal(ours, pyarrow_ids(lake, filt))
+
+
+def test_dates_and_timestamps_take_python_values(lake: Path) -> None:
+    for value in ("2024-01-03", dt.date(2024, 1, 3), np.datetime64("2024-01-03")):
+        ids = loader_ids(lake, [("day", ">=", value)])
+        np.testing.assert_array_equal(ids, pyarrow_ids(lake, [("date", ">=", "2024-01-03")]))
+    cut = dt.datetime(2024, 1, 2, 12)
+    ids = loader_ids(lake, [("ts", "<", cut)])
+    ref = pads.dataset(lake, partitioning="hive").to_table(
+        filter=pads.field("ts") < pa.scalar(cut, pa.timestamp("us")), columns=["id"]
+    )
+    np.testing.assert_array_equal(ids, np.sort(ref.column("id").to_numpy()))
+    assert len(loader_ids(lake, [("ts", "<", "2024-01-02T12:00:00")])) == len(ids)
+
+
+def test_pruning_counters(lake: Path) -> None:
+    ld = shardfeed.Loader(
+        lake, columns=["id"], filter=[("date", "==", "2024-01-02"), ("n", ">=", 55)]
+    )
+    counts = ld.stats()["filter"]
+    assert counts["files"] == 15
+    assert counts["files_pruned_by_partition"] == 12
+    assert counts["row_groups_pruned_by_partition"] == 36
+    # n in a date=2024-01-02 file runs 10+c .. 69+c: its first two row groups are < 55.
+    assert counts["row_groups_pruned_by_statistics"] == 6
+    assert counts["row_groups_read"] == 3
+    assert counts["rows_kept"] == len(
+        pyarrow_ids(lake, [("date", "==", "2024-01-02"), ("n", ">=", 55)])
+    )
+    # A filter on partitions only reads nothing.
+    only = shardfeed.Loader(lake, columns=["id"], filter=[("country", "==", "US")])
+    assert only.stats()["filter"]["row_groups_read"] == 0
+    assert only.stats()["filter"]["bytes_read"] == 0
+
+
+@pytest.mark.parametrize("drop_last", [True, False])
+def test_len_is_over_passing_rows(lake: Path, drop_last: bool) -> None:
+    filt = [("n", ">", 40)]
+    kept = len(pyarrow_ids(lake, filt))
+    ld = shardfeed.Loader(lake, NUM, batch_size=10, drop_last=drop_last, filter=filt)
+    assert len(ld) == (kept // 10 if drop_last else -(-kept // 10))
+
+
+def test_empty_result_is_an_empty_loader(lake: Path) -> None:
+    ld = shardfeed.Loader(lake, NUM, filter=[("date", "==", "1999-01-01")], drop_last=False)
+    assert len(ld) == 0
+    assert list(ld) == []
+
+
+def stream(lake: Path, **kw: Any) -> str:
+    kw.setdefault("filter", [[("x", ">", 3)], [("country", "==", "FR")]])
+    return digest(
+        shardfeed.Loader(
+            lake, NUM, batch_size=8, seed=5, shuffle_window=3, output="numpy", with_sample_id=True,
+            transforms=[GaussianNoise("x", 0.1)], fill_null=0, **kw,
+        )
+    )  # fmt: skip
+
+
+def test_stream_independent_of_threads(lake: Path) -> None:
+    assert stream(lake, num_threads=1) == stream(lake, num_threads=3)
+
+
+def test_ranks_partition_the_passing_rows(lake: Path) -> None:
+    filt = [("n", "<", 30), ("name", "!=", "n1")]
+    parts = [loader_ids(lake, filt, rank=r, world_size=3, shuffle_window=2) for r in range(3)]
+    lens = [len(shardfeed.Loader(lake, NUM, filter=filt, rank=r, world_size=3, drop_last=False,
+                                 batch_size=16)) for r in range(3)]  # fmt: skip
+    assert len(set(lens)) == 1
+    union = np.concatenate(parts)
+    assert len(union) == len(set(union.tolist()))
+    np.testing.assert_array_equal(np.sort(union), pyarrow_ids(lake, filt))
+
+
+def test_resume_in_the_middle(lake: Path) -> None:
+    kw: dict[str, Any] = dict(
+        columns=NUM, batch_size=8, seed=3, output="numpy", with_sample_id=True, fill_null=0,
+        filter=[("date", ">=", "2024-01-03")],
+    )  # fmt: skip
+    whole = list(shardfeed.Loader(lake, **kw))
+    first = shardfeed.Loader(lake, **kw)
+    it = iter(first)
+    head = [next(it) for _ in range(5)]
+    state = first.state_dict()
+    assert state["settings"]["filter"] == [[["date", ">=", ["2024-01-03"]]]]
+    json.dumps(state)
+    second = shardfeed.Loader(lake, **kw)
+    second.load_state_dict(state)
+    assert digest(head + list(second)) == digest(whole)
+    other = shardfeed.Loader(lake, **{**kw, "filter": [("date", ">=", "2024-01-04")]})
+    with pytest.raises(shardfeed.StateDictError):
+        other.load_state_dict(state)
+
+
+def test_sample_ids_and_augmentation_do_not_depend_on_the_filter(lake: Path) -> None:
+    kw: dict[str, Any] = dict(
+        columns=["x"], batch_size=1000, shuffle=False, output="numpy", drop_last=False,
+        with_sample_id=True, fill_null=0, transforms=[GaussianNoise("x", 1.0)],
+    )  # fmt: skip
+    full = next(iter(shardfeed.Loader(lake, **kw)))
+    part = next(iter(shardfeed.Loader(lake, filter=[("n", ">", 30)], **kw)))
+    ids = part["sample_id"]
+    np.testing.assert_array_equal(part["x"], full["x"][ids])
+
+
+def test_cache_is_used_and_a_damaged_one_rebuilt(lake: Path, tmp_path: Path) -> None:
+    filt = [("n", ">", 20), ("country", "!=", "CA")]
+    cache = tmp_path / "cache"
+    first = shardfeed.Loader(lake, NUM, filter=filt, cache_dir=cache)
+    files = list((cache / "filters").iterdir())
+    assert len(files) == 1
+    expected = first.stats()["filter"]
+    assert expected["row_groups_read"] > 0
+    ref = stream(lake, filter=filt)
+    # Second open: the image is used (no filter column is read again).
+    files[0].write_bytes(files[0].read_bytes())
+    mtime = files[0].stat().st_mtime_ns
+    second = shardfeed.Loader(lake, NUM, filter=filt, cache_dir=cache)
+    assert second.stats()["filter"] == expected
+    assert files[0].stat().st_mtime_ns == mtime
+    assert stream(lake, filter=filt, cache_dir=cache) == ref
+    # Damaged (truncated, flipped): ignored, rebuilt, rewritten.
+    data = files[0].read_bytes()
+    for bad in (data[: len(data) // 2], data[:-1] + bytes([data[-1] ^ 0xFF]), b""):
+        files[0].write_bytes(bad)
+        assert stream(lake, filter=filt, cache_dir=cache) == ref
+        assert files[0].read_bytes() == data
+
+
+BAD: list[tuple[Any, str]] = [
+    ([("nope", "==", 1)], "nope"),
+    ([("n", "~", 1)], "unknown operator"),
+    ([("n", "==", "3")], "numeric"),
+    ([("name", "==", 3)], "string"),
+    ([("day", ">", "yesterday")], "ISO date"),
+    ([("n", "in", 3)], "list of values"),
+    ("n > 3", "non-empty list"),
+    ([], "non-empty list"),
+    ([("n", "==")], "tuple"),
+    ([[("n", "==", 1)], []], "non-empty list"),
+]
+
+
+@pytest.mark.parametrize(("filt", "match"), BAD, ids=[m for _, m in BAD])
+def test_bad_filters(lake: Path, filt: Any, match: str) -> None:
+    with pytest.raises((shardfeed.InvalidArgumentError, TypeError), match=match):
+        shardfeed.Loader(lake, NUM, filter=filt)
+
+
+def test_info_filter(lake: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    filt = json.dumps([["date", "<=", "2024-01-02"], ["n", ">", 60]])
+    assert cli.main(["info", str(lake), "--filter", filt]) == 0
+    info = json.loads(capsys.readouterr().out)["filter"]
+    assert info["files_pruned_by_partition"] == 9
+    assert info["rows_kept"] == len(
+        pyarrow_ids(lake, [("date", "<=", "2024-01-02"), ("n", ">", 60)])
+    )
+
+
+OPS = ["==", "!=", "<", "<=", ">", ">=", "in", "not in"]
+
+
+def predicates() -> st.SearchStrategy[tuple[str, str, Any]]:
+    def one(column: str, values: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+        return st.sampled_from(OPS).flatmap(
+            lambda op: st.tuples(
+                st.just(column),
+                st.just(op),
+                st.lists(values, min_size=1, max_size=3) if "in" in op else values,
+            )
+        )
+
+    return st.one_of(
+        one("n", st.integers(-2, 80)),
+        one("x", st.sampled_from([0.0, 0.5, 2.0, 4.5, 8.0])),
+        one("name", st.sampled_from(["n0", "n3", "n6", "zz"])),
+        one("date", st.sampled_from(DATES)),
+        one("country", st.sampled_from(COUNTRIES)),
+    )
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(st.lists(st.lists(predicates(), min_size=1, max_size=3), min_size=1, max_size=2))
+def test_random_filters_match_pyarrow(lake: Path, filt: list[list[tuple[str, str, Any]]]) -> None:
+    np.testing.assert_array_equal(loader_ids(lake, filt, batch_size=64), pyarrow_ids(lake, filt))
