@@ -336,8 +336,12 @@ def _children_cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def run_child(argv: Sequence[str], timeout: float | None = None) -> dict[str, Any]:
+def run_child(
+    argv: Sequence[str], timeout: float | None = None, env: dict[str, str] | None = None
+) -> dict[str, Any]:
     """Runs ``python argv...`` in a fresh process; returns the result it emitted.
+
+    ``env``: variables set in the child on top of this process's environment.
 
     The child's stderr passes through; its stdout is scanned for the tagged result line.
     The result gets ``"background"``: CPU seconds the rest of the machine used while the
@@ -351,6 +355,7 @@ def run_child(argv: Sequence[str], timeout: float | None = None) -> dict[str, An
         text=True,
         timeout=timeout,
         check=False,
+        env=None if env is None else {**os.environ, **env},
     )
     result = None
     for line in proc.stdout.splitlines():

@@ -13,6 +13,15 @@ int64 ``label``), in one run:
 * ``read_table_limit``: ``pyarrow.parquet.read_table(file, columns=..., use_threads=True)``
   over every file: decode only, no batching, no shuffling -- the limit.
 
+Two more, on request:
+
+* ``shardfeed_nocrc`` (added with ``--page-checksums``): ``shardfeed`` with page checksum
+  verification turned off (``SHARDFEED_PAGE_CHECKSUMS=0``), on a dataset written with a
+  CRC32 per page: ``shardfeed_nocrc/shardfeed`` is what verifying costs;
+* ``shardfeed_baseline`` (added with ``--baseline DIR``): ``shardfeed`` run from another
+  build of the package in DIR (``pip install --no-deps --no-build-isolation --target DIR
+  <checkout>``): ``shardfeed/shardfeed_baseline`` compares two versions in one run.
+
 Each system runs in its own subprocess (so peak RSS is its own) for ``--repeats`` passes
 over the dataset; the page cache is warmed first.  Results go to
 ``bench/results/core.json`` (see ``_common`` for the format) and a table is printed.
@@ -21,12 +30,15 @@ Usage::
 
     PYTHONPATH=python python3 bench/bench_core.py                 # >= 1 GB dataset
     PYTHONPATH=python python3 bench/bench_core.py --rows 50000 --repeats 2   # quick
+    python3 bench/bench_core.py --page-checksums --systems shardfeed,shardfeed_nocrc
+    python3 bench/bench_core.py --baseline /tmp/old --systems shardfeed,shardfeed_baseline
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -35,6 +47,8 @@ from typing import Any
 import _common as common
 
 SYSTEMS = ("shardfeed", "shardfeed_noshuffle", "diy_main", "diy_dataloader_2w", "read_table_limit")
+# Variants of the reference, each in its own process with its own environment.
+OPTIONAL = ("shardfeed_nocrc", "shardfeed_baseline")
 REFERENCE = "shardfeed"
 # The issue's aims: >= 3x the DIY path, >= 0.8x the decode-only limit (with shuffling).
 TARGETS = {"shardfeed/diy_main": 3.0, "shardfeed/read_table_limit": 0.8}
@@ -45,7 +59,9 @@ TARGETS = {"shardfeed/diy_main": 3.0, "shardfeed/read_table_limit": 0.8}
 # --------------------------------------------------------------------------------------
 
 
-def _shardfeed(args: argparse.Namespace, files: list[str], shuffle: bool) -> dict[str, Any]:
+def _shardfeed(
+    args: argparse.Namespace, files: list[str], shuffle: bool, name: str
+) -> dict[str, Any]:
     import shardfeed
     import torch  # noqa: F401  (Loader imports it on the first batch; count it in the baseline)
 
@@ -87,8 +103,8 @@ def _shardfeed(args: argparse.Namespace, files: list[str], shuffle: bool) -> dic
         "float32 assembled in C++, drop_last=True"
     )
     return common.summarize(
-        "shardfeed" if shuffle else "shardfeed_noshuffle", runs, base, notes,
-        extra={"batches_per_epoch": len(loader)},
+        name, runs, base, notes,
+        extra={"batches_per_epoch": len(loader), "package": str(Path(shardfeed.__file__).parent)},
     )  # fmt: skip
 
 
@@ -203,10 +219,10 @@ def _features(args: argparse.Namespace) -> list[str]:
 def run_system(args: argparse.Namespace) -> None:
     files = sorted(str(p) for p in Path(args.data_path).glob("*.parquet"))
     name = args.run_system
-    if name == "shardfeed":
-        result = _shardfeed(args, files, shuffle=True)
+    if name in ("shardfeed", *OPTIONAL):
+        result = _shardfeed(args, files, shuffle=True, name=name)
     elif name == "shardfeed_noshuffle":
-        result = _shardfeed(args, files, shuffle=False)
+        result = _shardfeed(args, files, shuffle=False, name=name)
     elif name == "diy_main":
         result = _diy_main(args, files)
     elif name.startswith("diy_dataloader"):
@@ -236,12 +252,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="write the dataset with a CRC32 per page (the reader verifies them)",
     )
+    p.add_argument(
+        "--baseline",
+        type=Path,
+        default=None,
+        help="a folder with another build of the shardfeed package: adds shardfeed_baseline",
+    )
     p.add_argument("--threads", type=int, default=None, help="shardfeed num_threads")
     p.add_argument("--workers", type=int, default=2, help="DataLoader workers (DIY path)")
     p.add_argument(
         "--systems",
-        default=",".join(SYSTEMS),
-        help=f"comma-separated subset of {','.join(SYSTEMS)}",
+        default=None,
+        help=f"comma-separated subset of {','.join(SYSTEMS + OPTIONAL)} (default: all that apply)",
     )
     p.add_argument("--output", type=Path, default=common.RESULTS_DIR / "core.json")
     p.add_argument("--timeout", type=float, default=1800, help="seconds per system")
@@ -257,10 +279,21 @@ def main(argv: list[str] | None = None) -> int:
         run_system(args)
         return 0
 
-    systems = [s.strip() for s in args.systems.split(",") if s.strip()]
-    unknown = [s for s in systems if s not in SYSTEMS]
+    if args.systems is None:
+        systems = list(SYSTEMS)
+        systems += ["shardfeed_nocrc"] if args.page_checksums else []
+        systems += ["shardfeed_baseline"] if args.baseline else []
+    else:
+        systems = [s.strip() for s in args.systems.split(",") if s.strip()]
+    unknown = [s for s in systems if s not in SYSTEMS + OPTIONAL]
     if unknown:
-        raise SystemExit(f"unknown systems {unknown}; choose from {SYSTEMS}")
+        raise SystemExit(f"unknown systems {unknown}; choose from {SYSTEMS + OPTIONAL}")
+    if "shardfeed_baseline" in systems and not (args.baseline and args.baseline.is_dir()):
+        raise SystemExit("shardfeed_baseline needs --baseline DIR (a folder with the package)")
+    envs: dict[str, dict[str, str]] = {"shardfeed_nocrc": {"SHARDFEED_PAGE_CHECKSUMS": "0"}}
+    if args.baseline:
+        path = [str(args.baseline.resolve()), os.environ.get("PYTHONPATH", "")]
+        envs["shardfeed_baseline"] = {"PYTHONPATH": os.pathsep.join(p for p in path if p)}
     spec = common.TabularSpec(
         rows=args.rows,
         files=args.files,
@@ -303,7 +336,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.threads is not None:
             child += ["--threads", str(args.threads)]
         t0 = time.perf_counter()
-        result = common.run_child(child, timeout=args.timeout)
+        result = common.run_child(child, timeout=args.timeout, env=envs.get(system))
         if system.startswith("diy_dataloader"):
             result["system"] = system  # the name the user asked for
         results.append(result)
@@ -323,6 +356,8 @@ def main(argv: list[str] | None = None) -> int:
         "output": "torch [batch, features] float32 + label int64",
         "repeats": args.repeats,
         "shardfeed_threads": args.threads,
+        "page_checksums": args.page_checksums,
+        "baseline": str(args.baseline) if args.baseline else None,
         "dataloader_workers": args.workers,
         "shuffle": {"shardfeed": True, "others": False},
         "page_cache": f"warm (all files read once before the first system, {warm:.1f} s)",
