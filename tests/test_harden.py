@@ -354,9 +354,7 @@ def test_a_silent_server_is_a_storage_error_within_the_deadline(
     remote = s3.upload_folder(dataset, "data", f"silent-{int(cached)}")
     via_proxy = remote.replace(s3.endpoint, f"127.0.0.1:{proxy.port}")
     cache = {"cache_dir": tmp_path / "cache"} if cached else {}
-    loader = shardfeed.Loader(
-        via_proxy, batch_size=64, output="numpy", remote_timeout=2.0, **cache
-    )
+    loader = shardfeed.Loader(via_proxy, batch_size=64, output="numpy", remote_timeout=2.0, **cache)
     proxy.stall.set()  # the catalog came through; now the server hangs
     t0 = time.monotonic()
     with pytest.raises(shardfeed.StorageError, match=r"\.parquet.*remote_timeout") as err:

@@ -264,7 +264,10 @@ class FileCache:
     def warm(self, dataset: Dataset, file: int) -> bool:
         """Downloads file number `file` of the dataset unless cached."""
 
-def open_file_cache(dir: str, limit_bytes: int) -> FileCache: ...
+def open_file_cache(dir: str, limit_bytes: int, remote_timeout: float = 60.0) -> FileCache:
+    """
+    remote_timeout: seconds without data after which a download gives up (0: never).
+    """
 
 def open_decoded_tier(dir: str, limit_bytes: int) -> DecodedTier: ...
 

@@ -85,9 +85,7 @@ class TorchDataset(Stream, torch.utils.data.IterableDataset):  # type: ignore[ty
         )
         dataset = self._own_dataset()
         if self._caches is None:
-            self._caches = Caches.open(
-                self._settings.cache, dataset, self._settings.remote_timeout
-            )
+            self._caches = Caches.open(self._settings.cache, dataset, self._settings.remote_timeout)
         self._caches.apply(options, self._settings.cache)
         engine = start_engine(dataset, self._settings.plan_options(self._epoch), options)
         yield from iterate(engine, self._settings)
