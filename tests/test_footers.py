@@ -141,3 +141,19 @@ def test_consistent_lie_is_caught_when_decoding_with_bounded_memory(tmp_path):
         for _ in ld:
             pass
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss < 2 << 20  # KiB: < 2 GiB
+
+
+def test_a_dictionary_page_that_claims_a_billion_values_fails_cleanly(tmp_path):
+    """Found by decode_fuzz: a dictionary page header whose value count makes Arrow reserve
+    9.6 GB before it finds the page short.  The reservation is never touched; the read fails
+    with an InvalidDataError naming the file, and resident memory stays small."""
+    found = Path(__file__).parents[1] / "cpp/fuzz/regressions/decode_fuzz"
+    path = tmp_path / "d.parquet"
+    path.write_bytes((found / "dictionary_page_of_1.2e9_values").read_bytes())
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with pytest.raises(shardfeed.InvalidDataError, match=r"d\.parquet.*row group"):
+        loader = shardfeed.Loader(path, batch_size=4, output="numpy", drop_last=False)
+        for _ in loader:
+            pass
+    grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+    assert grown_mb < 1024, grown_mb
