@@ -123,6 +123,7 @@ void RegisterEngine(nb::module_& m) {
       .def_rw("debug_slow_stage", &EngineOptions::debug_slow_stage)
       .def_rw("debug_slow_us", &EngineOptions::debug_slow_us)
       .def_rw("remote_timeout", &EngineOptions::remote_timeout)
+      .def_rw("verify_page_checksums", &EngineOptions::verify_page_checksums)
       .def(
           "validate", [](const EngineOptions& o) { Check(o.Validate()); },
           "Raises InvalidArgumentError for a setting out of range.");

@@ -12,6 +12,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -20,7 +21,7 @@ import pytest
 import shardfeed
 from shardfeed import cli
 
-from .conftest import make_table, sample_ids
+from .conftest import digest, make_table, sample_ids
 from .s3_server import s3_env, s3_server
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -47,8 +48,8 @@ def _flip_one_data_byte(path: Path) -> None:
     path.write_bytes(bytes(data))
 
 
-@pytest.mark.parametrize("checksums", [True, False])
-def test_a_corrupted_page_with_a_checksum_is_an_error(tmp_path, checksums):
+@pytest.mark.parametrize(("checksums", "verify"), [(True, True), (True, False), (False, True)])
+def test_a_corrupted_page_with_a_checksum_is_an_error(tmp_path, checksums, verify):
     path = tmp_path / "crc.parquet"
     pq.write_table(
         make_table(0, 400, seed=1).select(["id", "x"]),
@@ -58,17 +59,32 @@ def test_a_corrupted_page_with_a_checksum_is_an_error(tmp_path, checksums):
         use_dictionary=False,
         write_page_checksum=checksums,
     )
-    clean = [b["x"].copy() for b in shardfeed.Loader(path, batch_size=400, output="numpy")]
+    kw = dict(batch_size=400, output="numpy", verify_page_checksums=verify)
+    clean = [b["x"].copy() for b in shardfeed.Loader(path, **kw)]
     _flip_one_data_byte(path)
-    loader = shardfeed.Loader(path, batch_size=400, output="numpy")
-    if checksums:
+    loader = shardfeed.Loader(path, **kw)
+    if checksums and verify:
         with pytest.raises(shardfeed.InvalidDataError) as err:
             list(loader)
         msg = str(err.value)
         assert "crc.parquet" in msg and "row group 0" in msg and "column 'x'" in msg, msg
-    else:  # without a checksum nothing can tell; the value changes (as in any reader)
+    else:  # unverified or without a checksum nothing can tell; the value changes
         got = [b["x"] for b in loader]
         assert not np.array_equal(np.concatenate(got), np.concatenate(clean))
+
+
+def test_verifying_checksums_does_not_change_the_stream(tmp_path):
+    path = tmp_path / "crc.parquet"
+    pq.write_table(make_table(0, 1000, seed=2), path, row_group_size=128, write_page_checksum=True)
+    kw: dict[str, Any] = dict(batch_size=64, output="numpy", shuffle=True, seed=5)
+    assert digest(shardfeed.Loader(path, verify_page_checksums=True, **kw)) == digest(
+        shardfeed.Loader(path, **kw)
+    )
+
+
+def test_verify_page_checksums_must_be_a_bool(dataset):
+    with pytest.raises(TypeError, match="verify_page_checksums"):
+        shardfeed.Loader(dataset, verify_page_checksums="yes")
 
 
 # -- files that change ---------------------------------------------------------------

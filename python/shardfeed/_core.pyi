@@ -358,6 +358,12 @@ class EngineOptions:
     @remote_timeout.setter
     def remote_timeout(self, arg: float, /) -> None: ...
 
+    @property
+    def verify_page_checksums(self) -> bool: ...
+
+    @verify_page_checksums.setter
+    def verify_page_checksums(self, arg: bool, /) -> None: ...
+
     def validate(self) -> None:
         """Raises InvalidArgumentError for a setting out of range."""
 

@@ -157,6 +157,7 @@ class Settings:
     extra: dict[str, Any] = field(default_factory=dict)
     num_threads_given: bool = False  # else num_threads is the CPU-count default
     remote_timeout: float = DEFAULT_REMOTE_TIMEOUT
+    verify_page_checksums: bool = False
 
     @classmethod
     def make(cls, args: Mapping[str, Any]) -> Settings:
@@ -202,6 +203,9 @@ class Settings:
                 args["prefetch_bytes"],
             ),
             remote_timeout=DEFAULT_REMOTE_TIMEOUT if timeout is None else timeout,
+            verify_page_checksums=check_bool(
+                "verify_page_checksums", args["verify_page_checksums"]
+            ),
             partitioning=partitioning,
             filter_arg=args["filter"],
         )  # fmt: skip
@@ -256,6 +260,7 @@ class Settings:
         e.queue_depth = self.prefetch
         e.prefetch_bytes = self.cache.prefetch_bytes
         e.remote_timeout = self.remote_timeout
+        e.verify_page_checksums = self.verify_page_checksums
         e.start_batch = start_batch
         e.batch_offset = offset
         e.batch_stride = stride

@@ -59,6 +59,7 @@ class Stream:
         partitioning: str | None = "hive",
         filter: FilterArg | None = None,
         remote_timeout: float | None = DEFAULT_REMOTE_TIMEOUT,
+        verify_page_checksums: bool = False,
     ) -> None:
         """Opens the dataset's catalog (footers only) after checking every argument.
 
@@ -114,6 +115,12 @@ class Stream:
                 included, before a StorageError names the file; 0: no limit.
                 Downloads into the file cache give up when no bytes arrived
                 for this long (a large file on a slow link still completes).
+            verify_page_checksums: check the CRC32 of every page that has one
+                (pyarrow's ``write_page_checksum=True``, Spark): a damaged page
+                is an ``InvalidDataError`` naming the file, row group and
+                column instead of changed values.  Off by default: on
+                checksummed files it costs 16-19% of the throughput
+                (``bench/bench_core.py --page-checksums``).
             partitioning: ``"hive"`` (default): ``key=value`` folders below the
                 dataset root become columns (int64 when every value is an integer,
                 else string; ``__HIVE_DEFAULT_PARTITION__`` is null), placed after

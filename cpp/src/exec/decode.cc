@@ -233,16 +233,6 @@ bool FitsLayout(const std::vector<DecodedColumn>& columns, const Layout& layout,
   return true;
 }
 
-// SHARDFEED_PAGE_CHECKSUMS=0 turns verification off: for measuring its cost
-// (bench_core.py --page-checksums), not a setting.
-bool PageChecksumsOn() {
-  static const bool on = [] {
-    const char* v = std::getenv("SHARDFEED_PAGE_CHECKSUMS");
-    return !(v && std::string(v) == "0");
-  }();
-  return on;
-}
-
 void Slow(const DecodeHooks& hooks, const char* stage) {
   if (hooks.slow_us > 0 && hooks.slow_stage == stage) {
     // In slices, so that stopping the engine does not wait out a long sleep.
@@ -328,10 +318,10 @@ arrow::Result<RowGroupReader> OpenRowGroup(const Catalog& catalog, int32_t rg_in
                          slow_io ? hooks.slow_us : 0, out.io_ns);
   try {
     parquet::ReaderProperties reader_props(EnginePool());
-    // Pages written with a CRC32 (pyarrow's write_page_checksum, Spark) are
-    // checked: a flipped bit is an error, never a changed value.  Pages
-    // without one are read as before.
-    reader_props.set_page_checksum_verification(PageChecksumsOn());
+    // When asked, pages written with a CRC32 (pyarrow's write_page_checksum,
+    // Spark) are checked: a flipped bit is an error, never a changed value.
+    // Pages without one are read as before.
+    reader_props.set_page_checksum_verification(hooks.verify_page_checksums);
     auto pq = parquet::ParquetFileReader::Open(input, reader_props, file.metadata);
     parquet::ArrowReaderProperties props;
     props.set_use_threads(false);  // the engine parallelizes across row groups

@@ -35,6 +35,7 @@ struct DecodeHooks {
   std::string slow_stage;                      // test hook: sleep slow_us in this stage
   int slow_us = 0;
   double remote_timeout = 0;                // seconds for one row group's remote reads; 0: none
+  bool verify_page_checksums = false;       // EngineOptions::verify_page_checksums
   const std::atomic<bool>* stop = nullptr;  // the engine's: ends a remote wait early
 };
 

@@ -151,6 +151,7 @@ class EngineImpl final : public Engine {
     hooks_.slow_stage = options_.debug_slow_stage;
     hooks_.slow_us = options_.debug_slow_us;
     hooks_.remote_timeout = options_.remote_timeout;
+    hooks_.verify_page_checksums = options_.verify_page_checksums;
     hooks_.stop = &stop_;
     const int n = std::max(1, options_.num_threads);
     for (int w = 0; w < n; ++w) {
