@@ -382,6 +382,14 @@ arrow::Result<std::shared_ptr<arrow::Table>> ReadTable(
   };
   auto maybe_table = read(all_leaves);
   if (!maybe_table.ok()) {
+    // A file rewritten during the read fails in whatever way its new bytes
+    // make Arrow fail ("file too short", a bad page): say what happened.
+    if (!hooks.open) {
+      ARROW_RETURN_NOT_OK(
+          WithContext(CheckUnchanged(*catalog.filesystem(), file, hooks.remote_timeout,
+                                     [stop = hooks.stop] { return stop && stop->load(); }),
+                      context));
+    }
     // Single out the column that fails, so the message can name it.
     for (size_t i = 0; i < layout.fields.size(); ++i) {
       if (leaves[i].empty()) continue;
