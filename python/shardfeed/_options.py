@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -69,13 +70,11 @@ def _resolve_world(rank: int | None, world_size: int | None) -> tuple[int, int]:
     if rank is not None and world_size is not None:
         return rank, world_size
     dist_rank = dist_world = None
-    try:
-        import torch.distributed as dist
-
-        if dist.is_available() and dist.is_initialized():
-            dist_rank, dist_world = dist.get_rank(), dist.get_world_size()
-    except ImportError:
-        pass
+    # A process group exists only where torch is imported already: importing it
+    # here just to ask would cost every numpy-only loader a second.
+    dist = sys.modules.get("torch.distributed")
+    if dist is not None and dist.is_available() and dist.is_initialized():
+        dist_rank, dist_world = dist.get_rank(), dist.get_world_size()
     if dist_rank is None or dist_world is None:
         env_rank, env_world = _env_int("RANK"), _env_int("WORLD_SIZE")
         dist_rank = 0 if env_rank is None else env_rank
