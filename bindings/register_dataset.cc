@@ -149,8 +149,13 @@ void DefineFilter(nb::class_<DatasetHandle>& dataset) {
               rows = FilteredRows::Deserialize(*d.catalog, key,
                                                std::string(image->c_str(), image->size()));
             }
-            nb::gil_scoped_release release;
-            if (!rows) rows = Unwrap(FilteredRows::Make(*d.catalog, spec, key, num_threads));
+            if (!rows) {
+              // Reads the filter columns (remote storage can stall): interruptible.
+              rows = Unwrap(RunInterruptible<arrow::Result<std::shared_ptr<const FilteredRows>>>(
+                  [catalog = d.catalog, spec, key, num_threads] {
+                    return FilteredRows::Make(*catalog, spec, key, num_threads);
+                  }));
+            }
             return DatasetHandle{d.catalog, rows};
           },
           "dnf"_a, "key"_a, "num_threads"_a = CatalogOptions{}.num_threads, "image"_a = nb::none(),

@@ -292,3 +292,34 @@ def predicates() -> st.SearchStrategy[tuple[str, str, Any]]:
 @given(st.lists(st.lists(predicates(), min_size=1, max_size=3), min_size=1, max_size=2))
 def test_random_filters_match_pyarrow(lake: Path, filt: list[list[tuple[str, str, Any]]]) -> None:
     np.testing.assert_array_equal(loader_ids(lake, filt, batch_size=64), pyarrow_ids(lake, filt))
+
+
+def test_dataloader_workers_give_the_loaders_filtered_stream(lake: Path) -> None:
+    """Workers reopen the dataset after the fork; the filter's image travels with the
+    TorchDataset, so every worker keeps the same rows and the stream is the Loader's."""
+    import torch
+
+    kw: dict[str, Any] = dict(
+        columns=NUM, batch_size=8, seed=4, output="numpy", with_sample_id=True, fill_null=0,
+        drop_last=False, filter=[("date", ">=", "2024-01-02"), ("n", "<", 40)],
+    )  # fmt: skip
+    reference = digest(shardfeed.Loader(lake, **kw))
+    for workers in (0, 2):
+        ds = shardfeed.TorchDataset(lake, **kw)
+        got = digest(torch.utils.data.DataLoader(ds, batch_size=None, num_workers=workers))
+        assert got == reference, workers
+
+
+def test_damaged_filter_column_is_invalid_data_naming_the_file(tmp_path: Path) -> None:
+    """Bad bytes met while reading the filter columns are the data's fault, not storage's."""
+    path = tmp_path / "a.parquet"
+    table = pa.table({"y": np.arange(1000), "x": np.arange(1000) * 1.0})
+    pq.write_table(table, path, row_group_size=500, compression="snappy", use_dictionary=False)
+    chunk = pq.ParquetFile(path).metadata.row_group(0).column(0)
+    data = bytearray(path.read_bytes())
+    for i in range(chunk.data_page_offset + 20, chunk.data_page_offset + 60):
+        data[i] ^= 0x5A
+    path.write_bytes(bytes(data))
+    with pytest.raises(shardfeed.InvalidDataError, match=r"a\.parquet.*row group 0") as err:
+        shardfeed.Loader(tmp_path, batch_size=10, filter=[("y", "<", 700)])
+    assert not isinstance(err.value, OSError)

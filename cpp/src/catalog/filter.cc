@@ -22,6 +22,8 @@
 #include <parquet/statistics.h>
 
 #include "shardfeed/status.h"
+#include "storage/open.h"
+#include "util/parquet_error.h"
 
 namespace shardfeed {
 
@@ -328,23 +330,35 @@ struct FilterRunner {
         leaves.push_back(pq_schema.ColumnIndex(*pq_schema.group_node()->field(in_file)));
       }
     }
-    arrow::fs::FileInfo info(file.path, arrow::fs::FileType::File);
-    info.set_size(file.size);
-    ARROW_ASSIGN_OR_RAISE(auto input, catalog.filesystem()->OpenInputFile(info));
+    // Through a read tracker (remote reads retried), so that a failed read
+    // is a StorageError and bytes that do not decode an InvalidDataError.
+    ARROW_ASSIGN_OR_RAISE(auto opened, OpenCatalogFile(catalog, rg.file, nullptr));
+    auto failed = [&](const arrow::Status& status) {
+      const arrow::Status io = opened.failure->first();
+      if (!io.ok()) return ParquetStatus(Error(ErrorKind::kStorage, io.message()), {});
+      return ParquetStatus(status, {}, IoOutcome::kReadOk);
+    };
     std::shared_ptr<arrow::Table> table;
     try {
-      auto pq = parquet::ParquetFileReader::Open(input, parquet::default_reader_properties(),
+      auto pq = parquet::ParquetFileReader::Open(opened.file, parquet::default_reader_properties(),
                                                  file.metadata);
       parquet::ArrowReaderProperties props;
       props.set_use_threads(false);
       props.set_batch_size(std::max<int64_t>(rg.num_rows, 1));
-      ARROW_ASSIGN_OR_RAISE(auto reader, parquet::arrow::FileReader::Make(
-                                             arrow::default_memory_pool(), std::move(pq), props));
-      ARROW_ASSIGN_OR_RAISE(table, reader->ReadRowGroup(rg.row_group, leaves));
-    } catch (const std::exception& e) {
-      return arrow::Status::IOError(e.what());
+      auto reader =
+          parquet::arrow::FileReader::Make(arrow::default_memory_pool(), std::move(pq), props);
+      if (!reader.ok()) return failed(reader.status());
+      auto read = (*reader)->ReadRowGroup(rg.row_group, leaves);
+      if (!read.ok()) return failed(read.status());
+      table = *read;
+    } catch (...) {
+      return failed(ParquetExceptionStatus(std::current_exception(), {}, IoOutcome::kReadOk));
     }
-    if (table->num_rows() != rg.num_rows) return arrow::Status::IOError("row count mismatch");
+    if (table->num_rows() != rg.num_rows) {
+      return Error(ErrorKind::kInvalidData, "decoded " + std::to_string(table->num_rows()) +
+                                                " rows, the footer says " +
+                                                std::to_string(rg.num_rows));
+    }
     auto meta = file.metadata->RowGroup(rg.row_group);
     for (int leaf : leaves) out->bytes += meta->ColumnChunk(leaf)->total_compressed_size();
     out->read = true;
