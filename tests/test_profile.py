@@ -64,3 +64,30 @@ def test_cli_json_and_trace(dataset, tmp_path, capsys):
     assert {e["name"] for e in spans} >= {"decode", "assemble", "consumer_wait"}
     assert {e["tid"] for e in spans} >= {0, 1, -1}  # both workers and the consumer
     assert all(e["dur"] >= 0 for e in spans)
+
+
+def _sorted_row_groups(root, groups: int, rows: int):
+    """Data in row-group order: row group g holds ids g*rows .. (g+1)*rows - 1."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    root.mkdir()
+    ids = np.arange(groups * rows, dtype=np.int64)
+    pq.write_table(pa.table({"id": ids}), root / "sorted.parquet", row_group_size=rows)
+    return root
+
+
+def test_effective_shuffle_window_on_sorted_data(tmp_path):
+    """Issue 11's measure: 1 / mean chance that two rows of a batch share a row group.  In
+    order it is exactly 1; a window of w row groups scores about w; a window over every row
+    group about the number of row groups (a full shuffle)."""
+    data = _sorted_row_groups(tmp_path / "d", groups=16, rows=512)
+    kw = dict(batch_size=256, batches=1000, threads=2)
+    in_order = profile(str(data), shuffle=False, **kw)
+    assert in_order["effective_shuffle_window"] == 1.0
+    assert in_order["dataset_row_groups"] == 16
+    window4 = profile(str(data), shuffle=True, shuffle_window=4, **kw)["effective_shuffle_window"]
+    assert 3.5 < window4 < 4.5, window4
+    full = profile(str(data), shuffle=True, shuffle_window=16, **kw)["effective_shuffle_window"]
+    assert 13 < full < 17.5, full

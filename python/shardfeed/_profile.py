@@ -9,6 +9,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from ._loader import Loader
 
 _STAGES = ("fetch", "read", "decode", "transform", "assemble", "deliver")
@@ -44,6 +46,23 @@ def verdict(report: dict[str, Any]) -> str:
             f"consumer waited {wait:.1%} of the time)")  # fmt: skip
 
 
+def effective_window(sample_ids: list[np.ndarray], row_group_starts: np.ndarray) -> float | None:
+    """W_eff of the batches seen: 1 / the mean over batches of the chance that two rows of a
+    batch come from the same row group.  In row-group order it is 1; a full shuffle of R
+    equal row groups scores about R.  ``None`` when no batch held two rows of one row group
+    (or none held two rows)."""
+    chances = []
+    for ids in sample_ids:
+        b = len(ids)
+        if b < 2:
+            continue
+        groups = np.searchsorted(row_group_starts, ids, side="right") - 1
+        counts = np.bincount(groups).astype(np.float64)
+        chances.append(float((counts * (counts - 1)).sum()) / (b * (b - 1)))
+    mean = float(np.mean(chances)) if chances else 0.0
+    return 1.0 / mean if mean > 0 else None
+
+
 def _columns(names: list[str], pattern: str) -> list[str]:
     picked: list[str] = []
     for part in pattern.split(","):
@@ -73,7 +92,10 @@ def profile(
     from ._options import open_dataset
 
     sources = [source] if isinstance(source, str) else source
-    names = [n for n, _ in open_dataset(sources).schema()]
+    dataset = open_dataset(sources)
+    names = [n for n, _ in dataset.schema()]
+    # Where each row group starts in the natural order: sample ids -> row groups (W_eff).
+    starts = np.array([first for _, _, _, first, _ in dataset.row_groups()], dtype=np.int64)
     stack_arg = None
     if stack:
         name, _, pattern = stack.partition("=")
@@ -81,11 +103,13 @@ def profile(
     cols = _columns(names, columns) if columns else None
     if cols is None and stack_arg:
         cols = [n for n in names if n not in stack_arg[next(iter(stack_arg))]]
+    loader_args["with_sample_id"] = True  # for W_eff; handed out, not timed
     loader = Loader(sources, columns=cols, batch_size=batch_size, num_threads=threads,
                     stack=stack_arg, output="numpy", **loader_args)  # fmt: skip
     loader._settings.extra["trace"] = trace is not None
     loader._settings.extra.update(_hooks or {})  # tests slow a stage down on purpose
     rows = n = 0
+    seen: list[np.ndarray] = []  # each batch's sample ids
     waited = 0.0  # in next(), after the first batch
     start = time.perf_counter()
     first = start
@@ -100,6 +124,7 @@ def profile(
         else:
             waited += time.perf_counter() - t0
         rows += len(next(iter(batch.values())))
+        seen.append(np.array(batch["sample_id"], copy=True))  # not a view: batches go
         n += 1
         if step_ms > 0:
             time.sleep(step_ms / 1000)
@@ -122,6 +147,10 @@ def profile(
         "wall_seconds": wall,
         "step_ms": step_ms,
         "row_groups_decoded": int(stats["row_groups_decoded"]),
+        # The shuffle's strength in row groups (issue 11's measure): None when no two rows
+        # of a batch shared a row group.
+        "effective_shuffle_window": effective_window(seen, starts),
+        "dataset_row_groups": len(starts),
     }
     report["verdict"] = verdict(report)
     if trace is not None:
@@ -160,5 +189,11 @@ def format_table(report: dict[str, Any]) -> str:
         f"{report['worker_wait_seconds'] / capacity:.1%}"
     )
     lines.append("(share: of worker time for engine stages, of wall time for deliver)")
+    w = report["effective_shuffle_window"]
+    lines.append(
+        "shuffle: effective window "
+        + ("beyond measure (no batch held two rows of one row group)" if w is None else f"{w:.1f}")
+        + f" row groups (a full shuffle of this data scores about {report['dataset_row_groups']})"
+    )
     lines.append(f"\nverdict: {report['verdict']}")
     return "\n".join(lines)
