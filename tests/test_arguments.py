@@ -131,6 +131,14 @@ def test_bad_rank_environment_names_the_variable(dataset, monkeypatch, var, valu
         shardfeed.Loader(dataset)
 
 
+def test_a_cache_dir_that_is_a_file_is_refused_even_for_local_data(cls, dataset, tmp_path):
+    """Issue 10: local data never uses the file cache, so the mistake went unnoticed."""
+    not_a_folder = tmp_path / "cache"
+    not_a_folder.write_text("")
+    with pytest.raises(shardfeed.InvalidArgumentError, match=r"cache_dir.*not a folder"):
+        make(cls, dataset, {"cache_dir": not_a_folder})
+
+
 def test_numpy_integers_and_path_lists_are_accepted(dataset):
     files = sorted(p for p in dataset.rglob("*.parquet"))
     ld = shardfeed.Loader(

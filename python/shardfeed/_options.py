@@ -107,6 +107,10 @@ class CacheSettings:
         prefetch_bytes: int | None,
     ) -> CacheSettings:
         root = None if cache_dir is None else check_path("cache_dir", cache_dir)
+        # Checked here, not where it is first used: local data may never use it,
+        # and a mistake should not wait for the first remote or decoded-cache run.
+        if root is not None and os.path.exists(root) and not os.path.isdir(root):
+            raise InvalidArgumentError(f"cache_dir {root!r} exists and is not a folder")
         decoded = check_bool("cache_decoded", cache_decoded)
         if decoded and root is None:
             raise InvalidArgumentError("cache_decoded=True needs a cache_dir")
