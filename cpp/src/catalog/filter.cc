@@ -333,11 +333,7 @@ struct FilterRunner {
     // Through a read tracker (remote reads retried), so that a failed read
     // is a StorageError and bytes that do not decode an InvalidDataError.
     ARROW_ASSIGN_OR_RAISE(auto opened, OpenCatalogFile(catalog, rg.file, nullptr));
-    auto failed = [&](const arrow::Status& status) {
-      const arrow::Status io = opened.failure->first();
-      if (!io.ok()) return ParquetStatus(Error(ErrorKind::kStorage, io.message()), {});
-      return ParquetStatus(status, {}, IoOutcome::kReadOk);
-    };
+    auto failed = [&](const arrow::Status& status) { return opened.failure->Classify(status, {}); };
     std::shared_ptr<arrow::Table> table;
     try {
       auto pq = parquet::ParquetFileReader::Open(opened.file, parquet::default_reader_properties(),

@@ -233,6 +233,11 @@ bool FitsLayout(const std::vector<DecodedColumn>& columns, const Layout& layout,
   return true;
 }
 
+// Whether the engine asked to stop (a wait on remote storage ends early).
+StopCheck StopOf(const DecodeHooks& hooks) {
+  return [stop = hooks.stop] { return stop && stop->load(); };
+}
+
 void Slow(const DecodeHooks& hooks, const char* stage) {
   if (hooks.slow_us > 0 && hooks.slow_stage == stage) {
     // In slices, so that stopping the engine does not wait out a long sleep.
@@ -280,11 +285,8 @@ struct RowGroupReader {
   std::shared_ptr<ReadFailure> failure;
   std::shared_ptr<std::atomic<int64_t>> io_ns;
 
-  // A failed read is the storage's fault; any other failure, the bytes'.
   arrow::Status Failed(const arrow::Status& status, const ErrorContext& at) const {
-    const arrow::Status io = failure->first();
-    if (!io.ok()) return ParquetStatus(Error(ErrorKind::kStorage, io.message()), at);
-    return ParquetStatus(status, at, IoOutcome::kReadOk);
+    return failure->Classify(status, at);
   }
 };
 
@@ -298,10 +300,8 @@ arrow::Result<RowGroupReader> OpenRowGroup(const Catalog& catalog, int32_t rg_in
   const ErrorContext where{file.rel_path, rg.row_group, "", ""};
   if (!hooks.open) {
     // (Through the file cache, the cache checks the version instead.)
-    ARROW_RETURN_NOT_OK(
-        WithContext(CheckUnchanged(*catalog.filesystem(), file, hooks.remote_timeout,
-                                   [stop = hooks.stop] { return stop && stop->load(); }),
-                    context));
+    ARROW_RETURN_NOT_OK(WithContext(
+        CheckUnchanged(*catalog.filesystem(), file, hooks.remote_timeout, StopOf(hooks)), context));
   }
   auto opened = OpenCatalogFile(catalog, rg.file, hooks.open);
   if (!opened.ok()) return ParquetStatus(opened.status(), where);
@@ -385,10 +385,9 @@ arrow::Result<std::shared_ptr<arrow::Table>> ReadTable(
     // A file rewritten during the read fails in whatever way its new bytes
     // make Arrow fail ("file too short", a bad page): say what happened.
     if (!hooks.open) {
-      ARROW_RETURN_NOT_OK(
-          WithContext(CheckUnchanged(*catalog.filesystem(), file, hooks.remote_timeout,
-                                     [stop = hooks.stop] { return stop && stop->load(); }),
-                      context));
+      ARROW_RETURN_NOT_OK(WithContext(
+          CheckUnchanged(*catalog.filesystem(), file, hooks.remote_timeout, StopOf(hooks)),
+          context));
     }
     // Single out the column that fails, so the message can name it.
     for (size_t i = 0; i < layout.fields.size(); ++i) {

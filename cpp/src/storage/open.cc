@@ -64,6 +64,12 @@ arrow::Status ReadFailure::first() const {
   return first_;
 }
 
+arrow::Status ReadFailure::Classify(const arrow::Status& status, const ErrorContext& at) const {
+  const arrow::Status io = first();
+  if (!io.ok()) return ParquetStatus(Error(ErrorKind::kStorage, io.message()), at);
+  return ParquetStatus(status, at, IoOutcome::kReadOk);
+}
+
 arrow::Result<OpenedFile> OpenCatalogFile(const Catalog& catalog, int32_t file,
                                           const FileOpener& opener) {
   const auto& entry = catalog.files()[static_cast<size_t>(file)];

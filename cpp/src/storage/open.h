@@ -21,6 +21,7 @@
 #include <arrow/status.h>
 
 #include "shardfeed/catalog.h"
+#include "util/parquet_error.h"
 
 namespace shardfeed {
 
@@ -34,6 +35,10 @@ class ReadFailure {
  public:
   void Record(const arrow::Status& status);
   arrow::Status first() const;  // OK while every read succeeded
+
+  // The status for `status`, met while reading the tracked file: the
+  // storage's fault (kStorage) when a read failed, else the bytes'.
+  arrow::Status Classify(const arrow::Status& status, const ErrorContext& at) const;
 
  private:
   mutable std::mutex mu_;
