@@ -14,8 +14,12 @@ Gaussian noise (std 0.05) on every standardized feature; features stacked into
 
 Systems, each in its own process, ``--epochs`` passes (the first shown apart):
 
-* ``builtin_loader``: ``Loader(transforms=[FillNull, Standardize, HashBucket,
-  GaussianNoise, ...])``: the recipe in the engine's C++ threads (the reference);
+* ``builtin_loader``: ``Loader(transforms=[FillNull("x"), Standardize("x", mean=<256>,
+  std=<256>), GaussianNoise("x"), <ids>])``: the recipe on the stack, in the engine's
+  C++ threads (the reference);
+* ``builtin_columns_loader``: the same recipe spelled per column (``FillNull``,
+  ``Standardize`` and ``GaussianNoise`` once per feature: 533 transforms), as before
+  stacks took transforms;
 * ``builtin_torch_2w``: the same in ``TorchDataset`` + ``DataLoader(num_workers=2)``;
 * ``numpy_torch_2w``: ``TorchDataset(transform=recipe_numpy)`` + ``DataLoader(num_workers=2)``:
   the recipe as a per-batch NumPy function in the DataLoader workers.  The engine still
@@ -52,6 +56,7 @@ import _measure as measure
 
 SYSTEMS = (
     "builtin_loader",
+    "builtin_columns_loader",
     "builtin_torch_2w",
     "numpy_torch_2w",
     "numpy_loader",
@@ -213,21 +218,41 @@ def recipe(dataset: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def builtin_transforms(r: dict[str, Any]) -> list[Any]:
-    from shardfeed.transforms import FillNull, GaussianNoise, HashBucket, Standardize
+def _id_transforms() -> list[Any]:
+    from shardfeed.transforms import FillNull, HashBucket
 
-    out: list[Any] = [FillNull(f, value=0.0) for f in r["null_features"]]
-    out += [
-        Standardize(f, mean=m, std=s)
-        for f, m, s in zip(r["features"], r["mean"], r["std"], strict=False)
-    ]
-    out += [
+    out: list[Any] = [
         FillNull("user_id", value=-1),
         HashBucket("user_id", num_buckets=INT_IDS["user_id"]),
         HashBucket("item_id", num_buckets=INT_IDS["item_id"]),
     ]
     for col, n in STRING_IDS.items():
         out += [HashBucket(col, num_buckets=n), FillNull(col, value=n)]
+    return out
+
+
+def builtin_transforms(r: dict[str, Any]) -> list[Any]:
+    """The recipe on the stack ``x``: three transforms with per-feature vectors."""
+    from shardfeed.transforms import FillNull, GaussianNoise, Standardize
+
+    return [
+        FillNull("x", value=0.0),
+        Standardize("x", mean=r["mean"], std=r["std"]),
+        GaussianNoise("x", std=r["noise_std"]),
+        *_id_transforms(),
+    ]
+
+
+def column_transforms(r: dict[str, Any]) -> list[Any]:
+    """The same recipe spelled per column: one transform per (feature, operation)."""
+    from shardfeed.transforms import FillNull, GaussianNoise, Standardize
+
+    out: list[Any] = [FillNull(f, value=0.0) for f in r["null_features"]]
+    out += [
+        Standardize(f, mean=m, std=s)
+        for f, m, s in zip(r["features"], r["mean"], r["std"], strict=False)
+    ]
+    out += _id_transforms()
     out += [GaussianNoise(f, std=r["noise_std"]) for f in r["features"]]
     return out
 
@@ -294,12 +319,19 @@ def _make(args: argparse.Namespace, system: str, dataset_path: str) -> tuple[Any
     strings_only = []
     for col, n in STRING_IDS.items():
         strings_only += [HashBucket(col, num_buckets=n), FillNull(col, value=n)]
-    if system.startswith("builtin"):
+    if system.startswith("builtin_columns"):
+        kw = {**common_kw, "transforms": column_transforms(r)}
+        notes = (
+            f"{len(kw['transforms'])} built-in transforms per column (FillNull "
+            f"x{NULL_FEATURES + 2}, Standardize x{len(r['features'])}, HashBucket x3, "
+            f"GaussianNoise x{len(r['features'])}) in the engine's threads"
+        )
+    elif system.startswith("builtin"):
         kw = {**common_kw, "transforms": builtin_transforms(r)}
         notes = (
-            f"{len(kw['transforms'])} built-in transforms (FillNull x{NULL_FEATURES + 2}, "
-            f"Standardize x{len(r['features'])}, HashBucket x3, GaussianNoise "
-            f"x{len(r['features'])}) in the engine's threads"
+            "built-in transforms on the stack x (FillNull, Standardize with per-feature "
+            "mean/std, GaussianNoise: one stream per sample) + 5 on the ids, in the "
+            "engine's threads"
         )
     elif system.startswith("numpy"):
         kw = {

@@ -32,6 +32,10 @@ void RegisterTransforms(nb::module_& m) {
       .def_rw("b", &TransformSpec::b)
       .def_rw("n", &TransformSpec::n)
       .def_rw("boundaries", &TransformSpec::boundaries)
+      .def_rw("a_values", &TransformSpec::a_values,
+              "Stacks: per-feature values of a (empty: a for every feature).")
+      .def_rw("b_values", &TransformSpec::b_values,
+              "Stacks: per-feature values of b (empty: b for every feature).")
       .def_prop_rw(
           "values",
           [](const TransformSpec& t) {

@@ -103,6 +103,20 @@ class TransformSpec:
     def boundaries(self, arg: Sequence[float], /) -> None: ...
 
     @property
+    def a_values(self) -> list[float]:
+        """Stacks: per-feature values of a (empty: a for every feature)."""
+
+    @a_values.setter
+    def a_values(self, arg: Sequence[float], /) -> None: ...
+
+    @property
+    def b_values(self) -> list[float]:
+        """Stacks: per-feature values of b (empty: b for every feature)."""
+
+    @b_values.setter
+    def b_values(self, arg: Sequence[float], /) -> None: ...
+
+    @property
     def values(self) -> list[str]:
         """Vocabulary: the values (setting it builds the lookup table once)."""
 

@@ -11,6 +11,24 @@ then keyword settings::
         GaussianNoise("x", std=0.1),
     ]
 
+**Stacks.** ``Standardize``, ``Clip``, ``Log1p``, ``FillNull``, ``GaussianNoise``,
+``RandomMask`` (and ``Cast``, ``HashBucket``, ``Bucketize``) also take the name of a
+``stack`` instead of a column, with one setting for every feature or a list (or 1-D
+array) of F settings, one per feature in the stack's column order::
+
+    stack = {"x": features}                       # F columns -> x: [B, F]
+    transforms = [
+        FillNull("x", value=0.0),                 # first among the stack's transforms
+        Standardize("x", mean=means, std=stds),   # length-F lists or arrays
+        GaussianNoise("x", std=0.05),
+    ]
+
+A stack's transforms run on its row-major ``[rows, F]`` matrix, after its columns' own
+transforms (whatever their places in the list), in list order; ``FillNull`` on a stack
+fills its columns' nulls as the matrix is built, so it must come first among them.  A
+random one draws all F values of a sample from the sample's one stream, keyed as
+below.  Per-feature lists are for stacks only.
+
 Random transforms (``GaussianNoise``, ``RandomMask``, ``RandomCrop``) draw from a
 counter-based generator keyed by (seed, epoch, position of the transform in the
 list, the sample's natural-order id): a sample gets the same values with any
@@ -35,6 +53,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import numbers
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar
@@ -46,16 +65,69 @@ _DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32
            "float32", "float64")  # fmt: skip
 
 
+Setting = float | Sequence[float]  # one value, or one per feature of a stack
+
+
+def _per_feature(op: str, column: str, name: str, value: Any, none: float | None = None) -> Any:
+    """A setting as given (a number, or None where ``none`` stands for an open bound),
+    or a list or 1-D array of them as a tuple of floats (and Nones)."""
+    if value is None and none is not None:
+        return None
+    if isinstance(value, (bool, int, float)):
+        return value
+    if isinstance(value, numbers.Real) or getattr(value, "ndim", None) == 0:
+        return float(value)  # a numpy scalar or 0-d array: a plain float in spec()
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
+        raise ArgumentTypeError(f"{op} on '{column}': {name} must be a number or a list of "
+                                f"numbers (one per feature of a stack), got {value!r}")  # fmt: skip
+    out: list[float | None] = []
+    for v in value:
+        if v is None and none is not None:
+            out.append(None)  # an open bound; spec() keeps it JSON's null
+            continue
+        try:
+            out.append(float(v))
+        except (TypeError, ValueError):
+            raise ArgumentTypeError(
+                f"{op} on '{column}': {name} must hold numbers, got {v!r}"
+            ) from None
+    if not out:
+        raise InvalidArgumentError(f"{op} on '{column}': {name} is an empty list")
+    return tuple(out)
+
+
+def _split(value: Any, none: float = 0.0) -> tuple[float, list[float]]:
+    """(scalar, per-feature list) for the core spec."""
+    if isinstance(value, tuple):
+        return 0.0, [none if v is None else v for v in value]
+    return (none if value is None else float(value)), []
+
+
 @dataclass(frozen=True)
 class Transform:
-    """Base class: one operation on one column."""
+    """Base class: one operation on one column (or one stack)."""
 
     column: str
     random: ClassVar[bool] = False
+    # Settings that take a list, one value per feature of a stack.
+    _vectors: ClassVar[tuple[str, ...]] = ()
+    # Settings where None means an open bound (Clip), and what it stands for.
+    _open: ClassVar[dict[str, float]] = {}
+
+    def __post_init__(self) -> None:
+        for name in self._vectors:
+            value = _per_feature(type(self).__name__, self.column, name, getattr(self, name),
+                                 self._open.get(name))  # fmt: skip
+            object.__setattr__(self, name, value)
 
     def spec(self) -> dict[str, Any]:
-        """Plain data: the transform's name and settings (stable, JSON-serializable)."""
-        return {"op": type(self).__name__, **asdict(self)}
+        """Plain data: the transform's name and settings (stable, JSON-serializable;
+        per-feature settings as lists, as JSON gives them back)."""
+        fields = asdict(self)
+        for name in self._vectors:
+            if isinstance(fields[name], tuple):
+                fields[name] = list(fields[name])
+        return {"op": type(self).__name__, **fields}
 
     def _core_spec(self) -> _core.TransformSpec:
         raise NotImplementedError
@@ -88,25 +160,28 @@ class Cast(Transform):
 class FillNull(Transform):
     """Replaces nulls with ``value``."""
 
-    value: float = 0.0
+    value: Setting = 0.0
+    _vectors: ClassVar[tuple[str, ...]] = ("value",)
 
     def _core_spec(self) -> _core.TransformSpec:
         t = self._base()
-        t.a = float(self.value)
+        t.a, t.a_values = _split(self.value)
         return t
 
 
 @dataclass(frozen=True)
 class Clip(Transform):
-    """Clamps to [min, max]; ``None`` leaves that side open."""
+    """Clamps to [min, max]; ``None`` leaves that side open (also inside a list)."""
 
-    min: float | None = None
-    max: float | None = None
+    min: Setting | None = None
+    max: Setting | None = None
+    _vectors: ClassVar[tuple[str, ...]] = ("min", "max")
+    _open: ClassVar[dict[str, float]] = {"min": -math.inf, "max": math.inf}
 
     def _core_spec(self) -> _core.TransformSpec:
         t = self._base()
-        t.a = -math.inf if self.min is None else float(self.min)
-        t.b = math.inf if self.max is None else float(self.max)
+        t.a, t.a_values = _split(self.min, -math.inf)
+        t.b, t.b_values = _split(self.max, math.inf)
         return t
 
 
@@ -114,12 +189,14 @@ class Clip(Transform):
 class Standardize(Transform):
     """``(x - mean) / std``; std must be > 0."""
 
-    mean: float = 0.0
-    std: float = 1.0
+    mean: Setting = 0.0
+    std: Setting = 1.0
+    _vectors: ClassVar[tuple[str, ...]] = ("mean", "std")
 
     def _core_spec(self) -> _core.TransformSpec:
         t = self._base()
-        t.a, t.b = float(self.mean), float(self.std)
+        t.a, t.a_values = _split(self.mean)
+        t.b, t.b_values = _split(self.std)
         return t
 
 
@@ -163,12 +240,13 @@ class Bucketize(Transform):
 class GaussianNoise(Transform):
     """Adds N(0, std^2) noise, drawn per sample and element."""
 
-    std: float = 1.0
+    std: Setting = 1.0
     random: ClassVar[bool] = True
+    _vectors: ClassVar[tuple[str, ...]] = ("std",)
 
     def _core_spec(self) -> _core.TransformSpec:
         t = self._base()
-        t.a = float(self.std)
+        t.a, t.a_values = _split(self.std)
         return t
 
 
@@ -176,13 +254,15 @@ class GaussianNoise(Transform):
 class RandomMask(Transform):
     """Replaces each element with ``value`` with the given probability."""
 
-    probability: float = 0.1
-    value: float = 0.0
+    probability: Setting = 0.1
+    value: Setting = 0.0
     random: ClassVar[bool] = True
+    _vectors: ClassVar[tuple[str, ...]] = ("probability", "value")
 
     def _core_spec(self) -> _core.TransformSpec:
         t = self._base()
-        t.a, t.b = float(self.probability), float(self.value)
+        t.a, t.a_values = _split(self.probability)
+        t.b, t.b_values = _split(self.value)
         return t
 
 

@@ -5,6 +5,12 @@
 // + position, sample id): the value a sample gets depends only on the data,
 // the seed, the epoch, the transform's position in the list and the sample's
 // natural-order id -- not on threads, processes, ranks or a resume.
+//
+// A transform's `column` may name a stack instead of a column: it then runs on
+// the stack's [rows, F] matrix, after the member columns' own transforms, with
+// per-feature settings (`a_values` / `b_values`, length F) or one setting for
+// every feature, and a random one draws all of a sample's F values from the
+// sample's one stream.
 #pragma once
 
 #include <cstdint>
@@ -40,6 +46,9 @@ struct TransformSpec {
   double b = 0;
   int64_t n = 0;
   std::vector<double> boundaries;
+  // Stacks only: per-feature a and b (length F); empty = `a` / `b` for every feature.
+  std::vector<double> a_values;
+  std::vector<double> b_values;
   DType dtype = DType::kFloat32;
   // Vocabulary: the table, built once (a loader shares it between its engines).
   std::shared_ptr<const VocabularyTable> vocabulary;

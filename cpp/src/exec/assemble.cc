@@ -144,9 +144,9 @@ arrow::Status TransposeStack(const Layout& layout, const OutputPlan& plan,
                              uint8_t* out) {
   constexpr int64_t kTileRows = 256;
 #if defined(__SSE2__)
-  bool same = DTypeSize(plan.dtype) == 4;
+  bool same = DTypeSize(plan.matrix_dtype) == 4;
   for (int source : plan.sources) {
-    same = same && layout.field_dtypes[static_cast<size_t>(source)] == plan.dtype;
+    same = same && layout.field_dtypes[static_cast<size_t>(source)] == plan.matrix_dtype;
   }
   if (same) {
     std::vector<const uint32_t*> cols;
@@ -161,7 +161,7 @@ arrow::Status TransposeStack(const Layout& layout, const OutputPlan& plan,
     return arrow::Status::OK();
   }
 #endif
-  VisitDType(plan.dtype, [&](auto d) {
+  VisitDType(plan.matrix_dtype, [&](auto d) {
     using Dst = decltype(d);
     auto* dst = reinterpret_cast<Dst*>(out);
     for (int64_t r0 = 0; r0 < rows; r0 += kTileRows) {

@@ -21,8 +21,9 @@ struct GatherInput {
 };
 
 // Writes the stack `plan` of one decoded row group as a row-major [rows, width]
-// matrix of the stack's dtype into `out`, so that gathering a shuffled batch
-// copies one contiguous row per sample instead of touching `width` columns.
+// matrix of the stack's dtype before its own transforms (matrix_dtype) into `out`, so that
+// gathering a shuffled batch copies one contiguous row per sample instead of touching `width`
+// columns.
 arrow::Status TransposeStack(const Layout& layout, const OutputPlan& plan,
                              const std::vector<DecodedColumn>& columns, int64_t rows, uint8_t* out);
 

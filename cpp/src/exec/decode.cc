@@ -25,6 +25,7 @@
 #include "catalog/file_check.h"
 #include "exec/assemble.h"
 #include "exec/convert.h"
+#include "exec/stack_matrix.h"
 #include "shardfeed/status.h"
 #include "storage/open.h"
 #include "tier/decoded_tier_internal.h"
@@ -537,6 +538,7 @@ arrow::Result<std::shared_ptr<const DecodedRowGroup>> DecodeRowGroup(const Catal
   }
   for (size_t i = 0; i < layout.fields.size(); ++i) {
     ARROW_RETURN_NOT_OK(apply(i, layout.field_transforms[i].size()));
+    if (layout.field_nulls_to_stack[i]) continue;  // the stack's FillNull fills them
     ARROW_RETURN_NOT_OK(ApplyNullPolicy(layout.field_fill_null[i],
                                         context + ", column '" + layout.field_names[i] + "'",
                                         &decoded->columns[i]));
@@ -552,16 +554,18 @@ arrow::Result<std::shared_ptr<const DecodedRowGroup>> DecodeRowGroup(const Catal
     const auto& plan = layout.outputs[o];
     if (plan.kind != OutputKind::kStack) continue;
     const auto t_stack = Clock::now();
-    const int64_t bytes = num_rows * plan.width * static_cast<int64_t>(DTypeSize(plan.dtype));
     const std::string stack_context = context + ", stack '" + plan.name + "'";
-    auto maybe_matrix = arrow::AllocateBuffer(std::max<int64_t>(bytes, 1), EnginePool());
-    if (!maybe_matrix.ok()) return WithContext(maybe_matrix.status(), stack_context);
-    std::shared_ptr<arrow::Buffer> matrix = std::move(*maybe_matrix);
-    ARROW_RETURN_NOT_OK(WithContext(
-        TransposeStack(layout, plan, decoded->columns, num_rows, matrix->mutable_data()),
-        stack_context));
-    decoded->stacks[o] = std::move(matrix);
-    hooks.clock->Add(Stage::kAssemble, t_stack, bytes, 0, rg_index);
+    auto matrix = MakeStackMatrix(layout, plan, decoded->columns, num_rows);
+    if (!matrix.ok()) return WithContext(matrix.status(), stack_context);
+    hooks.clock->Add(Stage::kAssemble, t_stack, matrix->owned->size(), 0, rg_index);
+    if (!plan.transforms.empty()) {
+      const auto t_stack_transform = Clock::now();
+      ARROW_RETURN_NOT_OK(WithContext(
+          TransformStack(layout, plan, key, rg.first_row, num_rows, decoded->rows.get(), &*matrix),
+          stack_context));
+      hooks.clock->Add(Stage::kTransform, t_stack_transform, 0, num_rows, rg_index);
+    }
+    decoded->stacks[o] = std::move(matrix->owned);
   }
   for (size_t i = 0; i < layout.fields.size(); ++i) {
     if (!layout.field_used_alone[i]) decoded->columns[i] = DecodedColumn{};

@@ -9,6 +9,7 @@
 
 #include "catalog/unify.h"
 #include "shardfeed/status.h"
+#include "transform/stack.h"
 #include "transform/transform.h"
 
 namespace shardfeed {
@@ -268,6 +269,69 @@ arrow::Result<OutputPlan> StackOutput(const arrow::Schema& schema, const StackSp
   return out;
 }
 
+// The stack's own transforms (those whose column is the stack's name): its
+// FillNull, then the rest in list order, which decide the stack's dtype.
+arrow::Status StackTransforms(const arrow::Schema& schema, const OutputOptions& options,
+                              const StackSpec& stack, OutputPlan* plan) {
+  plan->matrix_dtype = plan->dtype;
+  for (size_t t = 0; t < options.transforms.size(); ++t) {
+    const auto& spec = options.transforms[t];
+    if (spec.column != stack.name) continue;
+    const std::string what = std::string(TransformOpName(spec.op)) + " on '" + stack.name + "'";
+    if (schema.GetFieldIndex(stack.name) >= 0) {
+      return Error(ErrorKind::kInvalidArgument,
+                   what + ": '" + stack.name +
+                       "' names both a stack and a column of the dataset; rename the stack");
+    }
+    if (spec.op == TransformOp::kFillNull) {
+      if (!plan->transforms.empty() || !plan->fill.empty()) {
+        return Error(ErrorKind::kInvalidArgument,
+                     what +
+                         ": a stack's FillNull fills its columns' nulls as the stack is "
+                         "built, so it must come first among the stack's transforms");
+      }
+      ARROW_ASSIGN_OR_RAISE(plan->fill,
+                            StackFillValues(spec, plan->matrix_dtype, stack.name, stack.columns));
+      continue;
+    }
+    ARROW_ASSIGN_OR_RAISE(plan->dtype,
+                          StackTransformedType(spec, plan->dtype, stack.name, stack.columns));
+    plan->transforms.push_back(t);
+  }
+  return arrow::Status::OK();
+}
+
+// Per-column settings given to a column (stacks take them, columns do not).
+arrow::Status CheckColumnSettings(const OutputOptions& options,
+                                  const std::set<std::string>& stack_names) {
+  for (const auto& t : options.transforms) {
+    if (stack_names.count(t.column) || (t.a_values.empty() && t.b_values.empty())) continue;
+    return Error(ErrorKind::kInvalidArgument,
+                 std::string(TransformOpName(t.op)) + " on column '" + t.column +
+                     "': per-feature settings (lists) need a stack; a column takes one value");
+  }
+  return arrow::Status::OK();
+}
+
+// A field's nulls go on to its stacks' FillNull when every output that reads
+// it is a stack with a FillNull.
+void SetNullsToStack(Layout* layout) {
+  layout->field_nulls_to_stack.assign(layout->fields.size(), false);
+  std::vector<int> stacks_with_fill(layout->fields.size(), 0);
+  std::vector<int> readers(layout->fields.size(), 0);
+  for (const auto& out : layout->outputs) {
+    for (int source : out.sources) {
+      ++readers[static_cast<size_t>(source)];
+      if (out.kind == OutputKind::kStack && !out.fill.empty()) {
+        ++stacks_with_fill[static_cast<size_t>(source)];
+      }
+    }
+  }
+  for (size_t i = 0; i < layout->fields.size(); ++i) {
+    layout->field_nulls_to_stack[i] = readers[i] > 0 && readers[i] == stacks_with_fill[i];
+  }
+}
+
 }  // namespace
 
 arrow::Result<Layout> MakeLayout(const arrow::Schema& schema, const OutputOptions& options) {
@@ -283,12 +347,15 @@ arrow::Result<Layout> MakeLayout(const arrow::Schema& schema, const OutputOption
   };
 
   // Stacks first: with all columns requested, stacked columns are not repeated alone.
-  std::set<std::string> stacked;
+  std::set<std::string> stacked, stack_names;
   std::vector<OutputPlan> stack_outputs;
   for (const auto& stack : options.stacks) {
     ARROW_ASSIGN_OR_RAISE(auto out, StackOutput(schema, stack, &fields, &layout, &stacked));
+    ARROW_RETURN_NOT_OK(StackTransforms(schema, options, stack, &out));
     stack_outputs.push_back(std::move(out));
+    stack_names.insert(stack.name);
   }
+  ARROW_RETURN_NOT_OK(CheckColumnSettings(options, stack_names));
 
   std::vector<std::string> columns = options.columns;
   if (options.all_columns) {
@@ -327,7 +394,7 @@ arrow::Result<Layout> MakeLayout(const arrow::Schema& schema, const OutputOption
     layout.outputs.push_back(std::move(out));
   }
   for (const auto& t : options.transforms) {
-    if (!fields.has(t.column)) {
+    if (!fields.has(t.column) && !stack_names.count(t.column)) {
       if (schema.GetFieldIndex(t.column) < 0) {
         return Error(ErrorKind::kColumnNotFound, std::string(TransformOpName(t.op)) + ": column '" +
                                                      t.column + "' is not in the dataset");
@@ -339,6 +406,7 @@ arrow::Result<Layout> MakeLayout(const arrow::Schema& schema, const OutputOption
   }
   layout.transforms = options.transforms;
   ARROW_RETURN_NOT_OK(SetFillValues(options, &layout));
+  SetNullsToStack(&layout);
   layout.field_used_alone.assign(layout.fields.size(), false);
   for (const auto& out : layout.outputs) {
     if (out.kind == OutputKind::kStack) continue;

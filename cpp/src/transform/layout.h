@@ -24,6 +24,12 @@ struct OutputPlan {
   DType dtype = DType::kFloat32;  // output element type
   std::vector<int> sources;       // indices into Layout::fields
   int64_t width = 1;              // stack: number of columns; fixed list: list size
+  // Stacks: the matrix's dtype before the stack's own transforms, those
+  // transforms (indices into Layout::transforms, in list order, FillNull
+  // excluded) and the per-feature values of its FillNull (empty: none).
+  DType matrix_dtype = DType::kFloat32;
+  std::vector<size_t> transforms;
+  std::vector<double> fill;
 };
 
 struct Layout {
@@ -40,6 +46,9 @@ struct Layout {
   // Per field: the value that replaces its nulls (checked to fit its final
   // dtype exactly), or nullopt: a null is an error.
   std::vector<std::optional<double>> field_fill_null;
+  // Per field: its nulls are kept past the column's transforms, for the
+  // FillNull of the stacks that hold it (it feeds only such stacks).
+  std::vector<bool> field_nulls_to_stack;
 };
 
 arrow::Result<Layout> MakeLayout(const arrow::Schema& schema, const OutputOptions& options);

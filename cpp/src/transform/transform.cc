@@ -36,8 +36,6 @@ constexpr OpName kOps[] = {
 
 bool IsFloat(DType t) { return t == DType::kFloat32 || t == DType::kFloat64; }
 bool IsInteger(DType t) { return !IsFloat(t) && t != DType::kFloat16 && t != DType::kBool; }
-// Float transforms keep float64 and turn everything else into float32.
-DType FloatOf(DType t) { return t == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32; }
 
 uint64_t SplitMix64(uint64_t x) {
   x += 0x9E3779B97F4A7C15ULL;
@@ -61,10 +59,6 @@ arrow::Status MapValues(DecodedColumn* c, F&& f) {
 
 // Calls f(rng, element index) for every element of every row, with the row's
 // own random stream.
-uint64_t RowId(int64_t first_row, const std::vector<int64_t>* selected, int64_t r) {
-  return static_cast<uint64_t>(first_row + (selected ? (*selected)[static_cast<size_t>(r)] : r));
-}
-
 template <typename F>
 void ForEachRowElement(const DecodedColumn& c, const RandomKey& key, size_t position,
                        int64_t first_row, const std::vector<int64_t>* selected, int64_t rows,
@@ -150,8 +144,10 @@ bool IsRandom(TransformOp op) {
 }
 
 arrow::Result<DType> TransformedType(const TransformSpec& t, DType in, ColumnShape shape,
-                                     bool from_strings) {
-  const std::string what = std::string(TransformOpName(t.op)) + " on column '" + t.column + "'";
+                                     bool from_strings, const std::string* what_override) {
+  const std::string what =
+      what_override ? *what_override
+                    : std::string(TransformOpName(t.op)) + " on column '" + t.column + "'";
   auto invalid = [&](const std::string& why) {
     return Error(ErrorKind::kInvalidArgument, what + ": " + why);
   };
@@ -225,25 +221,7 @@ arrow::Status ClipValues(const TransformSpec& t, DecodedColumn* c) {
   ARROW_ASSIGN_OR_RAISE(uint8_t * values, MutableValues(c));
   VisitDType(c->dtype, [&](auto z) {
     using T = decltype(z);
-    T lo, hi;
-    if constexpr (std::is_floating_point_v<T>) {
-      lo = static_cast<T>(t.a);
-      hi = static_cast<T>(t.b);
-    } else {
-      // The integers inside [min, max], saturated to the type's range.
-      auto inside = [](double v, bool up) {
-        const double r = up ? std::ceil(v) : std::floor(v);
-        if (r <= static_cast<double>(std::numeric_limits<T>::lowest())) {
-          return std::numeric_limits<T>::lowest();
-        }
-        if (r >= static_cast<double>(std::numeric_limits<T>::max())) {
-          return std::numeric_limits<T>::max();
-        }
-        return static_cast<T>(r);
-      };
-      lo = inside(t.a, true);
-      hi = std::max(lo, inside(t.b, false));
-    }
+    const auto [lo, hi] = ClipBounds<T>(t.a, t.b);
     auto* typed = reinterpret_cast<T*>(values);
     for (int64_t i = 0; i < c->count; ++i) typed[i] = std::clamp(typed[i], lo, hi);
   });
@@ -271,6 +249,8 @@ arrow::Status AddGaussianNoise(const TransformSpec& t, size_t position, const Ra
             have_spare = false;
             return;
           }
+          // (t.a * radius) * cos(angle): kept in this order, so that the
+          // values stay bit for bit those of earlier versions.
           const double u1 = 1.0 - rng.Uniform(), u2 = rng.Uniform();
           const double radius = std::sqrt(-2.0 * std::log(u1));
           const double angle = 2 * std::numbers::pi * u2;
