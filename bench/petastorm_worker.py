@@ -21,6 +21,11 @@ One reader per epoch (``with make_batch_reader(...)``), as a training loop that
 iterates epochs does; the consumer stacks the feature columns into ``x = [B, F]``
 (``torch.stack``), which counts as waiting for the batch: the trainer cannot use the
 batch before it.
+
+``--phase train`` (``bench_train.py``): the baseline or optimized reader with a
+``TransformSpec`` doing ``bench_train``'s preprocessing on each row group's pandas
+DataFrame (dense nulls -> 0, ids hashed as shardfeed's ``HashBucket`` does, in NumPy:
+``_train.pandas_recipe``) feeds ``_train.train`` for ``--warmup`` + ``--steps`` steps.
 """
 
 from __future__ import annotations
@@ -148,10 +153,54 @@ def _batches(
             yield out
 
 
+def _notes(args: argparse.Namespace, files: list[str], with_spec: bool) -> str:
+    """The reader and loader as used, in words."""
+    import petastorm
+    import pyarrow
+
+    kw = _reader_kwargs(args, "<cache dir>")
+    return (
+        f"petastorm {petastorm.__version__} (pyarrow {pyarrow.__version__}): "
+        "make_batch_reader("
+        + ", ".join(
+            [
+                "url" if not args.files else f"{len(files)} file urls",
+                *(f"{k}={v!r}" for k, v in kw.items() if k != "cache_location"),
+                *(["transform_spec=TransformSpec(recipe on pandas)"] if with_spec else []),
+            ]
+        )
+        + f") + BatchedDataLoader(batch_size={args.batch_size}); one reader per epoch; "
+        "x = torch.stack(feature columns) in the consumer; row-group order shuffled, rows "
+        "in file order within a row group"
+    )
+
+
+def _train_phase(args: argparse.Namespace, url: Any, cache_dir: str | None) -> Any:
+    """bench_train's model trained on this reader's batches; returns the outcome."""
+    import _train
+    import numpy as np
+    from petastorm import TransformSpec
+
+    _train.configure_torch(args.torch_threads)
+    feats = [f"f{i:03d}" for i in range(args.features)]
+    ids = list(_train.ID_COLUMNS)
+    spec = TransformSpec(
+        _train.pandas_recipe(feats), edit_fields=[(c, np.int64, (), False) for c in ids]
+    )
+    return _train.train(
+        lambda epoch: _batches(args, url, cache_dir, spec, feats, ids),
+        steps=args.steps,
+        warmup=args.warmup,
+        batch_size=args.batch_size,
+        features=args.features,
+    )
+
+
 def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--system", required=True)
-    p.add_argument("--phase", default="throughput", choices=("throughput", "step", "order"))
+    phases = ("throughput", "step", "order", "train")
+    p.add_argument("--phase", default="throughput", choices=phases)
     p.add_argument("--mode", default="warm", choices=("warm", "cold"))
     p.add_argument("--data-path", required=True)
     p.add_argument("--files", type=int, default=0, help="only the first N files (0: all)")
@@ -162,6 +211,9 @@ def main() -> int:
     p.add_argument("--step-ms", default="", help="step phase: 'ms:batches,...'")
     p.add_argument("--recipe", default=None, help="transform recipe JSON (transformspec)")
     p.add_argument("--name", default=None, help="system name in the result")
+    p.add_argument("--steps", type=int, default=200, help="train phase: timed steps")
+    p.add_argument("--warmup", type=int, default=10, help="train phase: untimed steps first")
+    p.add_argument("--torch-threads", type=int, default=1, help="train phase: of the step")
     args = p.parse_args()
 
     import numpy
@@ -187,8 +239,11 @@ def main() -> int:
     passes: list[measure.Pass] = []
     drops: list[dict[str, Any]] = []
     steps: dict[str, Any] = {}
+    trained = None
     try:
-        if args.phase == "step":
+        if args.phase == "train":
+            trained = _train_phase(args, url, cache_dir)
+        elif args.phase == "step":
             # One pass without a step first (it fills the optimized version's disk cache),
             # then one per step ("ms:batches,...").
             passes.append(
@@ -234,26 +289,20 @@ def main() -> int:
         if cache_dir is not None:
             shutil.rmtree(cache_dir, ignore_errors=True)
 
+    if trained is not None:
+        import _train
+
+        result = _train.result(args.name or args.system, trained, base, _notes(args, files, True))
+        result["extra"].update(petastorm_cache_bytes=cache_bytes, files=len(files))
+        common.emit_child_result(result)
+        return 0
     first, measured = passes[0], passes[1:] if len(passes) > 1 else passes
     runs = [
         common.Run(rows=q.rows, seconds=q.seconds, checksum=q.checksum, extra=q.as_dict())
         for q in measured
     ]
     kw = _reader_kwargs(args, "<cache dir>")
-    notes = (
-        f"petastorm {petastorm.__version__} (pyarrow {pyarrow.__version__}): "
-        "make_batch_reader("
-        + ", ".join(
-            [
-                "url" if not args.files else f"{len(files)} file urls",
-                *(f"{k}={v!r}" for k, v in kw.items() if k != "cache_location"),
-                *(["transform_spec=TransformSpec(recipe on pandas)"] if transform_spec else []),
-            ]
-        )
-        + f") + BatchedDataLoader(batch_size={args.batch_size}); one reader per epoch; "
-        "x = torch.stack(feature columns) in the consumer; row-group order shuffled, rows "
-        "in file order within a row group"
-    )
+    notes = _notes(args, files, transform_spec is not None)
     result = common.summarize(args.name or args.system, runs, base, notes)
     result["rows_per_second_first"] = first.rows_per_second
     result["extra"] = {
