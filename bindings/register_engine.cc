@@ -1,12 +1,14 @@
 // The engine: its options, the handle that yields batches, and the count of
 // live batch buffers (for tests).
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/map.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/shared_ptr.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
+#include <map>
 #include <memory>
 #include <string>
 #include <tuple>
@@ -20,6 +22,7 @@
 #include "shardfeed/cache.h"
 #include "shardfeed/decoded_tier.h"
 #include "shardfeed/engine.h"
+#include "shardfeed/output_arena.h"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -104,9 +107,53 @@ class EngineHandle {
   int64_t num_batches_;
 };
 
+// Keeps a Python object alive for C++: the last release takes the GIL (from
+// whichever thread drops it), or leaks it once the interpreter is gone.
+std::shared_ptr<void> HoldPython(nb::object owner) {
+  return std::shared_ptr<void>(new nb::object(std::move(owner)), [](void* p) {
+    auto* held = static_cast<nb::object*>(p);
+    if (!Py_IsInitialized()) return;
+    nb::gil_scoped_acquire gil;
+    delete held;
+  });
+}
+
+void RegisterArena(nb::module_& m) {
+  nb::class_<SlabArena>(m, "OutputArena",
+                        "Slabs of memory that batch buffers come from (pin_memory=True).")
+      .def(nb::init<>())
+      .def(
+          "add_slab",
+          [](SlabArena& a, uintptr_t address, size_t size, nb::object owner) {
+            a.AddSlab(reinterpret_cast<uint8_t*>(address), size, HoldPython(std::move(owner)));
+          },
+          "address"_a, "size"_a, "owner"_a,
+          "Adds [address, address + size), which `owner` keeps alive (until the arena and "
+          "every buffer from it are gone).")
+      .def(
+          "contains",
+          [](const SlabArena& a, uintptr_t address) {
+            return a.Contains(reinterpret_cast<const uint8_t*>(address));
+          },
+          "address"_a)
+      .def("stats", [](const SlabArena& a) {
+        const SlabArenaStats s = a.stats();
+        return std::map<std::string, int64_t>{
+            {"slabs", s.slabs},
+            {"bytes", s.bytes},
+            {"used_bytes", s.used_bytes},
+            {"peak_bytes", s.peak_bytes},
+            {"allocations", s.allocations},
+            {"misses", s.misses},
+            {"missed_bytes", s.missed_bytes},
+        };
+      });
+}
+
 }  // namespace
 
 void RegisterEngine(nb::module_& m) {
+  RegisterArena(m);
   nb::class_<EngineOptions>(m, "EngineOptions")
       .def(nb::init<>())
       .def_rw("output", &EngineOptions::output)
@@ -124,6 +171,15 @@ void RegisterEngine(nb::module_& m) {
       .def_rw("debug_slow_us", &EngineOptions::debug_slow_us)
       .def_rw("remote_timeout", &EngineOptions::remote_timeout)
       .def_rw("verify_page_checksums", &EngineOptions::verify_page_checksums)
+      .def_prop_rw(
+          "output_arena",
+          [](const EngineOptions& o) {
+            return std::dynamic_pointer_cast<SlabArena>(o.output_arena);
+          },
+          [](EngineOptions& o, std::shared_ptr<SlabArena> arena) {
+            o.output_arena = std::move(arena);
+          },
+          nb::arg("arena").none())
       .def(
           "validate", [](const EngineOptions& o) { Check(o.Validate()); },
           "Raises InvalidArgumentError for a setting out of range.");

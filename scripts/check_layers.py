@@ -41,6 +41,7 @@ PUBLIC_HEADERS = {
     "status.h": "util",
     "rng.h": "util",
     "batch.h": "util",
+    "output_arena.h": "util",
     "catalog.h": "catalog",
     "filter.h": "catalog",
     # The vocabulary's table (transform/vocabulary.cc) and its builder

@@ -285,6 +285,20 @@ def open_file_cache(dir: str, limit_bytes: int, remote_timeout: float = 60.0) ->
 
 def open_decoded_tier(dir: str, limit_bytes: int) -> DecodedTier: ...
 
+class OutputArena:
+    """Slabs of memory that batch buffers come from (pin_memory=True)."""
+
+    def __init__(self) -> None: ...
+
+    def add_slab(self, address: int, size: int, owner: object) -> None:
+        """
+        Adds [address, address + size), which `owner` keeps alive (until the arena and every buffer from it are gone).
+        """
+
+    def contains(self, address: int) -> bool: ...
+
+    def stats(self) -> dict[str, int]: ...
+
 class EngineOptions:
     def __init__(self) -> None: ...
 
@@ -377,6 +391,12 @@ class EngineOptions:
 
     @verify_page_checksums.setter
     def verify_page_checksums(self, arg: bool, /) -> None: ...
+
+    @property
+    def output_arena(self) -> OutputArena: ...
+
+    @output_arena.setter
+    def output_arena(self, arena: OutputArena | None) -> None: ...
 
     def validate(self) -> None:
         """Raises InvalidArgumentError for a setting out of range."""

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from . import _core
+from ._device import PinnedArena, batch_bytes, to_device
 from ._errors import UnsupportedTypeError
 from ._options import Caches, Settings
 from ._stream import Stream
@@ -116,6 +117,11 @@ class Loader(Stream):
         self._resume_at = 0  # where the next pass starts
         self._last_engine: _core.Engine | None = None
         self._deliver = DeliverClock()
+        self._arena: PinnedArena | None = None
+        if self._settings.pin_memory:
+            # Room for what the engine's queues hold, and a few batches in use.
+            held = self._settings.num_threads * (self._settings.prefetch + 1) + 4
+            self._arena = PinnedArena(batch_bytes(self.outputs, self._settings.batch_size), held)
 
     def _seek(self, epoch: int, batch: int) -> None:
         self._epoch = epoch
@@ -127,15 +133,25 @@ class Loader(Stream):
         start = self._resume_at
         self._resume_at = 0
         self._consumed = start
-        engine = start_engine(
-            self._dataset,
-            self._settings.plan_options(self._epoch),
-            self._settings.engine_options(start_batch=start, caches=self._caches),
-        )
+        options = self._settings.engine_options(start_batch=start, caches=self._caches)
+        if self._arena is not None:
+            options.output_arena = self._arena.core
+        engine = start_engine(self._dataset, self._settings.plan_options(self._epoch), options)
         self._last_engine = engine
         self._deliver = DeliverClock()
-        for batch in iterate(engine, self._settings, self._deliver):
+        batches = iterate(engine, self._settings, self._deliver)
+        if self._arena is not None:
+            batches = self._growing(batches, self._arena)
+        if self._settings.device is not None:
+            batches = to_device(batches, self._settings.device)
+        for batch in batches:
             self._consumed += 1
+            yield batch
+
+    @staticmethod
+    def _growing(batches: Iterator[dict[str, Any]], arena: PinnedArena) -> Iterator[dict[str, Any]]:
+        for batch in batches:
+            arena.after_batch()
             yield batch
 
     # -- resume ----------------------------------------------------------------------
@@ -178,7 +194,10 @@ class Loader(Stream):
         ``row_groups_pruned_by_partition``, ``row_groups_pruned_by_statistics``,
         ``row_groups_read``, ``row_groups_kept``, ``rows``,
         ``rows_pruned_by_partition``/``_by_statistics``/``_by_rows``,
-        ``rows_kept``, ``bytes_read``).
+        ``rows_kept``, ``bytes_read``).  With ``pin_memory`` (or a CUDA ``device``):
+        ``pinned`` holds the page-locked arena's ``slabs``, ``bytes``,
+        ``used_bytes``, ``peak_bytes``, ``allocations`` and ``misses`` (buffers
+        that came from pageable memory because the arena was full).
         """
         stats: dict[str, Any] = {"epoch": self._epoch, "batches_consumed": self._consumed}
         if self._last_engine is not None:
@@ -189,6 +208,8 @@ class Loader(Stream):
                 "rows": int(stats["rows_delivered"]),
             }
         stats.update(self._caches.stats())
+        if self._arena is not None:
+            stats["pinned"] = self._arena.stats()
         if self._filter_counts:
             stats["filter"] = dict(self._filter_counts)
         if self._caches.files is None and "stages" in stats:

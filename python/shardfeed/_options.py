@@ -29,6 +29,7 @@ from ._check import (
     check_stack,
     check_str,
 )
+from ._device import check_device
 from ._errors import InvalidArgumentError
 from ._filter import Canonical
 from .transforms import Transform, to_core
@@ -161,6 +162,8 @@ class Settings:
     num_threads_given: bool = False  # else num_threads is the CPU-count default
     remote_timeout: float = DEFAULT_REMOTE_TIMEOUT
     verify_page_checksums: bool = False
+    pin_memory: bool = False  # batch buffers from a PinnedArena
+    device: str | None = None  # "cuda[:N]": batches copied there one ahead
 
     @classmethod
     def make(cls, args: Mapping[str, Any]) -> Settings:
@@ -182,6 +185,7 @@ class Settings:
         rank, world = _resolve_world(
             check_opt_int("rank", args["rank"]), check_opt_int("world_size", args["world_size"])
         )
+        pin_memory, device = check_device(args["pin_memory"], args["device"], output)
         settings = cls(
             sources=check_source(args["source"]),
             columns=None if columns is None else check_names("columns", columns),
@@ -211,6 +215,8 @@ class Settings:
             ),
             partitioning=partitioning,
             filter_arg=args["filter"],
+            pin_memory=pin_memory,
+            device=device,
         )  # fmt: skip
         settings.plan_options(0).validate()
         settings.engine_options(0).validate()

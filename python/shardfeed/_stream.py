@@ -60,6 +60,8 @@ class Stream:
         filter: FilterArg | None = None,
         remote_timeout: float | None = DEFAULT_REMOTE_TIMEOUT,
         verify_page_checksums: bool = False,
+        pin_memory: bool = False,
+        device: str | None = None,
     ) -> None:
         """Opens the dataset's catalog (footers only) after checking every argument.
 
@@ -121,6 +123,17 @@ class Stream:
                 column instead of changed values.  Off by default: on
                 checksummed files it costs 16-19% of the throughput
                 (``bench/bench_core.py --page-checksums``).
+            pin_memory: (Loader, ``output="torch"``) batch buffers are page-locked
+                memory from torch's CUDA host allocator, filled in place by the
+                engine and reused, so ``.to("cuda", non_blocking=True)`` is an
+                asynchronous copy with no extra host copy.  Without CUDA an
+                InvalidArgumentError names the setting.  TorchDataset: use
+                ``DataLoader(pin_memory=True)`` instead.
+            device: (Loader, ``output="torch"``) ``"cuda"`` or ``"cuda:N"``: batches
+                arrive on that GPU, copied from pinned buffers on a side stream one
+                batch ahead, so that the copy overlaps the training step; implies
+                ``pin_memory=True``.  ``"cpu"`` or ``None``: batches stay in host
+                memory.
             partitioning: ``"hive"`` (default): ``key=value`` folders below the
                 dataset root become columns (int64 when every value is an integer,
                 else string; ``__HIVE_DEFAULT_PARTITION__`` is null), placed after

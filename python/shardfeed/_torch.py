@@ -10,7 +10,7 @@ import torch.utils.data
 
 from . import _core
 from ._check import check_int
-from ._errors import StateDictError
+from ._errors import InvalidArgumentError, StateDictError
 from ._loader import iterate, start_engine
 from ._options import Caches, open_filtered
 from ._stream import Stream
@@ -37,6 +37,12 @@ class TorchDataset(Stream, torch.utils.data.IterableDataset):  # type: ignore[ty
     """
 
     def _opened(self, dataset: _core.Dataset) -> None:
+        if self._settings.pin_memory or self._settings.device is not None:
+            raise InvalidArgumentError(
+                "pin_memory and device are Loader settings: DataLoader workers are other "
+                "processes, so pin in the DataLoader (DataLoader(ds, batch_size=None, "
+                "pin_memory=True)) and move batches to the GPU in the training loop"
+            )
         self._threads_given = self._settings.num_threads_given
         self._dataset: _core.Dataset | None = dataset
         self._pid = os.getpid()

@@ -31,13 +31,28 @@ size_t DTypeSize(DType t);
 const char* DTypeName(DType t);                        // numpy's names: "float32", "bool", ...
 bool ParseDType(const std::string& name, DType* out);  // the inverse of DTypeName
 
+// Memory that batch buffers come from instead of the engine's pool when an
+// engine has one: for pin_memory=True, page-locked slabs that the Python layer
+// takes from torch's CUDA host allocator.  Thread-safe.
+class OutputArena {
+ public:
+  virtual ~OutputArena() = default;
+  // `size` bytes, 64-byte aligned, or nullptr when the arena has no room (the
+  // buffer then comes from the engine's pool, and the arena counts a miss).
+  virtual uint8_t* Allocate(size_t size) = 0;
+  // Gives back a block that Allocate returned.
+  virtual void Free(uint8_t* data, size_t size) = 0;
+};
+
 // One 64-byte-aligned allocation that a batch array owns.  The binding hands
 // it to Python with an owner capsule; the count of live buffers lets tests
 // check that every buffer is freed exactly once.
 class OutputBuffer {
  public:
-  // OutOfMemory when the pool cannot supply `size` bytes.
-  static arrow::Result<std::shared_ptr<OutputBuffer>> Make(size_t size);
+  // From `arena` when it has room, else from the engine's pool; OutOfMemory
+  // when the pool cannot supply `size` bytes.  The buffer keeps the arena alive.
+  static arrow::Result<std::shared_ptr<OutputBuffer>> Make(
+      size_t size, std::shared_ptr<OutputArena> arena = nullptr);
   ~OutputBuffer();
   OutputBuffer(const OutputBuffer&) = delete;
   OutputBuffer& operator=(const OutputBuffer&) = delete;
@@ -53,9 +68,10 @@ class OutputBuffer {
   static int64_t live_count();
 
  private:
-  OutputBuffer(uint8_t* data, size_t size);
+  OutputBuffer(uint8_t* data, size_t size, std::shared_ptr<OutputArena> arena);
   uint8_t* data_ = nullptr;
   size_t size_ = 0;
+  std::shared_ptr<OutputArena> arena_;  // where data_ came from; null: the pool
   static std::atomic<int64_t> live_;
 };
 

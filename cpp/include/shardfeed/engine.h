@@ -48,6 +48,9 @@ struct EngineOptions {
   // null: every row.
   std::shared_ptr<const FilteredRows> filter;
   int64_t prefetch_bytes = int64_t{256} << 20;
+  // Where batch buffers come from (null: the engine's pool).  Python:
+  // pin_memory=True gives page-locked slabs.
+  std::shared_ptr<OutputArena> output_arena;
   // Seconds the remote reads of one row group may take, retries included,
   // before a StorageError names the file; 0: no deadline.  Python: remote_timeout.
   double remote_timeout = 60.0;

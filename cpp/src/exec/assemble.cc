@@ -22,8 +22,9 @@ namespace {
 // An output buffer; out of memory names the batch and the output.
 arrow::Result<std::shared_ptr<OutputBuffer>> NewBuffer(int64_t elements, DType dtype,
                                                        const std::string& output,
-                                                       int64_t batch_index) {
-  auto buffer = OutputBuffer::Make(static_cast<size_t>(elements) * DTypeSize(dtype));
+                                                       int64_t batch_index,
+                                                       const std::shared_ptr<OutputArena>& arena) {
+  auto buffer = OutputBuffer::Make(static_cast<size_t>(elements) * DTypeSize(dtype), arena);
   if (!buffer.ok()) {
     return WithContext(buffer.status(),
                        "batch " + std::to_string(batch_index) + ", output '" + output + "'");
@@ -72,11 +73,12 @@ void GatherFixedList(const GatherInput& in, const OutputPlan& plan, uint8_t* out
   }
 }
 
-arrow::Status GatherList(const GatherInput& in, const OutputPlan& plan, Batch* batch) {
+arrow::Status GatherList(const GatherInput& in, const OutputPlan& plan, Batch* batch,
+                         const std::shared_ptr<OutputArena>& arena) {
   const size_t n = in.slot.size();
   const size_t elem = DTypeSize(plan.dtype);
-  ARROW_ASSIGN_OR_RAISE(auto lengths,
-                        NewBuffer(static_cast<int64_t>(n), DType::kInt64, plan.name, batch->index));
+  ARROW_ASSIGN_OR_RAISE(auto lengths, NewBuffer(static_cast<int64_t>(n), DType::kInt64, plan.name,
+                                                batch->index, arena));
   auto* len = lengths->As<int64_t>();
   int64_t max_len = 0;
   for (size_t i = 0; i < n; ++i) {
@@ -86,7 +88,7 @@ arrow::Status GatherList(const GatherInput& in, const OutputPlan& plan, Batch* b
     max_len = std::max(max_len, len[i]);
   }
   ARROW_ASSIGN_OR_RAISE(auto values, NewBuffer(static_cast<int64_t>(n) * max_len, plan.dtype,
-                                               plan.name, batch->index));
+                                               plan.name, batch->index, arena));
   std::memset(values->data(), 0, values->size());  // padding is zero
   for (size_t i = 0; i < n; ++i) {
     const auto& column =
@@ -180,7 +182,8 @@ arrow::Status TransposeStack(const Layout& layout, const OutputPlan& plan,
 }
 
 arrow::Result<std::shared_ptr<Batch>> Assemble(const Layout& layout, const GatherInput& in,
-                                               int64_t batch_index) {
+                                               int64_t batch_index,
+                                               const std::shared_ptr<OutputArena>& arena) {
   auto batch = std::make_shared<Batch>();
   batch->index = batch_index;
   const auto n = static_cast<int64_t>(in.slot.size());
@@ -188,7 +191,7 @@ arrow::Result<std::shared_ptr<Batch>> Assemble(const Layout& layout, const Gathe
   for (const auto& plan : layout.outputs) {
     switch (plan.kind) {
       case OutputKind::kScalar: {
-        ARROW_ASSIGN_OR_RAISE(auto buffer, NewBuffer(n, plan.dtype, plan.name, batch_index));
+        ARROW_ASSIGN_OR_RAISE(auto buffer, NewBuffer(n, plan.dtype, plan.name, batch_index, arena));
         VisitDType(plan.dtype, [&](auto t) {
           using T = decltype(t);
           GatherStrided<T, T>(in, plan.sources[0], buffer->As<T>(), 1);
@@ -198,7 +201,7 @@ arrow::Result<std::shared_ptr<Batch>> Assemble(const Layout& layout, const Gathe
       }
       case OutputKind::kStack: {
         ARROW_ASSIGN_OR_RAISE(auto buffer,
-                              NewBuffer(n * plan.width, plan.dtype, plan.name, batch_index));
+                              NewBuffer(n * plan.width, plan.dtype, plan.name, batch_index, arena));
         const size_t output = static_cast<size_t>(&plan - layout.outputs.data());
         GatherRows(in, output, static_cast<size_t>(plan.width) * DTypeSize(plan.dtype),
                    buffer->data());
@@ -207,16 +210,17 @@ arrow::Result<std::shared_ptr<Batch>> Assemble(const Layout& layout, const Gathe
       }
       case OutputKind::kFixedList: {
         ARROW_ASSIGN_OR_RAISE(auto buffer,
-                              NewBuffer(n * plan.width, plan.dtype, plan.name, batch_index));
+                              NewBuffer(n * plan.width, plan.dtype, plan.name, batch_index, arena));
         GatherFixedList(in, plan, buffer->data());
         batch->arrays.push_back({plan.name, plan.dtype, {n, plan.width}, buffer});
         break;
       }
       case OutputKind::kList:
-        ARROW_RETURN_NOT_OK(GatherList(in, plan, batch.get()));
+        ARROW_RETURN_NOT_OK(GatherList(in, plan, batch.get(), arena));
         break;
       case OutputKind::kSampleId: {
-        ARROW_ASSIGN_OR_RAISE(auto buffer, NewBuffer(n, DType::kInt64, plan.name, batch_index));
+        ARROW_ASSIGN_OR_RAISE(auto buffer,
+                              NewBuffer(n, DType::kInt64, plan.name, batch_index, arena));
         auto* ids = buffer->As<int64_t>();
         for (int64_t i = 0; i < n; ++i) {
           // The natural-order id: with a filter, of the row the slot kept.

@@ -27,7 +27,9 @@ struct GatherInput {
 arrow::Status TransposeStack(const Layout& layout, const OutputPlan& plan,
                              const std::vector<DecodedColumn>& columns, int64_t rows, uint8_t* out);
 
+// Buffers come from `arena` when it has room (see OutputBuffer::Make).
 arrow::Result<std::shared_ptr<Batch>> Assemble(const Layout& layout, const GatherInput& input,
-                                               int64_t batch_index);
+                                               int64_t batch_index,
+                                               const std::shared_ptr<OutputArena>& arena = nullptr);
 
 }  // namespace shardfeed

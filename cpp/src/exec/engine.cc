@@ -348,7 +348,7 @@ class EngineImpl final : public Engine {
     }
     if (!status.ok()) return status;
     const auto t0 = Clock::now();
-    auto batch = Assemble(layout_, in, b);
+    auto batch = Assemble(layout_, in, b, options_.output_arena);
     if (options_.debug_slow_stage == "assemble" && options_.debug_slow_us > 0) {
       std::this_thread::sleep_for(std::chrono::microseconds(options_.debug_slow_us));
     }

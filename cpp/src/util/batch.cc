@@ -1,6 +1,7 @@
 #include "shardfeed/batch.h"
 
 #include <cstdlib>
+#include <utility>
 
 #include "util/memory.h"
 
@@ -8,7 +9,13 @@ namespace shardfeed {
 
 std::atomic<int64_t> OutputBuffer::live_{0};
 
-arrow::Result<std::shared_ptr<OutputBuffer>> OutputBuffer::Make(size_t size) {
+arrow::Result<std::shared_ptr<OutputBuffer>> OutputBuffer::Make(
+    size_t size, std::shared_ptr<OutputArena> arena) {
+  if (arena) {
+    if (uint8_t* data = arena->Allocate(size == 0 ? 1 : size)) {
+      return std::shared_ptr<OutputBuffer>(new OutputBuffer(data, size, std::move(arena)));
+    }
+  }
   // From the engine's pool, which keeps freed pages for the next batch instead
   // of faulting in fresh ones every time.
   uint8_t* data = nullptr;
@@ -16,15 +23,20 @@ arrow::Result<std::shared_ptr<OutputBuffer>> OutputBuffer::Make(size_t size) {
   if (!EnginePool()->Allocate(bytes, 64, &data).ok()) {
     return arrow::Status::OutOfMemory("cannot allocate an output buffer of ", bytes, " bytes");
   }
-  return std::shared_ptr<OutputBuffer>(new OutputBuffer(data, size));
+  return std::shared_ptr<OutputBuffer>(new OutputBuffer(data, size, nullptr));
 }
 
-OutputBuffer::OutputBuffer(uint8_t* data, size_t size) : data_(data), size_(size) {
+OutputBuffer::OutputBuffer(uint8_t* data, size_t size, std::shared_ptr<OutputArena> arena)
+    : data_(data), size_(size), arena_(std::move(arena)) {
   live_.fetch_add(1, std::memory_order_relaxed);
 }
 
 OutputBuffer::~OutputBuffer() {
-  EnginePool()->Free(data_, static_cast<int64_t>(size_ == 0 ? 1 : size_), 64);
+  if (arena_) {
+    arena_->Free(data_, size_ == 0 ? 1 : size_);
+  } else {
+    EnginePool()->Free(data_, static_cast<int64_t>(size_ == 0 ? 1 : size_), 64);
+  }
   live_.fetch_sub(1, std::memory_order_relaxed);
 }
 
