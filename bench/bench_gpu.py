@@ -110,6 +110,29 @@ def h2d_gbps(loader: Any, device: Any) -> tuple[float, bool]:
     return x.numel() * x.element_size() / (start.elapsed_time(end) / 1e3) / 1e9, bool(x.is_pinned())
 
 
+def check_batches(path: str, args: argparse.Namespace, features: list[str]) -> dict[str, Any]:
+    """On the GPU: pinned batches are page-locked, device batches are on the GPU, and both
+    equal the pageable stream batch for batch (one epoch, the three loaders in step)."""
+    import torch
+
+    loaders = [loader_for(s, path, args, features) for s in ("pageable", "pinned", "device")]
+    batches = pinned = on_cuda = equal = 0
+    for plain, pin, dev in zip(*loaders, strict=True):
+        batches += 1
+        pinned += all(v.is_pinned() for v in pin.values())
+        on_cuda += all(v.is_cuda for v in dev.values())
+        equal += all(
+            torch.equal(plain[k], pin[k]) and torch.equal(plain[k], dev[k].cpu()) for k in plain
+        )
+    return {
+        "batches": batches,
+        "pinned_page_locked": pinned,
+        "device_on_cuda": on_cuda,
+        "equal_to_pageable": equal,
+        "arena": loaders[1].stats().get("pinned"),
+    }
+
+
 def run_system(system: str, path: str, args: argparse.Namespace, features: list[str]) -> dict:
     import torch
 
@@ -196,6 +219,11 @@ def main(argv: list[str] | None = None) -> int:
     spec = common.TabularSpec(rows=args.rows, files=args.files)
     dataset = common.ensure_tabular_dataset(spec, root=args.data_root)
     common.warm_page_cache(common.dataset_files(dataset))
+    notes = []
+    if not args.smoke:
+        checks = check_batches(dataset["path"], args, spec.feature_names)
+        print(f"checks: {checks}", flush=True)
+        notes.append(f"checks: {checks}")
     results = []
     for system in [s.strip() for s in args.systems.split(",") if s.strip()]:
         result = run_system(system, dataset["path"], args, spec.feature_names)
@@ -211,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
     reference = REFERENCE if any(r["system"] == REFERENCE for r in results) else None
     config = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
     out, doc = common.write_results(
-        "gpu", dataset, config, results, reference=reference, path=args.output
+        "gpu", dataset, config, results, reference=reference, notes=notes, path=args.output
     )
     print(f"ratios: {doc['ratios']}\nwritten to {out}")
     return 0
