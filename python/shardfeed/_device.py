@@ -76,7 +76,7 @@ MIN_SLAB = 1 << 20  # bytes of the first slab, at least
 class PinnedArena:
     """Page-locked slabs that the engine's batch buffers come from.
 
-    Starts with room for the batches the engine's queues can hold (estimated from
+    Starts with room for the batches the engine may hold ready (estimated from
     the outputs; variable-length lists count 16 elements a row) and doubles, up to
     ``limit_factor`` times that, when the engine had to take a buffer from its own
     (pageable) pool; such batches still arrive, only not pinned

@@ -181,9 +181,10 @@ class Loader(Stream):
         ``stages`` maps fetch, read, decode, transform, assemble (busy time of the
         engine's workers, summed over threads) and deliver (the consumer's Python
         time: ``transform=`` and conversion) to ``{"seconds", "bytes", "rows"}``;
-        ``worker_wait_seconds`` is time workers sat on a full queue (the consumer
-        is the bottleneck), ``consumer_wait_seconds`` time the consumer waited on
-        an empty one (the loader is).  Also ``elapsed_seconds``, ``threads``,
+        ``worker_wait_seconds`` is time workers sat idle, as far ahead of the
+        consumer as they may run (the consumer is the bottleneck),
+        ``consumer_wait_seconds`` time the consumer waited for its next batch (the
+        loader is).  Also ``elapsed_seconds``, ``threads``,
         ``row_groups_decoded``, ``rows_delivered`` and ``peak_live_row_groups``.
         Caches: ``remote_bytes``, ``cache_hits``, ``cache_misses``, ``cache_bytes``,
         ``prefetch_wait_seconds`` (file cache, this process, all passes; without a

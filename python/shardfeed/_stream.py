@@ -88,7 +88,8 @@ class Stream:
             shuffle_window: row groups mixed together when shuffling; memory grows
                 with it (the decoded row groups of a window stay in memory while its
                 batches are assembled).
-            prefetch: batches each worker may hold ready (its queue depth).
+            prefetch: batches each worker thread may hold ready (the engine holds
+                ``num_threads * prefetch`` at most).
             with_sample_id: add ``"sample_id"``: each row's int64 index in the
                 dataset's natural order.
             fill_null: value for nulls: one number for every column, or

@@ -1,10 +1,13 @@
 // The engine: worker threads that decode, assemble and deliver batches in the
 // plan's order (design invariant 3).
 //
-// Work unit k goes to worker k mod N; each worker owns a bounded queue of
-// `queue_depth` batches; the consumer takes unit k from queue k mod N.  So the
-// stream does not depend on N or on timing, and at most N * (queue_depth + 1)
-// batches exist at once.  Decoded row groups are shared between workers and
+// Workers claim work units in order from one reorder buffer and hand each
+// built unit back to it; the consumer takes unit k, k + 1, ... in order.  A
+// worker claims a unit only while it is fewer than N * queue_depth units ahead
+// of the consumer, and otherwise decodes the next windows' row groups.  So the
+// stream does not depend on N or on timing, at most N * (queue_depth + 1)
+// batches exist at once, and while one worker decodes a row group the others
+// keep delivering.  Decoded row groups are shared between workers and
 // dropped as soon as every batch of their mixing window has been assembled.
 #pragma once
 
@@ -32,7 +35,7 @@ class FileCache;
 struct EngineOptions {
   OutputOptions output;
   int num_threads = 4;  // Python's default follows the CPU count instead
-  int queue_depth = 8;  // batches per worker queue; Python: prefetch
+  int queue_depth = 8;  // batches ready per worker thread (N * this in all); Python: prefetch
   // The engine yields the rank's batches start_batch + batch_offset + i *
   // batch_stride, i = 0, 1, ...: DataLoader worker batch_offset of
   // batch_stride workers gets its share of a pass that resumes at start_batch.

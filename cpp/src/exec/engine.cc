@@ -13,13 +13,14 @@
 
 #include "exec/assemble.h"
 #include "exec/decode.h"
-#include "exec/queue.h"
+#include "exec/reorder.h"
 #include "exec/stage_clock.h"
 #include "plan/schedule.h"
 #include "shardfeed/cache.h"
 #include "shardfeed/status.h"
 #include "transform/layout.h"
 #include "util/live_threads.h"
+#include "util/thread_policy.h"
 
 namespace shardfeed {
 
@@ -143,7 +144,10 @@ class EngineImpl final : public Engine {
         schedule_(std::move(schedule)),
         options_(std::move(options)),
         layout_(std::move(layout)),
-        clock_(std::make_shared<StageClock>(options_.trace)) {
+        clock_(std::make_shared<StageClock>(options_.trace)),
+        num_threads_(std::max(1, options_.num_threads)),
+        built_(schedule_->num_units(),
+               static_cast<int64_t>(num_threads_) * std::max(1, options_.queue_depth)) {
     hooks_.clock = clock_;
     hooks_.tier = options_.decoded_tier;
     hooks_.filter = options_.filter;
@@ -153,11 +157,7 @@ class EngineImpl final : public Engine {
     hooks_.remote_timeout = options_.remote_timeout;
     hooks_.verify_page_checksums = options_.verify_page_checksums;
     hooks_.stop = &stop_;
-    const int n = std::max(1, options_.num_threads);
-    for (int w = 0; w < n; ++w) {
-      queues_.push_back(std::make_unique<BoundedQueue<Item>>(
-          static_cast<size_t>(std::max(1, options_.queue_depth))));
-    }
+    const int n = num_threads_;
     if (options_.file_cache && !catalog_->is_local()) UseFileCache();
     for (int w = 0; w < n; ++w)
       threads_.emplace_back([this, w, live = LiveThreadGuard::Start()] { Work(w); });
@@ -178,9 +178,10 @@ class EngineImpl final : public Engine {
     if (timed_out) *timed_out = false;
     if (!error_.ok()) return error_;
     if (next_unit_ >= schedule_->num_units()) return nullptr;
-    auto& queue = *queues_[static_cast<size_t>(next_unit_ % static_cast<int64_t>(queues_.size()))];
     const auto t0 = Clock::now();
-    auto item = wait ? queue.PopFor(*wait, timed_out) : queue.Pop();
+    bool expired = false;
+    auto item = built_.Take(wait, &expired);
+    if (timed_out) *timed_out = expired;
     clock_->Add(Stage::kWaitEmpty, t0, 0, 0, next_unit_);
     if (timed_out && *timed_out) return nullptr;
     if (!item) {
@@ -202,7 +203,7 @@ class EngineImpl final : public Engine {
     // StopWorkers() less the prefetcher's Stop(), which joins its thread.
     stop_.store(true);
     store_.Stop();
-    for (auto& q : queues_) q->Stop();
+    built_.Stop();
   }
 
   void Stop() override {
@@ -231,7 +232,7 @@ class EngineImpl final : public Engine {
     s.bytes_decoded = bytes_decoded_;
     s.batches = batches_;
     s.rows_delivered = rows_delivered_;
-    s.threads = static_cast<int>(queues_.size());
+    s.threads = num_threads_;
     s.elapsed_seconds = std::chrono::duration<double>(Clock::now() - started_).count();
     for (int i = 0; i < kBusyStages; ++i) {
       const auto stage = static_cast<Stage>(i);
@@ -281,16 +282,19 @@ class EngineImpl final : public Engine {
     stop_.store(true);
     if (prefetcher_) prefetcher_->Stop();
     store_.Stop();
-    for (auto& q : queues_) q->Stop();
+    built_.Stop();
   }
 
-  // Decodes one row group that the current or the next window will need and
-  // that nobody has claimed; false if there is none.  Never reaches into a
-  // window that may already be released (all of whose units have started).
-  bool HelpDecode(int64_t unit) {
+  // Decodes one row group that unit `unit`'s window (and with `ahead` the
+  // next window) will need and that nobody has claimed; false if there is
+  // none.  A worker waiting for a row group of its own unit helps only with
+  // that window: a row group of the next one could hold its unit back for a
+  // whole decode.  Never reaches into a window that may already be released
+  // (all of whose units have started).
+  bool HelpDecode(int64_t unit, bool ahead) {
     if (stop_.load()) return false;
     const int64_t w_cur = schedule_->WindowOf(schedule_->UnitSpan(unit).begin);
-    const int64_t w_end = std::min(w_cur + 1, schedule_->num_windows() - 1);
+    const int64_t w_end = std::min(w_cur + (ahead ? 1 : 0), schedule_->num_windows() - 1);
     for (int64_t w = w_cur; w <= w_end; ++w) {
       const Interval units = schedule_->UnitRange(w);
       if (units.empty() || (w != w_cur && units.last <= max_started_.load())) continue;
@@ -334,7 +338,7 @@ class EngineImpl final : public Engine {
         const int64_t w = schedule_->WindowOf(begin + static_cast<int64_t>(i));
         auto maybe = store_.Get(
             w, schedule_->UnitsOverlapping(w), s.row_group, [&] { return Decode(s.row_group); },
-            [&] { return HelpDecode(unit); });
+            [&] { return HelpDecode(unit, false); });
         if (!maybe.ok()) {
           status = maybe.status();
           break;
@@ -392,14 +396,23 @@ class EngineImpl final : public Engine {
                                                   });
   }
 
+  // Claims units in order from the shared buffer, builds them and hands them
+  // in; when the consumer is `capacity` units behind, decodes the windows
+  // ahead instead of idling.  Any worker builds any unit, so while one decodes
+  // a row group the others keep delivering the units in between.
   void Work(int w) {
     StageClock::SetWorker(w);
-    const auto n = static_cast<int64_t>(queues_.size());
-    auto& queue = *queues_[static_cast<size_t>(w)];
+    UseBatchScheduling();
     std::mt19937_64 jitter(static_cast<uint64_t>(Clock::now().time_since_epoch().count()) +
                            static_cast<uint64_t>(w));
     std::vector<SampleRef> samples;
-    for (int64_t unit = w; unit < schedule_->num_units() && !stop_.load(); unit += n) {
+    while (!stop_.load()) {
+      const auto t0 = Clock::now();
+      int64_t waited_ns = 0;
+      const int64_t unit =
+          built_.Claim([&](int64_t ahead) { return HelpDecode(ahead, true); }, &waited_ns);
+      if (waited_ns > 0) clock_->AddSpan(Stage::kWaitFull, t0, Clock::now(), waited_ns, 0, 0, unit);
+      if (unit < 0) return;
       if (options_.debug_max_delay_us > 0) {
         std::this_thread::sleep_for(std::chrono::microseconds(
             jitter() % static_cast<uint64_t>(options_.debug_max_delay_us + 1)));
@@ -407,16 +420,7 @@ class EngineImpl final : public Engine {
       Item item = Guarded("batch " + std::to_string(schedule_->BatchOfUnit(unit)),
                           [&] { return BuildUnit(unit, &samples); });
       const bool failed = !item.ok();
-      // A full queue means the consumer is slower than the workers: use the
-      // time to decode the next window ahead, so that crossing into it does
-      // not stall the consumer while every row group of it is decoded.
-      // (Seen from this worker's next unit, which has not started: its windows
-      // cannot have been released.)
-      while (!failed && unit + n < schedule_->num_units() && queue.Full() && HelpDecode(unit + n)) {
-      }
-      const auto t0 = Clock::now();
-      if (!queue.Push(std::move(item))) return;
-      clock_->Add(Stage::kWaitFull, t0, 0, 0, unit);
+      built_.Put(unit, std::move(item));
       if (failed) return;  // the consumer stops at this unit
     }
   }
@@ -429,8 +433,9 @@ class EngineImpl final : public Engine {
   std::shared_ptr<StageClock> clock_;
   DecodeHooks hooks_;
 
+  const int num_threads_;
   RowGroupStore store_;
-  std::vector<std::unique_ptr<BoundedQueue<Item>>> queues_;
+  ReorderBuffer<Item> built_;  // built units, until the consumer takes them in order
   std::vector<std::thread> threads_;
   std::atomic<bool> stop_{false};
   std::mutex join_mu_;
