@@ -728,7 +728,7 @@ def _ratio_matrix(doc: dict[str, Any]) -> list[str]:
 
 def _engine_md(doc: dict[str, Any]) -> list[str]:
     """The engine's own counters for shardfeed Loader: where its threads spent the epoch,
-    and, under the longest simulated step, how long workers sat on full queues while the
+    and, under the longest simulated step, how long workers sat idle ahead of the consumer while the
     consumer still waited."""
     r = next((x for x in doc["results"] if x["system"] == REFERENCE), None)
     if r is None:
@@ -749,7 +749,7 @@ def _engine_md(doc: dict[str, Any]) -> list[str]:
         step, st = max(steps.items(), key=lambda kv: float(kv[0]))
         if st.get("engine_worker_wait_seconds") is not None:
             out[0] += (
-                f" Under the {step} ms step the workers sat on full queues for "
+                f" Under the {step} ms step the workers sat idle ahead of the consumer for "
                 f"{st['engine_worker_wait_seconds']:.2f} s (summed over threads) while the "
                 f"consumer waited {st['engine_consumer_wait_seconds']:.2f} s of "
                 f"{st['seconds']:.2f} s."

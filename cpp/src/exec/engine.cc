@@ -285,16 +285,17 @@ class EngineImpl final : public Engine {
     built_.Stop();
   }
 
-  // Decodes one row group that unit `unit`'s window (and with `ahead` the
-  // next window) will need and that nobody has claimed; false if there is
-  // none.  A worker waiting for a row group of its own unit helps only with
-  // that window: a row group of the next one could hold its unit back for a
-  // whole decode.  Never reaches into a window that may already be released
-  // (all of whose units have started).
-  bool HelpDecode(int64_t unit, bool ahead) {
+  // Decodes one row group that the current or the next window of unit `unit`
+  // will need and that nobody has claimed; false if there is none.  Never
+  // reaches into a window that may already be released (all of whose units
+  // have started).  A worker waiting for a row group of its own unit helps
+  // too: while the consumer waits for that unit, work on the next window
+  // comes forward rather than idling (the pass's throughput), at the cost of
+  // the unit's latency early in a pass.
+  bool HelpDecode(int64_t unit) {
     if (stop_.load()) return false;
     const int64_t w_cur = schedule_->WindowOf(schedule_->UnitSpan(unit).begin);
-    const int64_t w_end = std::min(w_cur + (ahead ? 1 : 0), schedule_->num_windows() - 1);
+    const int64_t w_end = std::min(w_cur + 1, schedule_->num_windows() - 1);
     for (int64_t w = w_cur; w <= w_end; ++w) {
       const Interval units = schedule_->UnitRange(w);
       if (units.empty() || (w != w_cur && units.last <= max_started_.load())) continue;
@@ -338,7 +339,7 @@ class EngineImpl final : public Engine {
         const int64_t w = schedule_->WindowOf(begin + static_cast<int64_t>(i));
         auto maybe = store_.Get(
             w, schedule_->UnitsOverlapping(w), s.row_group, [&] { return Decode(s.row_group); },
-            [&] { return HelpDecode(unit, false); });
+            [&] { return HelpDecode(unit); });
         if (!maybe.ok()) {
           status = maybe.status();
           break;
@@ -410,7 +411,7 @@ class EngineImpl final : public Engine {
       const auto t0 = Clock::now();
       int64_t waited_ns = 0;
       const int64_t unit =
-          built_.Claim([&](int64_t ahead) { return HelpDecode(ahead, true); }, &waited_ns);
+          built_.Claim([&](int64_t ahead) { return HelpDecode(ahead); }, &waited_ns);
       if (waited_ns > 0) clock_->AddSpan(Stage::kWaitFull, t0, Clock::now(), waited_ns, 0, 0, unit);
       if (unit < 0) return;
       if (options_.debug_max_delay_us > 0) {

@@ -48,14 +48,18 @@ class ReorderBuffer {
     }
   }
 
-  // Hands in the item of a claimed unit (dropped once stopped).
+  // Hands in the item of a claimed unit (dropped once stopped).  Wakes the
+  // consumer only with the unit it waits for: a wake-up for a later unit would
+  // only take a CPU from the workers.
   void Put(int64_t unit, T item) {
+    bool wanted = false;
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (stopped_) return;
       built_.emplace(unit, std::move(item));
+      wanted = unit == taken_;
     }
-    built_cv_.notify_all();
+    if (wanted) built_cv_.notify_all();
   }
 
   // The item of the next unit in order, waiting for it (at most *wait when
