@@ -822,6 +822,102 @@ def _generic_table(doc: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _stalls_md(after: dict[str, Any], before: dict[str, Any] | None) -> list[str]:
+    """The wait-against-step curve (``bench_stalls.py``), with the earlier engine's beside it."""
+    cfg = after.get("config", {})
+    lines = [
+        "## Stalls under a training step (issue 12, `bench_stalls.py`)",
+        "",
+        f"{_dataset_line(after['dataset'])}; {after['timestamp']}. The Loader's own time per "
+        f"batch T = {cfg.get('per_batch_ms', 0):.2f} ms; each step length m x T ran "
+        f"{cfg.get('repeats')} times, each run a fresh process reading {cfg.get('batches')} "
+        "batches under a sleeping step. Wait: the consumer's steady-state share of wall time "
+        "in `next()` (after one batch per worker thread).",
+        "",
+    ]
+    prior = {r["extra"]["multiple"]: r["extra"] for r in (before or {}).get("results", [])}
+    head = "| step | ms | wait median | wait max | runs |"
+    if prior:
+        head += " before: median | before: max |"
+    lines += [head, "|" + "---|" * (head.count("|") - 1)]
+    for r in after["results"]:
+        e = r["extra"]
+        runs = ", ".join(f"{x['extra']['consumer_wait_fraction']:.1%}" for x in r["runs"])
+        row = (
+            f"| {e['multiple']:g} x T | {e['step_ms']:.2f} | {e['wait_median']:.2%} | "
+            f"{e['wait_max']:.2%} | {runs} |"
+        )
+        if prior:
+            b = prior.get(e["multiple"])
+            row += f" {b['wait_median']:.2%} | {b['wait_max']:.2%} |" if b else " - | - |"
+        lines.append(row)
+    if before:
+        lines += [
+            "",
+            f"Before: the engine of per-worker queues (T = "
+            f"{before.get('config', {}).get('per_batch_ms', 0):.2f} ms), {before['timestamp']}.",
+        ]
+    return [*lines, ""]
+
+
+def _gpu_md(docs: list[dict[str, Any]]) -> list[str]:
+    """``bench_gpu.py``: the four ways of feeding a GPU, one table per model size."""
+    lines = ["## Feeding a GPU (issue 12, `bench_gpu.py`)", ""]
+    for doc in docs:
+        cfg = doc.get("config", {})
+        m = doc.get("machine", {})
+        lines += [
+            f"{_dataset_line(doc['dataset'])}; MLP 256 -> {cfg.get('hidden')} -> "
+            f"{cfg.get('hidden')} -> 1 (fp32), {cfg.get('steps')} steps of "
+            f"{cfg.get('batch_size')}; {m.get('cpus')} CPUs, torch {m.get('torch')}; "
+            f"{doc['timestamp']}.",
+            "",
+            "| system | samples/s | ÷ device | GPU busy | wait share | step ms | "
+            "H2D GB/s (1 batch) | host batch pinned |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        by = {r["system"]: r["rows_per_second_median"] for r in doc["results"]}
+        ref = by.get("device")
+        for r in doc["results"]:
+            e = r["extra"]
+            ratio = f"{r['rows_per_second_median'] / ref:.2f}" if ref else "-"
+            lines.append(
+                f"| `{r['system']}` | {_fmt_rps(r['rows_per_second_median'])} | {ratio} | "
+                f"{_fmt_pct(e.get('gpu_busy_share'))} | {_fmt_pct(e.get('wait_share'))} | "
+                f"{e.get('step_ms')} | {e.get('h2d_gbps') or '-'} | "
+                f"{_yes(e.get('host_batch_pinned'))} |"
+            )
+        lines += [""] + [f"- {n}" for n in doc.get("notes", [])] + [""]
+    return lines
+
+
+def _train_md(doc: dict[str, Any]) -> list[str]:
+    """``bench_train.py``: training samples/s and the share of time waiting for data."""
+    cfg, ref = doc.get("config", {}), doc.get("reference")
+    by = {r["system"]: r["rows_per_second_median"] for r in doc["results"]}
+    lines = [
+        "## Training on the CPU (issue 12, `bench_train.py`)",
+        "",
+        f"A DLRM-style model (embeddings of 3 hashed ids + an MLP over 256 dense features), "
+        f"{cfg.get('warmup_steps')} + {cfg.get('steps')} steps of {cfg.get('batch_size')}, each "
+        f"system in its own process; {doc['timestamp']}.",
+        "",
+        f"| system | samples/s | ÷ {ref} | data wait | step ms (median) | compute ms | "
+        "CPU s | peak RSS MB |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in doc["results"]:
+        e = r.get("extra", {})
+        ratio = f"{r['rows_per_second_median'] / by[ref]:.2f}" if ref in by else "-"
+        lines.append(
+            f"| `{r['system']}` | {_fmt_rps(r['rows_per_second_median'])} | {ratio} | "
+            f"{_fmt_pct(e.get('data_wait_share'))} | {e.get('step_ms_median', 0):.1f} | "
+            f"{e.get('compute_ms_median', 0):.1f} | {e.get('cpu_seconds', 0):.1f} | "
+            f"{r['peak_rss_mb']:,.0f} |"
+        )
+    return [*lines, "", *[f"- {n}" for n in doc.get("notes", [])], ""]
+
+
 def _dataset_line(ds: dict[str, Any]) -> str:
     return (
         f"{ds['rows']:,} rows x {ds.get('features', '?')} float32 features + int64 label, "
@@ -951,6 +1047,15 @@ def write_report(meta: dict[str, Any] | None = None) -> Path:
         if transforms.get("targets"):
             lines += ["Aims:", "", *_aims_md(transforms), ""]
         lines += [f"- {n}" for n in transforms.get("notes", [])] + [""]
+    stalls = _load("stalls")
+    if stalls:
+        lines += _stalls_md(stalls, _load("stalls_before"))
+    gpu = [d for d in (_load("gpu"), _load("gpu_h4096")) if d]
+    if gpu:
+        lines += _gpu_md(gpu)
+    train = _load("train")
+    if train:
+        lines += _train_md(train)
     RESULTS_MD.write_text("\n".join(lines).rstrip() + "\n")
     draw_chart([d for d in (warm, cold, transforms, remote) if d], RESULTS_PNG)
     return RESULTS_MD
