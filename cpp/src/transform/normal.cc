@@ -1,6 +1,5 @@
 #include "transform/normal.h"
 
-#include <array>
 #include <cmath>
 
 namespace shardfeed {
@@ -13,33 +12,26 @@ constexpr double kArea = 9.91256303526217e-3;  // of each layer, under exp(-x^2 
 
 double Density(double x) { return std::exp(-0.5 * x * x); }
 
-// x[i] is the right edge of layer i (x[0]: the base layer's width, area kArea
-// with its tail), decreasing to x[kLayers] = 0; f[i] = Density(x[i]).
-struct Tables {
-  std::array<double, kLayers + 1> x{};
-  std::array<double, kLayers + 1> f{};
-  Tables() {
-    x[0] = kArea / Density(kR);
-    x[1] = kR;
-    for (int i = 1; i < kLayers - 1; ++i) {
-      x[i + 1] = std::sqrt(-2.0 * std::log(kArea / x[i] + Density(x[i])));
-    }
-    x[kLayers] = 0;
-    for (int i = 0; i <= kLayers; ++i) f[i] = Density(x[i]);
+ZigguratTables MakeTables() {
+  ZigguratTables t{};
+  t.x[0] = kArea / Density(kR);
+  t.x[1] = kR;
+  for (int i = 1; i < kLayers - 1; ++i) {
+    t.x[i + 1] = std::sqrt(-2.0 * std::log(kArea / t.x[i] + Density(t.x[i])));
   }
-};
-
-const Tables& GetTables() {
-  static const Tables tables;
-  return tables;
+  t.x[kLayers] = 0;
+  for (int i = 0; i <= kLayers; ++i) t.f[i] = Density(t.x[i]);
+  return t;
 }
 
 }  // namespace
 
-double StandardNormal(Bits32& bits) {
-  const Tables& t = GetTables();
-  for (;;) {
-    const uint32_t b = bits.Next();
+const ZigguratTables kZiggurat = MakeTables();
+
+double NormalOutsideCore(Bits32& bits, uint32_t b) {
+  const ZigguratTables& t = kZiggurat;
+  for (bool first = true;; first = false) {
+    if (!first) b = bits.Next();
     const int i = static_cast<int>(b & (kLayers - 1));
     const bool negative = (b >> 7) & 1;
     const double x = static_cast<double>(b >> 8) * 0x1.0p-24 * t.x[i];

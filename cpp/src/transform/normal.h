@@ -30,10 +30,29 @@ class Bits32 {
   bool half_ = false;
 };
 
+// The ziggurat's 128 layers: x[i] is the right edge of layer i (x[0] the
+// base layer's width, tail included), decreasing to x[128] = 0, and f[i] the
+// density exp(-x[i]^2 / 2) there.
+struct ZigguratTables {
+  double x[129];
+  double f[129];
+};
+extern const ZigguratTables kZiggurat;
+
+// The wedges, the tail and the rejections, for a draw `b` whose value fell
+// outside its layer's core rectangle (see StandardNormal).
+double NormalOutsideCore(Bits32& bits, uint32_t b);
+
 // A standard normal by the ziggurat method (Marsaglia and Tsang, 2000, with
 // 128 layers), taking the layer, the sign and 24 bits of the value from
-// separate bits of one 32-bit draw (as Doornik, 2005, advises); about 1.3%
-// of draws need more (the wedges and the tail).
-double StandardNormal(Bits32& bits);
+// separate bits of one 32-bit draw (as Doornik, 2005, advises).  Inline: the
+// core rectangle takes about 98.8% of draws; the rest go out of line.
+inline double StandardNormal(Bits32& bits) {
+  const uint32_t b = bits.Next();
+  const uint32_t i = b & 127;
+  const double x = static_cast<double>(b >> 8) * 0x1.0p-24 * kZiggurat.x[i];
+  if (x < kZiggurat.x[i + 1]) return ((b >> 7) & 1) ? -x : x;
+  return NormalOutsideCore(bits, b);
+}
 
 }  // namespace shardfeed
