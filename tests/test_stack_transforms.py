@@ -123,9 +123,9 @@ NOISE = [
 ]
 
 
-def noisy(dataset, **kw):
+def noisy(dataset, kind=shardfeed.Loader, **kw):
     kw.setdefault("batch_size", 50)
-    return shardfeed.Loader(
+    return kind(
         dataset,
         stack={"feats": FEATS},
         columns=["label"],
@@ -150,16 +150,7 @@ def test_stack_randomness_does_not_depend_on_threads_workers_ranks_or_resume(dat
 
     base = list(noisy(dataset, num_threads=1))
     assert digest(noisy(dataset, num_threads=3)) == digest(base)
-    ds = shardfeed.TorchDataset(
-        dataset,
-        stack={"feats": FEATS},
-        columns=["label"],
-        transforms=NOISE,
-        with_sample_id=True,
-        output="numpy",
-        seed=5,
-        batch_size=50,
-    )
+    ds = noisy(dataset, kind=shardfeed.TorchDataset)
     assert digest(torch.utils.data.DataLoader(ds, batch_size=None, num_workers=2)) == digest(base)
     reference = rows_by_id(base)
     for world in (2, 3):

@@ -10,6 +10,7 @@
 #include <thread>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include "exec/assemble.h"
 #include "exec/decode.h"
@@ -69,10 +70,16 @@ class RowGroupStore {
     return slot->data;
   }
 
-  // Creates the slot of `rg` if nobody has; the caller must then decode and Fill it.
+  explicit RowGroupStore(int64_t num_windows)
+      : released_(static_cast<size_t>(std::max<int64_t>(num_windows, 0)), false) {}
+
+  // Creates the slot of `rg` if nobody has; the caller must then decode and
+  // Fill it.  Null for a released window: decoding ahead, a worker may ask
+  // for a window whose units others have meanwhile all built (any worker
+  // builds any unit), and an entry made again would never be released.
   std::shared_ptr<Slot> Claim(int64_t window, int64_t uses, int32_t rg) {
     std::lock_guard<std::mutex> lock(mu_);
-    if (stopped_) return nullptr;
+    if (stopped_ || released_[static_cast<size_t>(window)]) return nullptr;
     auto& entry = Entry(window, uses);
     if (entry.slots.count(rg)) return nullptr;
     auto slot = std::make_shared<Slot>();
@@ -96,7 +103,10 @@ class RowGroupStore {
   void Release(int64_t window, int64_t uses) {
     std::lock_guard<std::mutex> lock(mu_);
     auto& entry = Entry(window, uses);
-    if (--entry.remaining <= 0) windows_.erase(window);
+    if (--entry.remaining <= 0) {
+      windows_.erase(window);
+      released_[static_cast<size_t>(window)] = true;
+    }
   }
 
   void Stop() {
@@ -119,6 +129,7 @@ class RowGroupStore {
   std::mutex mu_;
   std::condition_variable ready_;
   std::map<int64_t, WindowEntry> windows_;
+  std::vector<bool> released_;  // per window: every unit overlapping it is done
   bool stopped_ = false;
 };
 
@@ -146,6 +157,7 @@ class EngineImpl final : public Engine {
         layout_(std::move(layout)),
         clock_(std::make_shared<StageClock>(options_.trace)),
         num_threads_(std::max(1, options_.num_threads)),
+        store_(schedule_->num_windows()),
         built_(schedule_->num_units(),
                static_cast<int64_t>(num_threads_) * std::max(1, options_.queue_depth)) {
     hooks_.clock = clock_;

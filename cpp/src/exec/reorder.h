@@ -84,10 +84,12 @@ class ReorderBuffer {
   }
 
   void Stop() {
+    std::map<int64_t, T> dropped;  // destroyed after the lock: an item's
+                                   // destructor may take other locks
     {
       std::lock_guard<std::mutex> lock(mu_);
       stopped_ = true;
-      built_.clear();
+      dropped.swap(built_);
     }
     room_.notify_all();
     built_cv_.notify_all();
