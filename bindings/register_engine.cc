@@ -99,6 +99,17 @@ class EngineHandle {
     d["consumer_wait_seconds"] = s.consumer_wait_seconds;
     d["decoded_row_groups"] = s.decoded_row_groups;
     d["peak_live_row_groups"] = s.peak_live_row_groups;
+    nb::dict memory;
+    memory["limit_bytes"] = s.memory_limit;
+    memory["peak_bytes"] = s.memory_peak;
+    memory["peak_decoding_bytes"] = s.memory_peak_decoding;
+    memory["peak_decoded_bytes"] = s.memory_peak_decoded;
+    memory["peak_batch_bytes"] = s.memory_peak_batches;
+    memory["waits"] = s.memory_waits;
+    memory["wait_seconds"] = s.memory_wait_seconds;
+    memory["over_limit"] = s.memory_over_limit;
+    memory["ready_batches"] = s.ready_batches_capacity;
+    d["memory"] = memory;
     return d;
   }
 
@@ -165,6 +176,7 @@ void RegisterEngine(nb::module_& m) {
       .def_rw("decoded_tier", &EngineOptions::decoded_tier)
       .def_rw("file_cache", &EngineOptions::file_cache)
       .def_rw("prefetch_bytes", &EngineOptions::prefetch_bytes)
+      .def_rw("memory_limit", &EngineOptions::memory_limit)
       .def_rw("trace", &EngineOptions::trace)
       .def_rw("debug_max_delay_us", &EngineOptions::debug_max_delay_us)
       .def_rw("debug_slow_stage", &EngineOptions::debug_slow_stage)
@@ -214,6 +226,28 @@ void RegisterEngine(nb::module_& m) {
            "Timeline events (worker, stage, start_us, duration_us, arg); needs options.trace.")
       .def("stats", &EngineHandle::Stats, nb::sig("def stats(self) -> dict[str, typing.Any]"));
 
+  m.def(
+      "plan_memory",
+      [](const DatasetHandle& d, const PlanOptions& plan, const EngineOptions& options) {
+        const std::vector<int64_t> rows =
+            d.filter ? d.filter->pass_rows() : d.catalog->RowGroupRows();
+        const MemoryPlan p = Unwrap(PlanMemory(*d.catalog, rows, plan, options));
+        nb::dict out;
+        out["window_row_groups"] = p.window_row_groups;
+        out["row_group_bytes"] = p.row_group_bytes;
+        out["max_row_group_bytes"] = p.max_row_group_bytes;
+        out["batch_bytes"] = p.batch_bytes;
+        out["ready_batches"] = p.ready_batches;
+        out["expected_peak_bytes"] = p.expected_peak_bytes;
+        out["floor_bytes"] = p.floor_bytes;
+        out["expected_mixing"] = p.expected_mixing;
+        return out;
+      },
+      "dataset"_a, "plan"_a, "options"_a,
+      nb::sig("def plan_memory(dataset: Dataset, plan: PlanOptions, options: EngineOptions) -> "
+              "dict[str, typing.Any]"),
+      "The shuffle window (plan.window_row_groups == 0: chosen from options.memory_limit), the "
+      "expected peak of stats()['memory'] and the expected mixing W_eff, from the footers.");
   m.def("live_buffers", &OutputBuffer::live_count,
         "Batch buffers allocated by the engine and not yet freed (for tests).");
   m.def("live_engine_threads", &LiveEngineThreads,

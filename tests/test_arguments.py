@@ -153,7 +153,9 @@ def test_defaults_come_from_the_core_and_both_classes_share_them():
     for cls in (shardfeed.Loader, shardfeed.TorchDataset):
         p = inspect.signature(cls).parameters
         assert p["batch_size"].default == plan.batch_size == 1024
-        assert p["shuffle_window"].default == plan.window_row_groups == 4
+        # None: chosen from memory_limit (PlanMemory); the core's 4 is the unlimited one.
+        assert p["shuffle_window"].default is None
+        assert p["memory_limit"].default == engine.memory_limit == 384 << 20
         assert p["prefetch"].default == engine.queue_depth == 8
         assert p["prefetch_bytes"].default == engine.prefetch_bytes == 256 << 20
         assert p["shuffle_window"].kind is inspect.Parameter.KEYWORD_ONLY

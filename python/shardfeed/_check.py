@@ -10,6 +10,7 @@ from __future__ import annotations
 import numbers
 import operator
 import os
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -53,6 +54,32 @@ def bound_text(n: int) -> str:
 
 def check_opt_int(name: str, value: Any, bounds: tuple[int, int] = INT64) -> int | None:
     return None if value is None else check_int(name, value, bounds)
+
+
+_UNITS = {
+    "": 1, "b": 1,
+    "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9, "gb": 10**9,
+    "t": 10**12, "tb": 10**12,
+    "ki": 2**10, "kib": 2**10, "mi": 2**20, "mib": 2**20, "gi": 2**30, "gib": 2**30,
+    "ti": 2**40, "tib": 2**40,
+}  # fmt: skip
+_SIZE = re.compile(r"\s*([0-9]+(?:\.[0-9]*)?)\s*([A-Za-z]*)\s*")
+
+
+def check_bytes(name: str, value: Any) -> int:
+    """A byte count: an integer, or a string such as ``"512MiB"``, ``"1.5GB"``, ``"2g"``
+    (decimal units k/M/G/T and binary Ki/Mi/Gi/Ti, case-insensitive; None: 0)."""
+    if value is None:
+        return 0
+    if isinstance(value, str):
+        match = _SIZE.fullmatch(value)
+        unit = match and _UNITS.get(match.group(2).lower())
+        if not match or unit is None:
+            raise InvalidArgumentError(
+                f"{name} must be a byte count such as 536870912, '512MiB' or '1.5GB', got {value!r}"
+            )
+        return check_int(name, int(float(match.group(1)) * unit))
+    return check_int(name, value)
 
 
 def check_bool(name: str, value: Any) -> bool:

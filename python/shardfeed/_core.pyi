@@ -357,6 +357,12 @@ class EngineOptions:
     def prefetch_bytes(self, arg: int, /) -> None: ...
 
     @property
+    def memory_limit(self) -> int: ...
+
+    @memory_limit.setter
+    def memory_limit(self, arg: int, /) -> None: ...
+
+    @property
     def trace(self) -> bool: ...
 
     @trace.setter
@@ -428,6 +434,11 @@ class Engine:
         """
 
     def stats(self) -> dict[str, Any]: ...
+
+def plan_memory(dataset: Dataset, plan: PlanOptions, options: EngineOptions) -> dict[str, Any]:
+    """
+    The shuffle window (plan.window_row_groups == 0: chosen from options.memory_limit), the expected peak of stats()['memory'] and the expected mixing W_eff, from the footers.
+    """
 
 def live_buffers() -> int:
     """Batch buffers allocated by the engine and not yet freed (for tests)."""

@@ -186,6 +186,14 @@ class Loader(Stream):
         ``consumer_wait_seconds`` time the consumer waited for its next batch (the
         loader is).  Also ``elapsed_seconds``, ``threads``,
         ``row_groups_decoded``, ``rows_delivered`` and ``peak_live_row_groups``.
+        ``memory``: the budget of ``memory_limit`` in bytes -- ``limit_bytes``,
+        ``peak_bytes`` (all of it at once) and its parts ``peak_decoding_bytes``
+        (reserved for row groups being decoded), ``peak_decoded_bytes``,
+        ``peak_batch_bytes`` (built, not yet taken); ``waits``/``wait_seconds``
+        (decodes that waited for room), ``over_limit`` (decodes for the next
+        batch that went past the limit), ``ready_batches`` (built batches kept at
+        most); and the prediction made from the footers: ``shuffle_window``,
+        ``expected_peak_bytes``, ``expected_mixing`` (W_eff).
         Caches: ``remote_bytes``, ``cache_hits``, ``cache_misses``, ``cache_bytes``,
         ``prefetch_wait_seconds`` (file cache, this process, all passes; without a
         file cache ``remote_bytes`` is what the latest pass fetched) and
@@ -203,6 +211,10 @@ class Loader(Stream):
         stats: dict[str, Any] = {"epoch": self._epoch, "batches_consumed": self._consumed}
         if self._last_engine is not None:
             stats.update(self._last_engine.stats())
+            plan = self._settings.memory_plan or {}
+            stats["memory"]["shuffle_window"] = self._settings.shuffle_window
+            stats["memory"]["expected_peak_bytes"] = plan.get("expected_peak_bytes")
+            stats["memory"]["expected_mixing"] = plan.get("expected_mixing")
             stats["stages"]["deliver"] = {
                 "seconds": self._deliver.seconds,
                 "bytes": 0,

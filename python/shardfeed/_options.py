@@ -17,6 +17,7 @@ from ._check import (
     UINT64,
     FillNull,
     check_bool,
+    check_bytes,
     check_callable,
     check_fill_null,
     check_int,
@@ -48,7 +49,7 @@ DEFAULT_BATCH_SIZE: int = _PLAN.batch_size
 DEFAULT_SHUFFLE: bool = _PLAN.shuffle
 DEFAULT_SEED: int = _PLAN.seed
 DEFAULT_DROP_LAST: bool = _PLAN.drop_last
-DEFAULT_SHUFFLE_WINDOW: int = _PLAN.window_row_groups
+DEFAULT_MEMORY_LIMIT: int = _ENGINE.memory_limit
 DEFAULT_PREFETCH: int = _ENGINE.queue_depth
 DEFAULT_PREFETCH_BYTES: int = _ENGINE.prefetch_bytes
 DEFAULT_REMOTE_TIMEOUT: float = _ENGINE.remote_timeout
@@ -148,7 +149,7 @@ class Settings:
     num_threads: int
     stack: dict[str, list[str]]
     output: str
-    shuffle_window: int
+    shuffle_window: int | None  # None: chosen from memory_limit by resolve()
     prefetch: int
     with_sample_id: bool
     fill_null: FillNull
@@ -164,6 +165,8 @@ class Settings:
     verify_page_checksums: bool = False
     pin_memory: bool = False  # batch buffers from a PinnedArena
     device: str | None = None  # "cuda[:N]": batches copied there one ahead
+    memory_limit: int = DEFAULT_MEMORY_LIMIT  # 0: none
+    memory_plan: dict[str, Any] | None = None  # _core.plan_memory's, set by resolve()
 
     @classmethod
     def make(cls, args: Mapping[str, Any]) -> Settings:
@@ -199,7 +202,7 @@ class Settings:
             num_threads_given=threads is not None,
             stack=check_stack(args["stack"]),
             output=output,
-            shuffle_window=check_int("shuffle_window", args["shuffle_window"]),
+            shuffle_window=check_opt_int("shuffle_window", args["shuffle_window"]),
             prefetch=check_int("prefetch", args["prefetch"], INT32),
             with_sample_id=check_bool("with_sample_id", args["with_sample_id"]),
             fill_null=check_fill_null(args["fill_null"]),
@@ -217,8 +220,12 @@ class Settings:
             filter_arg=args["filter"],
             pin_memory=pin_memory,
             device=device,
+            memory_limit=check_bytes("memory_limit", args["memory_limit"]),
         )  # fmt: skip
-        settings.plan_options(0).validate()
+        plan = settings.plan_options(0)
+        if settings.shuffle_window is None:
+            plan.window_row_groups = 1  # chosen later; the other settings checked now
+        plan.validate()
         settings.engine_options(0).validate()
         return settings
 
@@ -227,7 +234,8 @@ class Settings:
         p.seed = self.seed
         p.epoch = epoch
         p.shuffle = self.shuffle
-        p.window_row_groups = self.shuffle_window
+        # 0 (before resolve()): plan_memory's question for the default window.
+        p.window_row_groups = 0 if self.shuffle_window is None else self.shuffle_window
         p.batch_size = self.batch_size
         p.world_size = self.world_size
         p.rank = self.rank
@@ -268,6 +276,7 @@ class Settings:
         e.num_threads = threads or self.num_threads
         e.queue_depth = self.prefetch
         e.prefetch_bytes = self.cache.prefetch_bytes
+        e.memory_limit = self.memory_limit
         e.remote_timeout = self.remote_timeout
         e.verify_page_checksums = self.verify_page_checksums
         e.start_batch = start_batch
@@ -278,6 +287,15 @@ class Settings:
         e.debug_slow_stage = str(self.extra.get("debug_slow_stage", ""))
         e.debug_slow_us = int(self.extra.get("debug_slow_us", 0))
         return e
+
+    def resolve(self, dataset: _core.Dataset) -> None:
+        """Chooses the default shuffle window from memory_limit and the footers (a pure
+        function of both, so the order is one too) and keeps what the engine is
+        expected to hold (``memory_plan``)."""
+        plan = _core.plan_memory(dataset, self.plan_options(0), self.engine_options(0))
+        if self.shuffle_window is None:
+            self.shuffle_window = int(plan["window_row_groups"])
+        self.memory_plan = plan
 
     def stream_settings(self) -> dict[str, Any]:
         """The settings a state dict must match (JSON-serializable)."""

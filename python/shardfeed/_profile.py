@@ -72,6 +72,56 @@ def _columns(names: list[str], pattern: str) -> list[str]:
     return picked
 
 
+def _selection(
+    dataset: Any, columns: str | None, stack: str | None
+) -> tuple[list[str] | None, dict[str, list[str]] | None]:
+    """The Loader's columns and stack from the command line's patterns."""
+    names = [n for n, _ in dataset.schema()]
+    stack_arg = None
+    if stack:
+        name, _, pattern = stack.partition("=")
+        stack_arg = {name: _columns(names, pattern)}
+    cols = _columns(names, columns) if columns else None
+    if cols is None and stack_arg:
+        cols = [n for n in names if n not in stack_arg[next(iter(stack_arg))]]
+    return cols, stack_arg
+
+
+def memory_plan(
+    source: str | list[str],
+    columns: str | None = None,
+    stack: str | None = None,
+    batch_size: int = 1024,
+    threads: int | None = None,
+    **loader_args: Any,
+) -> dict[str, Any]:
+    """What a Loader with these settings will hold and how well it will mix, from the
+    footers alone (``shardfeed info``'s ``plan``): the shuffle window, the expected
+    peak of ``stats()["memory"]["peak_bytes"]`` and the expected W_eff."""
+    from ._options import open_dataset
+
+    sources = [source] if isinstance(source, str) else source
+    cols, stack_arg = _selection(open_dataset(sources), columns, stack)
+    loader = Loader(sources, columns=cols, batch_size=batch_size, num_threads=threads,
+                    stack=stack_arg, output="numpy", **loader_args)  # fmt: skip
+    settings = loader._settings
+    plan = dict(settings.memory_plan or {})
+    return {
+        "batch_size": settings.batch_size,
+        "threads": settings.num_threads,
+        "memory_limit": settings.memory_limit,
+        "shuffle_window": settings.shuffle_window,
+        "expected_mixing": plan.get("expected_mixing"),
+        "expected_peak_bytes": plan.get("expected_peak_bytes"),
+        "floor_bytes": plan.get("floor_bytes"),
+        "row_group_bytes": plan.get("row_group_bytes"),
+        "max_row_group_bytes": plan.get("max_row_group_bytes"),
+        "batch_bytes": plan.get("batch_bytes"),
+        "ready_batches": plan.get("ready_batches"),
+        "batches": len(loader),
+    }
+
+
 def profile(
     source: str | list[str],
     columns: str | None = None,
@@ -93,16 +143,9 @@ def profile(
 
     sources = [source] if isinstance(source, str) else source
     dataset = open_dataset(sources)
-    names = [n for n, _ in dataset.schema()]
     # Where each row group starts in the natural order: sample ids -> row groups (W_eff).
     starts = np.array([first for _, _, _, first, _ in dataset.row_groups()], dtype=np.int64)
-    stack_arg = None
-    if stack:
-        name, _, pattern = stack.partition("=")
-        stack_arg = {name: _columns(names, pattern)}
-    cols = _columns(names, columns) if columns else None
-    if cols is None and stack_arg:
-        cols = [n for n in names if n not in stack_arg[next(iter(stack_arg))]]
+    cols, stack_arg = _selection(dataset, columns, stack)
     loader_args["with_sample_id"] = True  # for W_eff; handed out, not timed
     loader = Loader(sources, columns=cols, batch_size=batch_size, num_threads=threads,
                     stack=stack_arg, output="numpy", **loader_args)  # fmt: skip
@@ -155,6 +198,7 @@ def profile(
         # of a batch shared a row group.
         "effective_shuffle_window": effective_window(seen, starts),
         "dataset_row_groups": len(starts),
+        "memory": dict(stats["memory"]),
     }
     report["verdict"] = verdict(report)
     if trace is not None:
@@ -198,6 +242,13 @@ def format_table(report: dict[str, Any]) -> str:
         "shuffle: effective window "
         + ("beyond measure (no batch held two rows of one row group)" if w is None else f"{w:.1f}")
         + f" row groups (a full shuffle of this data scores about {report['dataset_row_groups']})"
+    )
+    m = report["memory"]
+    limit = f"{m['limit_bytes'] / 2**20:,.0f} MiB" if m["limit_bytes"] else "none"
+    lines.append(
+        f"memory: peak {m['peak_bytes'] / 2**20:,.0f} MiB of the budget (limit {limit}, "
+        f"expected {(m['expected_peak_bytes'] or 0) / 2**20:,.0f} MiB), shuffle window "
+        f"{m['shuffle_window']}, {m['waits']} decodes waited for room"
     )
     lines.append(f"\nverdict: {report['verdict']}")
     return "\n".join(lines)

@@ -14,12 +14,12 @@ from ._filter import FilterArg
 from ._options import (
     DEFAULT_BATCH_SIZE,
     DEFAULT_DROP_LAST,
+    DEFAULT_MEMORY_LIMIT,
     DEFAULT_PREFETCH,
     DEFAULT_PREFETCH_BYTES,
     DEFAULT_REMOTE_TIMEOUT,
     DEFAULT_SEED,
     DEFAULT_SHUFFLE,
-    DEFAULT_SHUFFLE_WINDOW,
     Settings,
     Source,
     StackArg,
@@ -46,7 +46,8 @@ class Stream:
         stack: StackArg | None = None,
         output: str = "torch",
         *,
-        shuffle_window: int = DEFAULT_SHUFFLE_WINDOW,
+        shuffle_window: int | None = None,
+        memory_limit: int | str | None = DEFAULT_MEMORY_LIMIT,
         prefetch: int = DEFAULT_PREFETCH,
         with_sample_id: bool = False,
         fill_null: float | Mapping[str, float] | None = None,
@@ -85,9 +86,26 @@ class Stream:
                 one ``[batch, n]`` array in C++ (one dtype if all agree, else
                 float32, or float64 if any column is float64).
             output: ``"torch"`` (``torch.Tensor`` values) or ``"numpy"``.
-            shuffle_window: row groups mixed together when shuffling; memory grows
-                with it (the decoded row groups of a window stay in memory while its
-                batches are assembled).
+            shuffle_window: row groups mixed together when shuffling (the decoded
+                row groups of a window stay in memory while its batches are
+                assembled).  ``None`` (default): as many as fill 3/8 of
+                ``memory_limit`` by the footers' sizes (at least 1; 4 without a
+                limit), so the window and the order follow from the limit and the
+                data, never from threads or timing.  The state dict records the
+                window in use.
+            memory_limit: bytes the engine may hold (an int or ``"512MiB"``,
+                ``"1.5GB"``; ``None`` or 0: no limit; default 384 MiB): row groups
+                being decoded (read buffers, Arrow arrays, stack matrices),
+                decoded row groups and ready batches (at most a quarter of it).
+                A worker waits before a decode that would pass it, except for
+                the next batch's row groups: the peak passes the limit by one
+                row group's decode at most, and no limit gives less than one
+                window and one row group being decoded.  Resident memory adds
+                the allocator's (freed pages go back after 0.2 s) and the
+                libraries' own.  ``stats()["memory"]``
+                counts it; ``shardfeed info --memory-limit`` predicts it.  Each
+                DataLoader worker of a TorchDataset has an engine, and a limit, of
+                its own.
             prefetch: batches each worker thread may hold ready (the engine holds
                 ``num_threads * prefetch`` at most).
             with_sample_id: add ``"sample_id"``: each row's int64 index in the
@@ -187,6 +205,7 @@ class Stream:
         super().__init__()
         self._settings = Settings.make(args)
         dataset, self._filter_counts = open_filtered(self._settings)
+        self._settings.resolve(dataset)
         self._filter_image = bytes(dataset.filter_image()) if self._filter_counts else None
         # Column, type and stack errors surface here, before any data is read.
         self._outputs = dataset.describe_outputs(self._settings.output_options())

@@ -8,6 +8,8 @@ import sys
 
 from ._errors import ShardfeedError
 
+DEFAULT_MEMORY_LIMIT_TEXT = "384MiB"  # EngineOptions::memory_limit (checked by a test)
+
 
 def _info(args: argparse.Namespace) -> int:
     from ._options import open_dataset
@@ -33,6 +35,19 @@ def _info(args: argparse.Namespace) -> int:
         canonical = _filter.canonicalize(given, ds.schema())
         filtered = _filter.apply(ds, canonical, default_threads(), None)
         info["filter"] = {"canonical": canonical, **dict(filtered.filter_counts())}
+    from ._profile import memory_plan
+
+    try:
+        info["plan"] = memory_plan(
+            args.source, columns=args.columns, stack=args.stack, batch_size=args.batch_size,
+            threads=args.threads, memory_limit=args.memory_limit,
+            shuffle_window=args.shuffle_window, partitioning=args.partitioning,
+            world_size=args.world_size, rank=0,
+            filter=None if args.filter is None else json.loads(args.filter),
+        )  # fmt: skip
+    except ShardfeedError as e:
+        # The catalog is still worth printing: say why these settings would not load.
+        info["plan"] = {"error": f"{type(e).__name__}: {e}", "hint": "choose --columns/--stack"}
     print(json.dumps(info, indent=2))
     return 0
 
@@ -75,6 +90,7 @@ def _profile(args: argparse.Namespace) -> int:
     report = profile(
         args.source, columns=args.columns, stack=args.stack, batch_size=args.batch_size,
         batches=args.batches, step_ms=args.step_ms, threads=args.threads, trace=args.trace,
+        memory_limit=args.memory_limit,
     )  # fmt: skip
     print(json.dumps(report, indent=2) if args.json else format_table(report))
     return 0
@@ -160,6 +176,25 @@ def main(argv: list[str] | None = None) -> int:
         "shows the files, row groups and rows kept and pruned (by partition, "
         "statistics, rows)",
     )
+    plan = info.add_argument_group(
+        "plan", "what a Loader with these settings holds and how well it mixes ('plan')"
+    )
+    plan.add_argument("--columns", help="comma-separated names or patterns (default: all)")
+    plan.add_argument("--stack", help="NAME=PATTERNS: stack matching columns into one array")
+    plan.add_argument("--batch-size", type=int, default=1024)
+    plan.add_argument(
+        "--memory-limit",
+        default=DEFAULT_MEMORY_LIMIT_TEXT,
+        help="bytes, e.g. 512MiB or 2GB; 0: none (default: %(default)s)",
+    )
+    plan.add_argument(
+        "--shuffle-window",
+        type=int,
+        default=None,
+        help="row groups mixed together (default: chosen from the limit)",
+    )
+    plan.add_argument("--threads", type=int, default=None)
+    plan.add_argument("--world-size", type=int, default=1)
     info.set_defaults(func=_info)
 
     prof = sub.add_parser("profile", help="find the bottleneck stage under a simulated step")
@@ -170,6 +205,11 @@ def main(argv: list[str] | None = None) -> int:
     prof.add_argument("--batches", type=int, default=200)
     prof.add_argument("--step-ms", type=float, default=0.0, help="simulated training step")
     prof.add_argument("--threads", type=int, default=None)
+    prof.add_argument(
+        "--memory-limit",
+        default=DEFAULT_MEMORY_LIMIT_TEXT,
+        help="bytes, e.g. 512MiB or 2GB; 0: none (default: %(default)s)",
+    )
     prof.add_argument("--json", action="store_true", help="print one JSON object")
     prof.add_argument("--trace", metavar="FILE", help="write a Chrome/Perfetto trace")
     prof.set_defaults(func=_profile)

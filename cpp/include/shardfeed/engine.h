@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,15 @@ struct EngineOptions {
   // null: every row.
   std::shared_ptr<const FilteredRows> filter;
   int64_t prefetch_bytes = int64_t{256} << 20;
+  // Bytes the engine may hold: row groups being decoded (read buffers,
+  // Arrow's arrays, stack matrices), decoded row groups and built batches the
+  // consumer has not taken (a quarter of it at most: fewer ready batches than
+  // N * queue_depth when they would not fit).  A worker waits before a
+  // decode that would pass it, except for the row groups of the consumer's
+  // next batch: so the peak is at most the limit plus one row group's decode,
+  // and at least one mixing window plus one decode.  0: no limit.  Python: memory_limit (which also
+  // sizes the default shuffle window, see PlanMemory).
+  int64_t memory_limit = int64_t{384} << 20;
   // Where batch buffers come from (null: the engine's pool).  Python:
   // pin_memory=True gives page-locked slabs.
   std::shared_ptr<OutputArena> output_arena;
@@ -105,7 +115,41 @@ struct EngineStats {
   double consumer_wait_seconds = 0;         // consumer blocked on an empty queue
   std::vector<int32_t> decoded_row_groups;  // catalog indices, in decode order
   int64_t peak_live_row_groups = 0;         // most decoded row groups held at once
+  // The memory budget (EngineOptions::memory_limit), in bytes.
+  int64_t memory_limit = 0;            // 0: none
+  int64_t memory_peak = 0;             // most bytes booked at once
+  int64_t memory_peak_decoding = 0;    // ... reserved for row groups being decoded
+  int64_t memory_peak_decoded = 0;     // ... held by decoded row groups
+  int64_t memory_peak_batches = 0;     // ... held by built batches not yet taken
+  int64_t memory_waits = 0;            // decodes that waited for room
+  double memory_wait_seconds = 0;      // how long they waited
+  int64_t memory_over_limit = 0;       // decodes for the next batch that went past the limit
+  int64_t ready_batches_capacity = 0;  // built batches kept at most
 };
+
+// What an engine with these settings holds and how well it mixes, from the
+// footers alone: for `shardfeed info` and for the default shuffle window.
+struct MemoryPlan {
+  int64_t window_row_groups = 0;    // the window (chosen here when asked for 0)
+  int64_t row_group_bytes = 0;      // mean decoded bytes of a row group (footer sizes)
+  int64_t max_row_group_bytes = 0;  // the largest
+  int64_t batch_bytes = 0;          // one batch, estimated from the mean row
+  int64_t ready_batches = 0;        // built batches kept at most
+  int64_t expected_peak_bytes = 0;  // what stats' memory peak should come to
+  int64_t floor_bytes = 0;          // the least any limit can give: a window and one decode
+  double expected_mixing = 1;       // expected W_eff: 1 / P(two rows of a batch share a row group)
+};
+
+// `row_group_rows`: the rows of each catalog row group that the plan sees
+// (after a filter).  plan.window_row_groups == 0 asks for the default
+// window: the most row groups (at least 1, at most all) whose decoded bytes
+// fill 3/8 of engine.memory_limit, so that the window being read and the
+// next one being decoded take 3/4 of it and the rest is left for decodes in
+// flight and ready batches; 4 without a limit.  A pure function of the
+// footers and the settings, so the order it leads to is too.
+arrow::Result<MemoryPlan> PlanMemory(const Catalog& catalog,
+                                     std::span<const int64_t> row_group_rows,
+                                     const PlanOptions& plan, const EngineOptions& engine);
 
 class Engine {
  public:

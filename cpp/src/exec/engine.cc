@@ -14,6 +14,8 @@
 
 #include "exec/assemble.h"
 #include "exec/decode.h"
+#include "exec/footprint.h"
+#include "exec/memory_budget.h"
 #include "exec/reorder.h"
 #include "exec/stage_clock.h"
 #include "plan/schedule.h"
@@ -40,25 +42,42 @@ class RowGroupStore {
     std::shared_ptr<const DecodedRowGroup> data;
   };
 
-  // Returns the decoded row group, decoding it here if no one else is.  While
-  // another worker decodes it, `help()` may decode a row group needed soon
-  // (returning true if it did) instead of idling.
-  template <typename DecodeFn, typename HelpFn>
+  // Returns the decoded row group, decoding it here if no one else is:
+  // `reserve()` first books its memory (false: the loader stopped), then
+  // `decode()` runs; when another worker created the slot meanwhile the
+  // booking goes back through `unreserve()`.  While another worker decodes
+  // it, `help()` may decode a row group needed soon (returning true if it
+  // did) instead of idling.  The slot is made only once the memory is booked:
+  // a worker that waits for memory holds no slot that the consumer's next
+  // unit could be waiting on.
+  template <typename ReserveFn, typename UnreserveFn, typename DecodeFn, typename HelpFn>
   arrow::Result<std::shared_ptr<const DecodedRowGroup>> Get(int64_t window, int64_t uses,
-                                                            int32_t rg, DecodeFn&& decode,
-                                                            HelpFn&& help) {
+                                                            int32_t rg, ReserveFn&& reserve,
+                                                            UnreserveFn&& unreserve,
+                                                            DecodeFn&& decode, HelpFn&& help) {
     std::unique_lock<std::mutex> lock(mu_);
-    auto& entry = Entry(window, uses);
-    auto it = entry.slots.find(rg);
-    if (it == entry.slots.end()) {
-      auto slot = std::make_shared<Slot>();
-      entry.slots.emplace(rg, slot);
+    std::shared_ptr<Slot> slot;  // keeps the slot alive if the window is released
+    if (auto it = Entry(window, uses).slots.find(rg); it != Entry(window, uses).slots.end()) {
+      slot = it->second;
+    } else {
       lock.unlock();
-      auto result = decode();
-      Fill(slot, result);
-      return result;
+      if (!reserve()) return arrow::Status::Cancelled("loader stopped");
+      lock.lock();
+      auto& entry = Entry(window, uses);
+      if (auto again = entry.slots.find(rg); again != entry.slots.end()) {
+        slot = again->second;
+        lock.unlock();
+        unreserve();
+        lock.lock();
+      } else {
+        slot = std::make_shared<Slot>();
+        entry.slots.emplace(rg, slot);
+        lock.unlock();
+        auto result = decode();
+        Fill(slot, result);
+        return result;
+      }
     }
-    auto slot = it->second;  // keeps the slot alive if the window is released
     while (slot->loading && !stopped_) {
       lock.unlock();
       const bool helped = help();
@@ -72,6 +91,14 @@ class RowGroupStore {
 
   explicit RowGroupStore(int64_t num_windows)
       : released_(static_cast<size_t>(std::max<int64_t>(num_windows, 0)), false) {}
+
+  // Whether Claim(window, ..., rg) would make a slot now.
+  bool Claimable(int64_t window, int32_t rg) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopped_ || released_[static_cast<size_t>(window)]) return false;
+    auto it = windows_.find(window);
+    return it == windows_.end() || it->second.slots.count(rg) == 0;
+  }
 
   // Creates the slot of `rg` if nobody has; the caller must then decode and
   // Fill it.  Null for a released window: decoding ahead, a worker may ask
@@ -157,9 +184,13 @@ class EngineImpl final : public Engine {
         layout_(std::move(layout)),
         clock_(std::make_shared<StageClock>(options_.trace)),
         num_threads_(std::max(1, options_.num_threads)),
+        footprints_(EstimateFootprints(*catalog_, layout_)),
+        budget_(std::make_shared<MemoryBudget>(options_.memory_limit)),
+        capacity_(ReadyBatchCapacity(
+            EstimateBatchBytes(footprints_, *catalog_, schedule_->plan().options().batch_size),
+            num_threads_, options_.queue_depth, options_.memory_limit)),
         store_(schedule_->num_windows()),
-        built_(schedule_->num_units(),
-               static_cast<int64_t>(num_threads_) * std::max(1, options_.queue_depth)) {
+        built_(schedule_->num_units(), capacity_) {
     hooks_.clock = clock_;
     hooks_.tier = options_.decoded_tier;
     hooks_.filter = options_.filter;
@@ -201,6 +232,9 @@ class EngineImpl final : public Engine {
       return error_;
     }
     ++next_unit_;
+    consumer_unit_.store(next_unit_);
+    if (item->ok() && **item) budget_->Release(MemoryBudget::kBatches, BatchBytes(***item));
+    budget_->Wake();  // the consumer's next unit has moved on
     if (!item->ok()) {
       error_ = item->status();
       StopWorkers();
@@ -215,6 +249,7 @@ class EngineImpl final : public Engine {
     // StopWorkers() less the prefetcher's Stop(), which joins its thread.
     stop_.store(true);
     store_.Stop();
+    budget_->Stop();
     built_.Stop();
   }
 
@@ -256,6 +291,16 @@ class EngineImpl final : public Engine {
     std::lock_guard<std::mutex> lock(stats_mu_);
     s.decoded_row_groups = decoded_list_;
     s.peak_live_row_groups = live_->peak.load();
+    const auto m = budget_->snapshot();
+    s.memory_limit = m.limit;
+    s.memory_peak = m.peak;
+    s.memory_peak_decoding = m.peak_of[MemoryBudget::kDecoding];
+    s.memory_peak_decoded = m.peak_of[MemoryBudget::kDecoded];
+    s.memory_peak_batches = m.peak_of[MemoryBudget::kBatches];
+    s.memory_waits = m.waits;
+    s.memory_wait_seconds = m.wait_seconds;
+    s.memory_over_limit = m.urgent_over_limit;
+    s.ready_batches_capacity = capacity_;
     return s;
   }
 
@@ -294,6 +339,7 @@ class EngineImpl final : public Engine {
     stop_.store(true);
     if (prefetcher_) prefetcher_->Stop();
     store_.Stop();
+    budget_->Stop();
     built_.Stop();
   }
 
@@ -312,9 +358,16 @@ class EngineImpl final : public Engine {
       const Interval units = schedule_->UnitRange(w);
       if (units.empty() || (w != w_cur && units.last <= max_started_.load())) continue;
       for (int32_t rg : schedule_->NeededRowGroups(w)) {
+        if (!store_.Claimable(w, rg)) continue;
+        // Work ahead only within the budget.
+        const int64_t reserved = Reservation(rg);
+        if (!budget_->TryReserve(MemoryBudget::kDecoding, reserved)) return false;
         auto slot = store_.Claim(w, units.size(), rg);
-        if (!slot) continue;
-        store_.Fill(slot, Decode(rg));
+        if (!slot) {
+          budget_->Release(MemoryBudget::kDecoding, reserved);
+          continue;
+        }
+        store_.Fill(slot, Decode(rg, reserved));
         return true;
       }
     }
@@ -349,9 +402,17 @@ class EngineImpl final : public Engine {
       auto it = slot_of.find(s.row_group);
       if (it == slot_of.end()) {
         const int64_t w = schedule_->WindowOf(begin + static_cast<int64_t>(i));
+        const int64_t reserved = Reservation(s.row_group);
         auto maybe = store_.Get(
-            w, schedule_->UnitsOverlapping(w), s.row_group, [&] { return Decode(s.row_group); },
-            [&] { return HelpDecode(unit); });
+            w, schedule_->UnitsOverlapping(w), s.row_group,
+            [&] {
+              // What the consumer's next unit needs is decoded whatever the
+              // budget says: the budget never stops the stream.
+              return budget_->Reserve(MemoryBudget::kDecoding, reserved,
+                                      [&] { return unit <= consumer_unit_.load(); });
+            },
+            [&] { budget_->Release(MemoryBudget::kDecoding, reserved); },
+            [&] { return Decode(s.row_group, reserved); }, [&] { return HelpDecode(unit); });
         if (!maybe.ok()) {
           status = maybe.status();
           break;
@@ -373,10 +434,19 @@ class EngineImpl final : public Engine {
     for (int64_t w = windows.first; w <= windows.last; ++w) {
       store_.Release(w, schedule_->UnitsOverlapping(w));
     }
+    if (batch.ok() && *batch) budget_->Add(MemoryBudget::kBatches, BatchBytes(**batch));
     return batch;
   }
 
-  arrow::Result<std::shared_ptr<const DecodedRowGroup>> Decode(int32_t rg) {
+  int64_t Reservation(int32_t rg) const {
+    return DecodeReservation(footprints_[static_cast<size_t>(rg)],
+                             catalog_->row_groups()[static_cast<size_t>(rg)].total_bytes);
+  }
+
+  // Decodes row group `rg`, for which `reserved` bytes are booked as
+  // kDecoding: they become the decoded row group's own size, given back when
+  // the last holder drops it (or all of them when the decode fails).
+  arrow::Result<std::shared_ptr<const DecodedRowGroup>> Decode(int32_t rg, int64_t reserved) {
     // An exception must not leave the slot loading (its waiters would hang) nor
     // end the worker thread (std::terminate): it becomes this row group's error.
     const auto& entry = catalog_->row_groups()[static_cast<size_t>(rg)];
@@ -387,7 +457,12 @@ class EngineImpl final : public Engine {
     auto result = Guarded(context, [&] {
       return DecodeRowGroup(*catalog_, rg, layout_, RandomKey{plan.seed, plan.epoch}, hooks_);
     });
-    if (!result.ok()) return result;
+    if (!result.ok()) {
+      budget_->Release(MemoryBudget::kDecoding, reserved);
+      return result;
+    }
+    const int64_t resident = ResidentBytes(**result);
+    budget_->Convert(MemoryBudget::kDecoding, reserved, MemoryBudget::kDecoded, resident);
     row_groups_decoded_ += 1;
     rows_decoded_ += (*result)->num_rows;
     bytes_decoded_ += (*result)->bytes;
@@ -402,11 +477,13 @@ class EngineImpl final : public Engine {
     while (now > peak && !live->peak.compare_exchange_weak(peak, now)) {
     }
     std::shared_ptr<const DecodedRowGroup> data = *result;
-    return std::shared_ptr<const DecodedRowGroup>(data.get(),
-                                                  [data, live](const DecodedRowGroup*) mutable {
-                                                    data.reset();
-                                                    --live->count;
-                                                  });
+    auto budget = budget_;
+    return std::shared_ptr<const DecodedRowGroup>(
+        data.get(), [data, live, budget, resident](const DecodedRowGroup*) mutable {
+          data.reset();
+          --live->count;
+          budget->Release(MemoryBudget::kDecoded, resident);
+        });
   }
 
   // Claims units in order from the shared buffer, builds them and hands them
@@ -447,6 +524,10 @@ class EngineImpl final : public Engine {
   DecodeHooks hooks_;
 
   const int num_threads_;
+  const std::vector<RowGroupFootprint> footprints_;  // per catalog row group
+  // Shared with the decoded row groups' deleters, which may outlive the engine.
+  std::shared_ptr<MemoryBudget> budget_;
+  const int64_t capacity_;  // built batches kept at most
   RowGroupStore store_;
   ReorderBuffer<Item> built_;  // built units, until the consumer takes them in order
   std::vector<std::thread> threads_;
@@ -467,8 +548,9 @@ class EngineImpl final : public Engine {
     std::atomic<int64_t> peak{0};
   };
   std::shared_ptr<LiveCount> live_ = std::make_shared<LiveCount>();
-  std::atomic<int64_t> max_started_{-1};  // the highest unit any worker has begun
-  std::vector<int64_t> file_position_;    // catalog file -> position in remote_files_
+  std::atomic<int64_t> consumer_unit_{0};  // next_unit_, for workers to read
+  std::atomic<int64_t> max_started_{-1};   // the highest unit any worker has begun
+  std::vector<int64_t> file_position_;     // catalog file -> position in remote_files_
   std::vector<RemoteFileInfo> remote_files_;
   std::unique_ptr<Prefetcher> prefetcher_;
   std::atomic<int64_t> furthest_file_{-1};

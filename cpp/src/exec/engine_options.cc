@@ -28,6 +28,10 @@ arrow::Status EngineOptions::Validate() const {
     return Error(ErrorKind::kInvalidArgument,
                  "prefetch_bytes must be >= 0, got " + std::to_string(prefetch_bytes));
   }
+  if (memory_limit < 0) {
+    return Error(ErrorKind::kInvalidArgument,
+                 "memory_limit must be >= 0 bytes (0: none), got " + std::to_string(memory_limit));
+  }
   if (!(remote_timeout >= 0)) {  // NaN too
     return Error(
         ErrorKind::kInvalidArgument,

@@ -133,6 +133,108 @@ TEST_F(EngineTest, ResumeGivesTheRestOfTheEpoch) {
   EXPECT_TRUE(std::equal(rest.ids.begin(), rest.ids.end(), full.ids.begin() + 7 * 40));
 }
 
+TEST_F(EngineTest, AnyMemoryLimitGivesTheSameStream) {
+  // The budget decides when a row group is decoded, never what a batch holds:
+  // down to one byte (every decode but the consumer's next goes over it) the
+  // stream is the same, for any thread count, timing, stride and resume.
+  PlanOptions p;
+  p.batch_size = 32;
+  p.seed = 9;
+  p.window_row_groups = 3;
+  EngineOptions o;
+  o.num_threads = 1;
+  o.memory_limit = 0;
+  const Stream base = RunEpoch(catalog_, p, o).ValueOrDie();
+  for (int64_t limit : {int64_t{1}, int64_t{20000}, int64_t{1} << 30}) {
+    for (int threads : {1, 3, 8}) {
+      o.memory_limit = limit;
+      o.num_threads = threads;
+      o.debug_max_delay_us = threads == 8 ? 200 : 0;
+      EXPECT_EQ(RunEpoch(catalog_, p, o).ValueOrDie().ids, base.ids)
+          << "limit " << limit << ", " << threads << " threads";
+    }
+  }
+  o.memory_limit = 1;
+  o.num_threads = 3;
+  o.start_batch = 4;
+  o.batch_offset = 1;
+  o.batch_stride = 2;
+  const Stream part = RunEpoch(catalog_, p, o).ValueOrDie();
+  std::vector<int64_t> expected;
+  for (int64_t b = 5; b < base.batches; b += 2) {
+    expected.insert(expected.end(), base.ids.begin() + b * 32, base.ids.begin() + (b + 1) * 32);
+  }
+  EXPECT_EQ(part.ids, expected);
+}
+
+TEST_F(EngineTest, StatsCountTheMemoryItHolds) {
+  PlanOptions p;
+  p.batch_size = 32;
+  p.window_row_groups = 2;
+  EngineOptions o;
+  o.num_threads = 2;
+  o.memory_limit = 1;  // everything over the limit: only the next unit's decodes run
+  auto plan = EpochPlan::Make(catalog_->RowGroupRows(), p).ValueOrDie();
+  auto engine = Engine::Make(catalog_, plan, o).ValueOrDie();
+  int64_t batches = 0;
+  while (engine->Next().ValueOrDie()) ++batches;
+  const EngineStats s = engine->stats();
+  EXPECT_EQ(s.memory_limit, 1);
+  EXPECT_EQ(s.ready_batches_capacity, 1);  // a quarter of a byte holds no batch: one
+  EXPECT_GT(s.memory_peak_decoded, 0);
+  EXPECT_GT(s.memory_peak_batches, 0);
+  EXPECT_GE(s.memory_peak, s.memory_peak_decoded);
+  EXPECT_GT(s.memory_over_limit, 0);
+  // At most the consumer's window and what it decodes next: 2 + 2 row groups.
+  EXPECT_LE(s.peak_live_row_groups, 4);
+
+  o.memory_limit = 0;
+  o.num_threads = 2;
+  auto free_engine = Engine::Make(catalog_, plan, o).ValueOrDie();
+  while (free_engine->Next().ValueOrDie()) {
+  }
+  const EngineStats f = free_engine->stats();
+  EXPECT_EQ(f.memory_waits, 0);
+  EXPECT_EQ(f.memory_over_limit, 0);
+  EXPECT_EQ(f.ready_batches_capacity, 2 * o.queue_depth);
+  EXPECT_EQ(batches, f.batches);
+}
+
+TEST_F(EngineTest, PlanMemoryChoosesTheWindowFromTheLimit) {
+  const auto rows = catalog_->RowGroupRows();
+  PlanOptions p;
+  p.window_row_groups = 0;
+  p.batch_size = 32;
+  EngineOptions o;
+  o.memory_limit = 0;
+  auto unlimited = PlanMemory(*catalog_, rows, p, o).ValueOrDie();
+  EXPECT_EQ(unlimited.window_row_groups, 4);
+  EXPECT_GT(unlimited.row_group_bytes, 0);
+  o.memory_limit = 1;
+  EXPECT_EQ(PlanMemory(*catalog_, rows, p, o).ValueOrDie().window_row_groups, 1);
+  o.memory_limit = int64_t{1} << 40;  // everything fits: one window of all
+  auto all = PlanMemory(*catalog_, rows, p, o).ValueOrDie();
+  EXPECT_EQ(all.window_row_groups, static_cast<int64_t>(rows.size()));
+  // A window twice as large for twice the limit (rounding aside).
+  o.memory_limit = 8 * unlimited.row_group_bytes;
+  const int64_t w1 = PlanMemory(*catalog_, rows, p, o).ValueOrDie().window_row_groups;
+  o.memory_limit *= 2;
+  const int64_t w2 = PlanMemory(*catalog_, rows, p, o).ValueOrDie().window_row_groups;
+  EXPECT_GE(w2, 2 * w1 - 1);
+  EXPECT_LE(w2, 2 * w1 + 1);
+  // Mixing: equal row groups in windows of w mix about w ways; no shuffle, 1.
+  p.window_row_groups = 3;
+  const double mix = PlanMemory(*catalog_, rows, p, o).ValueOrDie().expected_mixing;
+  EXPECT_GT(mix, 2.5);
+  EXPECT_LT(mix, 3.5);
+  p.shuffle = false;
+  EXPECT_EQ(PlanMemory(*catalog_, rows, p, o).ValueOrDie().expected_mixing, 1.0);
+  // Untrusted sizes.
+  EXPECT_FALSE(PlanMemory(*catalog_, std::span<const int64_t>(rows).first(1), p, o).ok());
+  p.window_row_groups = -1;
+  EXPECT_FALSE(PlanMemory(*catalog_, rows, p, o).ok());
+}
+
 TEST_F(EngineTest, StoppingEarlyJoinsWorkers) {
   PlanOptions p;
   p.batch_size = 8;

@@ -5,6 +5,8 @@
 
 #include <arrow/buffer.h>
 
+#include "util/memory.h"
+
 namespace shardfeed {
 
 namespace {
@@ -23,7 +25,8 @@ class TimedFileImpl final : public arrow::io::RandomAccessFile {
         stage_(stage),
         arg_(arg),
         delay_us_(delay_us),
-        call_ns_(std::move(call_ns)) {}
+        call_ns_(std::move(call_ns)),
+        zero_copy_(file_->supports_zero_copy()) {}
 
   arrow::Status Close() override { return file_->Close(); }
   bool closed() const override { return file_->closed(); }
@@ -39,7 +42,8 @@ class TimedFileImpl final : public arrow::io::RandomAccessFile {
   }
   arrow::Result<std::shared_ptr<arrow::Buffer>> Read(int64_t nbytes) override {
     const auto t0 = Start();
-    auto r = file_->Read(nbytes);
+    auto r = zero_copy_ ? file_->Read(nbytes)
+                        : ReadInto(nbytes, [&](void* out) { return file_->Read(nbytes, out); });
     Done(t0, r.ok() ? (*r)->size() : 0);
     return r;
   }
@@ -51,12 +55,28 @@ class TimedFileImpl final : public arrow::io::RandomAccessFile {
   }
   arrow::Result<std::shared_ptr<arrow::Buffer>> ReadAt(int64_t position, int64_t nbytes) override {
     const auto t0 = Start();
-    auto r = file_->ReadAt(position, nbytes);
+    auto r = zero_copy_ ? file_->ReadAt(position, nbytes) : ReadInto(nbytes, [&](void* out) {
+      return file_->ReadAt(position, nbytes, out);
+    });
     Done(t0, r.ok() ? (*r)->size() : 0);
     return r;
   }
+  bool supports_zero_copy() const override { return zero_copy_; }
 
  private:
+  // The bytes in a buffer of the engine's pool, not the filesystem's (Arrow's
+  // default pool): so the memory budget's pool holds every read buffer, and
+  // what a read frees is reused by the next decode.
+  template <typename ReadFn>
+  arrow::Result<std::shared_ptr<arrow::Buffer>> ReadInto(int64_t nbytes, ReadFn&& read) {
+    if (nbytes < 0) return arrow::Status::Invalid("a read of ", nbytes, " bytes");
+    ARROW_ASSIGN_OR_RAISE(std::unique_ptr<arrow::ResizableBuffer> buffer,
+                          arrow::AllocateResizableBuffer(nbytes, EnginePool()));
+    ARROW_ASSIGN_OR_RAISE(const int64_t got, read(buffer->mutable_data()));
+    if (got < nbytes) ARROW_RETURN_NOT_OK(buffer->Resize(got, /*shrink_to_fit=*/false));
+    return std::shared_ptr<arrow::Buffer>(std::move(buffer));
+  }
+
   Clock::time_point Start() const {
     const auto t0 = Clock::now();
     // Test hook: a throttled source.
@@ -74,6 +94,7 @@ class TimedFileImpl final : public arrow::io::RandomAccessFile {
   const int64_t arg_;
   const int delay_us_;
   std::shared_ptr<std::atomic<int64_t>> call_ns_;
+  const bool zero_copy_;  // a mapped file hands out its own memory: keep that
 };
 
 }  // namespace

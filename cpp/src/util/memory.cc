@@ -2,6 +2,10 @@
 
 namespace shardfeed {
 
+namespace {
+constexpr int kDecayMs = 200;
+}  // namespace
+
 arrow::MemoryPool* EnginePool() {
 #ifdef SHARDFEED_SYSTEM_POOL
   // Sanitizer builds: the system allocator, whose blocks ASan and TSan track
@@ -10,7 +14,16 @@ arrow::MemoryPool* EnginePool() {
 #else
   static arrow::MemoryPool* const pool = [] {
     arrow::MemoryPool* jemalloc = nullptr;
-    if (arrow::jemalloc_memory_pool(&jemalloc).ok() && jemalloc != nullptr) return jemalloc;
+    if (arrow::jemalloc_memory_pool(&jemalloc).ok() && jemalloc != nullptr) {
+      // Freed pages go back to the system after kDecayMs unused, not
+      // jemalloc's default 10 s: with the default, memory the budget had
+      // already released stayed resident (bench_memory.py: peak RSS 0.82-0.92
+      // GB at a 384 MiB limit, 0.73 GB at 200 ms, the same throughput; at 0 ms
+      // throughput fell by a third).  Applies to the arenas made from here on:
+      // those of the engine's threads.
+      (void)arrow::jemalloc_set_decay_ms(kDecayMs);
+      return jemalloc;
+    }
     return arrow::system_memory_pool();
   }();
 #endif

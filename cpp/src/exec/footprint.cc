@@ -1,0 +1,148 @@
+#include "exec/footprint.h"
+
+#include <algorithm>
+#include <string>
+#include <unordered_map>
+
+#include <arrow/array.h>
+#include <arrow/buffer.h>
+#include <arrow/util/byte_size.h>
+#include <parquet/metadata.h>
+#include <parquet/schema.h>
+
+namespace shardfeed {
+
+namespace {
+
+// A column chunk's bytes once decoded: its values at their width in memory
+// (the encoded size in the footer says little: a dictionary or RLE of
+// repeated values is far smaller than the arrays it decodes to), plus a null
+// bitmap where values may be null; variable-length values their encoded
+// bytes and an offset each.
+int64_t DecodedChunkBytes(const parquet::ColumnDescriptor& column, int64_t num_values,
+                          int64_t uncompressed) {
+  constexpr int64_t kMaxValues = int64_t{1} << 40;
+  const int64_t n = std::clamp<int64_t>(num_values, 0, kMaxValues);
+  int64_t width = 0;
+  switch (column.physical_type()) {
+    case parquet::Type::BOOLEAN:
+      width = 1;  // bools decode to a byte each (transform/column.h)
+      break;
+    case parquet::Type::INT32:
+    case parquet::Type::FLOAT:
+      width = 4;
+      break;
+    case parquet::Type::INT64:
+    case parquet::Type::DOUBLE:
+      width = 8;
+      break;
+    case parquet::Type::INT96:
+      width = 12;
+      break;
+    case parquet::Type::FIXED_LEN_BYTE_ARRAY:
+      width = std::clamp(column.type_length(), 1, 1 << 20);
+      break;
+    default:
+      return std::clamp<int64_t>(uncompressed, 0, kMaxValues) + 8 * n;
+  }
+  return n * width + (column.max_definition_level() > 0 ? n / 8 + 1 : 0);
+}
+
+}  // namespace
+
+std::vector<RowGroupFootprint> EstimateFootprints(const Catalog& catalog, const Layout& layout) {
+  const auto& files = catalog.files();
+  const auto& rgs = catalog.row_groups();
+  std::vector<RowGroupFootprint> out(rgs.size());
+  // Per file: its leaf columns that the layout reads, and how many of the
+  // layout's fields it lacks (partition columns, columns missing in the file).
+  std::vector<std::vector<int>> leaves(files.size());
+  std::vector<int64_t> absent(files.size(), 0);
+  for (size_t f = 0; f < files.size(); ++f) {
+    const auto& file = files[f];
+    if (!file.metadata) continue;
+    const parquet::SchemaDescriptor* schema = file.metadata->schema();
+    std::unordered_map<int, bool> wanted;  // file top-level field -> read
+    for (int field : layout.fields) {
+      const int in_file =
+          file.field_map.empty() ? field : file.field_map[static_cast<size_t>(field)];
+      if (in_file < 0) {
+        ++absent[f];
+      } else {
+        wanted[in_file] = true;
+      }
+    }
+    for (int c = 0; c < schema->num_columns(); ++c) {
+      const int top = schema->group_node()->FieldIndex(*schema->GetColumnRoot(c));
+      if (wanted.count(top)) leaves[f].push_back(c);
+    }
+  }
+  for (size_t i = 0; i < rgs.size(); ++i) {
+    const auto& entry = rgs[i];
+    const auto f = static_cast<size_t>(entry.file);
+    auto& fp = out[i];
+    fp.decoded = absent[f] * 8 * entry.num_rows;
+    const auto& meta = files[f].metadata;
+    if (!meta || entry.row_group < 0 || entry.row_group >= meta->num_row_groups()) continue;
+    auto rg = meta->RowGroup(entry.row_group);
+    const parquet::SchemaDescriptor* schema = meta->schema();
+    for (int c : leaves[f]) {
+      if (c >= rg->num_columns()) continue;
+      auto chunk = rg->ColumnChunk(c);
+      // Footer numbers are untrusted: a negative size counts as nothing, a
+      // count is capped (an estimate sizes no allocation, but must not overflow).
+      fp.read += std::max<int64_t>(chunk->total_compressed_size(), 0);
+      fp.decoded += DecodedChunkBytes(*schema->Column(c), chunk->num_values(),
+                                      chunk->total_uncompressed_size());
+      ++fp.chunks;
+    }
+  }
+  return out;
+}
+
+int64_t ReadyBatchCapacity(int64_t batch_bytes, int num_threads, int queue_depth,
+                           int64_t memory_limit) {
+  int64_t capacity = int64_t{std::max(1, num_threads)} * std::max(1, queue_depth);
+  if (memory_limit > 0 && batch_bytes > 0) {
+    capacity = std::min(capacity, std::max<int64_t>(1, memory_limit / 4 / batch_bytes));
+  }
+  return capacity;
+}
+
+int64_t EstimateBatchBytes(const std::vector<RowGroupFootprint>& footprints, const Catalog& catalog,
+                           int64_t batch_size) {
+  int64_t bytes = 0, rows = 0;
+  for (size_t i = 0; i < footprints.size(); ++i) {
+    bytes += footprints[i].decoded;
+    rows += catalog.row_groups()[i].num_rows;
+  }
+  if (rows <= 0) return 0;
+  return static_cast<int64_t>(static_cast<double>(bytes) / static_cast<double>(rows) *
+                              static_cast<double>(batch_size));
+}
+
+int64_t ResidentBytes(const DecodedRowGroup& rg) {
+  int64_t bytes = 0;
+  for (const auto& stack : rg.stacks) {
+    if (stack) bytes += stack->capacity();
+  }
+  for (const auto& column : rg.columns) {
+    if (column.owned) bytes += column.owned->capacity();
+    if (column.array) bytes += arrow::util::TotalBufferSize(*column.array->data());
+    if (column.null_rows) bytes += arrow::util::TotalBufferSize(*column.null_rows->data());
+    bytes += static_cast<int64_t>(column.nulls.capacity() + 8 * (column.list_starts.capacity() +
+                                                                 column.list_lengths.capacity()));
+  }
+  if (rg.rows) bytes += static_cast<int64_t>(8 * rg.rows->capacity());
+  return bytes;
+}
+
+int64_t BatchBytes(const Batch& batch) {
+  int64_t bytes = 0;
+  for (const auto& a : batch.arrays) {
+    if (a.buffer) bytes += static_cast<int64_t>(a.buffer->size());
+  }
+  return bytes;
+}
+
+}  // namespace shardfeed

@@ -1,0 +1,56 @@
+// What the engine's memory budget books, estimated from the footers before
+// anything is read, and measured once it exists (internal).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "exec/decoded_row_group.h"
+#include "shardfeed/batch.h"
+#include "shardfeed/catalog.h"
+#include "transform/layout.h"
+
+namespace shardfeed {
+
+struct RowGroupFootprint {
+  int64_t read = 0;     // compressed bytes of the column chunks decoded
+  int64_t decoded = 0;  // their uncompressed bytes (partition columns: 8 per row)
+  int64_t chunks = 0;   // column chunks read
+};
+
+// Column chunks at most this large (compressed, the whole row group) are
+// read in one coalesced, pre-buffered pass; larger ones through a small
+// buffer per column, page by page, so that a large row group is not held
+// twice, compressed and decoded.  (Without either, Arrow reads every column
+// chunk whole before decoding the first.)
+inline constexpr int64_t kPreBufferMaxBytes = int64_t{64} << 20;
+inline constexpr int64_t kStreamBufferBytes = int64_t{64} << 10;
+inline bool PreBuffered(int64_t row_group_bytes) { return row_group_bytes <= kPreBufferMaxBytes; }
+
+// Per catalog row group, the bytes of the layout's columns, from the footers.
+std::vector<RowGroupFootprint> EstimateFootprints(const Catalog& catalog, const Layout& layout);
+
+// What decoding one row group holds at its peak: the pre-buffered compressed
+// chunks (or a stream buffer per chunk), Arrow's arrays and the stack matrix
+// made from them.
+inline int64_t DecodeReservation(const RowGroupFootprint& f, int64_t row_group_bytes) {
+  return (PreBuffered(row_group_bytes) ? f.read : f.chunks * kStreamBufferBytes) + 2 * f.decoded;
+}
+
+// Built batches the engine keeps at most: N * queue_depth, fewer when they
+// would take more than a quarter of the memory limit (at least one).
+int64_t ReadyBatchCapacity(int64_t batch_bytes, int num_threads, int queue_depth,
+                           int64_t memory_limit);
+
+// Bytes of one batch of `batch_size` rows, from the mean decoded row.
+int64_t EstimateBatchBytes(const std::vector<RowGroupFootprint>& footprints, const Catalog& catalog,
+                           int64_t batch_size);
+
+// Bytes a decoded row group holds (its buffers, counted once each).
+int64_t ResidentBytes(const DecodedRowGroup& rg);
+
+// Bytes of a batch's buffers.
+int64_t BatchBytes(const Batch& batch);
+
+}  // namespace shardfeed

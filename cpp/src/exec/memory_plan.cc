@@ -1,0 +1,122 @@
+// PlanMemory: the default shuffle window and what an engine will hold, from
+// the footers alone (shardfeed/engine.h).
+#include <algorithm>
+#include <string>
+
+#include "exec/footprint.h"
+#include "shardfeed/engine.h"
+#include "shardfeed/status.h"
+#include "transform/layout.h"
+
+namespace shardfeed {
+
+namespace {
+// The window without a memory limit: the first version's default.
+constexpr int64_t kUnlimitedWindow = 4;
+// A window plus the next one being decoded take 3/4 of the limit.
+constexpr double kWindowShare = 3.0 / 8.0;
+// What a window costs besides its decoded rows: the plan's permutation of it.
+constexpr int64_t kPermutationBytesPerRow = 8;
+
+// Expected 1 / P(two rows of a batch come from one row group) with windows
+// of `window` consecutive row groups (every window equally likely).
+double ExpectedMixing(std::span<const int64_t> rows, int64_t window, bool shuffle) {
+  if (!shuffle) return 1.0;
+  double same = 0, total = 0;
+  for (size_t begin = 0; begin < rows.size(); begin += static_cast<size_t>(window)) {
+    const size_t end = std::min(rows.size(), begin + static_cast<size_t>(window));
+    double n = 0, pairs = 0;
+    for (size_t i = begin; i < end; ++i) {
+      const auto r = static_cast<double>(std::max<int64_t>(rows[i], 0));
+      n += r;
+      pairs += r * (r - 1);
+    }
+    if (n < 2) continue;
+    same += n * pairs / (n * (n - 1));  // weighted by the window's rows
+    total += n;
+  }
+  if (total <= 0 || same <= 0) return 1.0;
+  return total / same;
+}
+}  // namespace
+
+arrow::Result<MemoryPlan> PlanMemory(const Catalog& catalog,
+                                     std::span<const int64_t> row_group_rows,
+                                     const PlanOptions& plan, const EngineOptions& engine) {
+  ARROW_RETURN_NOT_OK(engine.Validate());
+  const auto& rgs = catalog.row_groups();
+  if (row_group_rows.size() != rgs.size()) {
+    return Error(ErrorKind::kInvalidArgument,
+                 "row_group_rows has " + std::to_string(row_group_rows.size()) +
+                     " entries, the catalog " + std::to_string(rgs.size()) + " row groups");
+  }
+  if (plan.window_row_groups < 0) {
+    return Error(ErrorKind::kInvalidArgument, "shuffle_window must be at least 1 row group, got " +
+                                                  std::to_string(plan.window_row_groups));
+  }
+  ARROW_ASSIGN_OR_RAISE(Layout layout, MakeLayout(*catalog.schema(), engine.output));
+  const auto footprints = EstimateFootprints(catalog, layout);
+
+  MemoryPlan out;
+  // A window's cost per row group: the rows the plan keeps (a filter drops
+  // some after the read) and their permutation entries.
+  double cost_sum = 0, decoded_sum = 0, reserve_sum = 0;
+  int64_t reserve_max = 0, nonempty = 0;
+  for (size_t i = 0; i < rgs.size(); ++i) {
+    const int64_t rows = std::max<int64_t>(row_group_rows[i], 0);
+    if (rows == 0) continue;
+    ++nonempty;
+    const double kept = rgs[i].num_rows > 0
+                            ? static_cast<double>(rows) / static_cast<double>(rgs[i].num_rows)
+                            : 1.0;
+    const double decoded = static_cast<double>(footprints[i].decoded) * std::min(kept, 1.0);
+    decoded_sum += decoded;
+    cost_sum += decoded + static_cast<double>(kPermutationBytesPerRow * rows);
+    out.max_row_group_bytes = std::max(out.max_row_group_bytes, footprints[i].decoded);
+    const int64_t reserve = DecodeReservation(footprints[i], rgs[i].total_bytes);
+    reserve_sum += static_cast<double>(reserve);
+    reserve_max = std::max(reserve_max, reserve);
+  }
+  const double cost_mean = nonempty ? cost_sum / static_cast<double>(nonempty) : 0;
+  out.row_group_bytes =
+      nonempty ? static_cast<int64_t>(decoded_sum / static_cast<double>(nonempty)) : 0;
+  const double reserve_mean = nonempty ? reserve_sum / static_cast<double>(nonempty) : 0;
+
+  int64_t window = plan.window_row_groups;
+  if (window == 0) {
+    if (engine.memory_limit == 0 || cost_mean <= 0) {
+      window = kUnlimitedWindow;
+    } else {
+      window =
+          static_cast<int64_t>(kWindowShare * static_cast<double>(engine.memory_limit) / cost_mean);
+    }
+    window = std::clamp<int64_t>(window, 1, std::max<int64_t>(nonempty, 1));
+  }
+  out.window_row_groups = window;
+  const int64_t w = plan.shuffle ? window : 1;
+
+  out.batch_bytes = EstimateBatchBytes(footprints, catalog, plan.batch_size);
+  out.ready_batches = ReadyBatchCapacity(out.batch_bytes, engine.num_threads, engine.queue_depth,
+                                         engine.memory_limit);
+  const double window_bytes = static_cast<double>(w) * cost_mean;
+  const double batches = static_cast<double>(out.ready_batches * out.batch_bytes);
+  // Unlimited: the window being read, the next one, a decode per thread and
+  // every ready batch.  The floor: the window being read and one decode.
+  const double unlimited =
+      2 * window_bytes +
+      std::min<double>(engine.num_threads, static_cast<double>(nonempty)) * reserve_mean + batches;
+  const double floor = window_bytes + static_cast<double>(reserve_max + out.batch_bytes);
+  out.floor_bytes = static_cast<int64_t>(floor);
+  // Under a limit, decodes ahead fill it, and the next batch's decode may
+  // then go past it by one row group's reservation.
+  double peak = unlimited;
+  if (engine.memory_limit > 0) {
+    peak = std::max(floor, std::min(unlimited, static_cast<double>(engine.memory_limit) +
+                                                   static_cast<double>(reserve_max)));
+  }
+  out.expected_peak_bytes = static_cast<int64_t>(peak);
+  out.expected_mixing = ExpectedMixing(row_group_rows, w, plan.shuffle);
+  return out;
+}
+
+}  // namespace shardfeed
