@@ -26,6 +26,10 @@ batch before it.
 ``TransformSpec`` doing ``bench_train``'s preprocessing on each row group's pandas
 DataFrame (dense nulls -> 0, ids hashed as shardfeed's ``HashBucket`` does, in NumPy:
 ``_train.pandas_recipe``) feeds ``_train.train`` for ``--warmup`` + ``--steps`` steps.
+
+``--phase weff`` (``bench_memory.py``): ``--epochs`` epochs of the baseline or optimized
+reader over ``bench_memory``'s sorted dataset, which has an int64 column ``rg`` (the row's
+row group); each epoch's W_eff from ``rg`` of every full batch (``bench_memory.weff_pass``).
 """
 
 from __future__ import annotations
@@ -199,7 +203,7 @@ def _train_phase(args: argparse.Namespace, url: Any, cache_dir: str | None) -> A
 def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--system", required=True)
-    phases = ("throughput", "step", "order", "train")
+    phases = ("throughput", "step", "order", "train", "weff")
     p.add_argument("--phase", default="throughput", choices=phases)
     p.add_argument("--mode", default="warm", choices=("warm", "cold"))
     p.add_argument("--data-path", required=True)
@@ -240,9 +244,26 @@ def main() -> int:
     drops: list[dict[str, Any]] = []
     steps: dict[str, Any] = {}
     trained = None
+    weff: list[dict[str, Any]] = []
     try:
         if args.phase == "train":
             trained = _train_phase(args, url, cache_dir)
+        elif args.phase == "weff":
+            import bench_memory
+
+            for _ in range(args.epochs):
+                weff.append(
+                    bench_memory.weff_pass(
+                        lambda: _batches(args, url, cache_dir, None, feats, ["rg"]),
+                        args.batch_size,
+                    )
+                )
+                print(
+                    f"    {args.name or args.system} W_eff epoch {len(weff)}: "
+                    f"{weff[-1]['w_eff']:.2f} ({weff[-1]['batches']} batches)",
+                    file=sys.stderr,
+                    flush=True,
+                )
         elif args.phase == "step":
             # One pass without a step first (it fills the optimized version's disk cache),
             # then one per step ("ms:batches,...").
@@ -289,6 +310,15 @@ def main() -> int:
         if cache_dir is not None:
             shutil.rmtree(cache_dir, ignore_errors=True)
 
+    if weff:
+        import bench_memory
+
+        result = bench_memory.weff_result(
+            args.name or args.system, weff, base, _notes(args, files, False)
+        )
+        result["extra"].update(petastorm_cache_bytes=cache_bytes, files=len(files))
+        common.emit_child_result(result)
+        return 0
     if trained is not None:
         import _train
 

@@ -3,7 +3,7 @@
 One command regenerates ``bench/RESULTS.md`` (tables) and ``bench/RESULTS.png`` (a chart)
 from the JSON results in ``_common``'s format::
 
-    python3 bench/suite.py                  # everything, ~10-15 min on 2 CPUs
+    python3 bench/suite.py                  # everything, ~15-25 min on 2 CPUs
     python3 bench/suite.py --report-only    # RESULTS.md + chart from bench/results/*.json
     python3 bench/suite.py --quick          # a small dataset, 2 measured epochs: a smoke test
 
@@ -13,7 +13,9 @@ GB, 8 files, 16 row groups) read locally with a warm page cache and with a cold 
 ``posix_fadvise(DONTNEED)``; ``mincore`` checks that it worked); the remote workload of
 issue 3 (``bench_remote.py``, included from ``bench/results/remote.json`` when that file
 exists, run with ``--run-remote``); the transform benchmark of issue 4
-(``bench_transforms.py``, run unless ``--skip-transforms``).
+(``bench_transforms.py``, run unless ``--skip-transforms``); memory against throughput at
+two row-group sizes and the shuffle's effective window of issue 11 (``bench_memory.py``,
+run unless ``--skip-memory``).
 
 Systems, each in its own process (peak RSS its own), ``--epochs`` passes (1 + 3: the
 first pass is shown apart, the median and spread come from the others):
@@ -918,6 +920,86 @@ def _train_md(doc: dict[str, Any]) -> list[str]:
     return [*lines, "", *[f"- {n}" for n in doc.get("notes", [])], ""]
 
 
+def _memory_md(doc: dict[str, Any]) -> list[str]:
+    """``bench_memory.py``: rows/s and peak RSS per system and row-group size, W_eff."""
+    cfg, rat = doc.get("config", {}), doc.get("ratios", {})
+    small, large = cfg.get("small_rg"), cfg.get("large_rg")
+    sets = doc["dataset"].get("datasets", {})
+    ds_s, ds_l = sets.get(f"rg{small}", {}), sets.get(f"rg{large}", {})
+    srt, weff = sets.get("sorted"), cfg.get("weff") or {}
+    ref = doc.get("reference", "shardfeed")
+    lines = [
+        "## Memory against throughput (issue 11, `bench_memory.py`)",
+        "",
+        f"{doc['dataset']['rows']:,} rows x {doc['dataset'].get('features', '?')} float32 "
+        f"features + int64 label, written twice: row groups of {small:,} rows "
+        f"({ds_s.get('files')} files, {ds_s.get('row_groups')} row groups, "
+        f"{ds_s.get('bytes_on_disk', 0) / 1e9:.2f} GB) and of {large:,} rows "
+        f"({ds_l.get('files')} files, {ds_l.get('row_groups')} row groups). Batch "
+        f"{cfg.get('batch_size')}, {cfg.get('epochs_per_process')} epochs per process, each "
+        f"system and row-group size in {cfg.get('repeats')} processes (medians; page cache "
+        f"warm); {doc['timestamp']}. rows/s: over every epoch, opening included. RSS: peak "
+        "(`ru_maxrss`, + largest reaped child) and the peak above the RSS after imports.",
+        "",
+    ]
+    if srt:
+        lines += [
+            f"W_eff = 1 / mean over batches of the probability that two distinct rows of a "
+            f"batch come from the same row group, on a dataset written in order "
+            f"({srt['row_groups']} row groups of {srt['row_group_rows']:,} rows, "
+            f"{srt['files']} files), batches of {weff.get('batch_size')}: 1 = one row group "
+            f"at a time, about {srt['row_groups']} = a full shuffle.",
+            "",
+        ]
+    head = [
+        "system",
+        "row group rows",
+        "rows/s (median)",
+        f"÷ {ref}",
+        "peak RSS MB",
+        "after imports MB",
+        "above MB",
+        f"above ÷ {ref}",
+        f"above {large:,} ÷ {small:,}",
+        "W_eff",
+        "other load",
+    ]
+    lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in doc["results"]:
+        e = r["extra"]
+        name, rg = e["base_system"], e["row_group_rows"]
+        key = f"{name}@rg{rg}/{ref}@rg{rg}"
+        lg = rat.get(f"rss {name}@rg{large}/{name}@rg{small}") if rg == large else None
+        w = e.get("w_eff")
+        lines.append(
+            "| "
+            + " | ".join(
+                [
+                    f"{r.get('label', name)} (`{name}`)",
+                    f"{rg:,}",
+                    _fmt_rps(r["rows_per_second_median"]),
+                    "1" if name == ref else f"{rat.get(key, float('nan')):.2f}",
+                    f"{r['peak_rss_mb']:,.0f}",
+                    f"{r['baseline_rss_mb']:,.0f}",
+                    f"{e['rss_above_baseline_mb']:,.0f}",
+                    "1" if name == ref else f"{rat.get('rss ' + key, float('nan')):.2f}",
+                    "-" if lg is None else f"{lg:.2f}",
+                    "-" if w is None else f"{w:.2f}",
+                    _fmt_pct(r.get("background", {}).get("other_cpu_share"), 0),
+                ]
+            )
+            + " |"
+        )
+    lines += ["", *[f"- {n}" for n in doc.get("notes", [])], "", "Systems:", ""]
+    seen: set[str] = set()
+    for r in doc["results"]:
+        name = r["extra"]["base_system"]
+        if name not in seen:
+            seen.add(name)
+            lines.append(f"- `{name}`: {r['notes']}")
+    return [*lines, ""]
+
+
 def _dataset_line(ds: dict[str, Any]) -> str:
     return (
         f"{ds['rows']:,} rows x {ds.get('features', '?')} float32 features + int64 label, "
@@ -1056,9 +1138,41 @@ def write_report(meta: dict[str, Any] | None = None) -> Path:
     train = _load("train")
     if train:
         lines += _train_md(train)
+    memory = _load("bench_memory")
+    if memory:
+        lines += _memory_md(memory)
     RESULTS_MD.write_text("\n".join(lines).rstrip() + "\n")
-    draw_chart([d for d in (warm, cold, transforms, remote) if d], RESULTS_PNG)
+    draw_chart([d for d in (warm, cold, transforms, remote, memory) if d], RESULTS_PNG)
     return RESULTS_MD
+
+
+def _memory_series(doc: dict[str, Any]) -> dict[str, Any]:
+    """``bench_memory``'s panel for ``chart.py``: rows/s next to the peak RSS above the RSS
+    after imports, per system and row-group size (the reference: shardfeed at that size)."""
+    ref = doc.get("reference", "shardfeed")
+    large = doc["config"].get("large_rg")
+    by = {(r["extra"]["base_system"], r["extra"]["row_group_rows"]): r for r in doc["results"]}
+    rows = []
+    for r in doc["results"]:
+        e = r["extra"]
+        base = by.get((ref, e["row_group_rows"]))
+        rows.append(
+            [
+                f"{r.get('label', e['base_system'])}, row groups of {e['row_group_rows']:,}",
+                r["rows_per_second_median"],
+                [x["rows_per_second"] for x in r["runs"]],
+                e["rss_above_baseline_mb"],
+                e.get("rss_above_baseline_mb_runs", []),
+                base["rows_per_second_median"] if base else None,
+                base["extra"]["rss_above_baseline_mb"] if base else None,
+                e["row_group_rows"] == large,
+            ]
+        )
+    return {
+        "kind": "memory",
+        "title": f"memory (issue 11): rows/s, ratios to {ref} at the same row-group size",
+        "rows": rows,
+    }
 
 
 def draw_chart(docs: list[dict[str, Any]], path: Path) -> bool:
@@ -1069,8 +1183,11 @@ def draw_chart(docs: list[dict[str, Any]], path: Path) -> bool:
     if not python.exists():
         log("no bench environment with matplotlib (python3 bench/petastorm_env.py): no chart")
         return False
-    series = []
+    series: list[dict[str, Any]] = []
     for d in docs:
+        if d.get("benchmark") == "memory":
+            series.append(_memory_series(d))
+            continue
         rows = [
             (
                 LABELS.get(r["system"], r["system"]),
@@ -1131,6 +1248,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--skip-petastorm", action="store_true")
     p.add_argument("--skip-order", action="store_true")
     p.add_argument("--skip-transforms", action="store_true")
+    p.add_argument("--skip-memory", action="store_true", help="don't run bench_memory.py")
     p.add_argument("--run-remote", action="store_true", help="also run bench_remote.py")
     p.add_argument("--report-only", action="store_true")
     p.add_argument("--quick", action="store_true", help="small dataset, few epochs (smoke test)")
@@ -1210,6 +1328,14 @@ def main(argv: list[str] | None = None) -> int:
     if not args.skip_transforms:
         log("transforms benchmark (bench_transforms.py) ...")
         argv = [str(common.BENCH_DIR / "bench_transforms.py")]
+        if args.quick:
+            argv += ["--quick"]
+        if args.skip_petastorm:
+            argv += ["--skip-petastorm"]
+        subprocess.run([sys.executable, *argv], check=False)
+    if not args.skip_memory:
+        log("memory benchmark (bench_memory.py) ...")
+        argv = [str(common.BENCH_DIR / "bench_memory.py")]
         if args.quick:
             argv += ["--quick"]
         if args.skip_petastorm:
