@@ -57,9 +57,12 @@ struct EngineOptions {
   // consumer has not taken (a quarter of it at most: fewer ready batches than
   // N * queue_depth when they would not fit).  A worker waits before a
   // decode that would pass it, except for the row groups of the consumer's
-  // next batch: so the peak is at most the limit plus one row group's decode,
-  // and at least one mixing window plus one decode.  0: no limit.  Python: memory_limit (which also
-  // sizes the default shuffle window, see PlanMemory).
+  // next batch.  So the peak is at most the limit, plus the batches built
+  // since the last decode ahead (a quarter of the limit), plus the decodes of
+  // the consumer's next batch (one row group's reservation, two where that
+  // batch spans two windows); and at least one mixing window plus one decode.
+  // 0: no limit.  Python: memory_limit (which also sizes the default shuffle
+  // window, see PlanMemory).
   int64_t memory_limit = int64_t{384} << 20;
   // Where batch buffers come from (null: the engine's pool).  Python:
   // pin_memory=True gives page-locked slabs.
