@@ -107,7 +107,7 @@ def _fingerprint(spec: TabularSpec) -> dict[str, Any]:
     return {"generator": "bench._common.tabular/1", **asdict(spec)}
 
 
-def _dataset_matches(path: Path, spec: TabularSpec) -> dict[str, Any] | None:
+def _dataset_matches(path: Path, fingerprint: dict[str, Any]) -> dict[str, Any] | None:
     marker = path / MARKER
     if not marker.is_file():
         return None
@@ -115,13 +115,48 @@ def _dataset_matches(path: Path, spec: TabularSpec) -> dict[str, Any] | None:
         meta = json.loads(marker.read_text())
     except (OSError, ValueError):
         return None
-    if meta.get("spec") != _fingerprint(spec):
+    if meta.get("spec") != fingerprint:
         return None
     for f in meta.get("files", []):
         p = path / f["name"]
         if not p.is_file() or p.stat().st_size != f["bytes"]:
             return None
     return dict(meta)
+
+
+def generated_dataset(
+    root: Path,
+    name: str,
+    fingerprint: dict[str, Any],
+    write: Callable[[Path], tuple[list[dict[str, Any]], dict[str, Any]]],
+) -> dict[str, Any]:
+    """The marker of dataset ``root/name``, generated first unless a copy made from the same
+    ``fingerprint`` is there with every file at its recorded size.
+
+    ``write(folder)`` writes the files into an empty temporary folder and returns their list
+    (``name``, ``rows``, ``bytes``) and further marker fields; the folder is then renamed into
+    place, so an interrupted generation never looks complete.
+    """
+    path = root / name
+    meta = _dataset_matches(path, fingerprint)
+    if meta is not None:
+        return meta
+    root.mkdir(parents=True, exist_ok=True)
+    tmp = root / f".tmp-{name}-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    t0 = time.perf_counter()
+    files, extra = write(tmp)
+    meta = {
+        "spec": fingerprint,
+        "files": files,
+        **extra,
+        "generation_seconds": round(time.perf_counter() - t0, 2),
+    }
+    (tmp / MARKER).write_text(json.dumps(meta, indent=2) + "\n")
+    shutil.rmtree(path, ignore_errors=True)
+    tmp.rename(path)
+    return meta
 
 
 def ensure_tabular_dataset(spec: TabularSpec, root: Path = DATA_DIR) -> dict[str, Any]:
@@ -139,15 +174,10 @@ def ensure_tabular_dataset(spec: TabularSpec, root: Path = DATA_DIR) -> dict[str
     import pyarrow.parquet as pq
 
     path = root / spec.name
-    meta = _dataset_matches(path, spec)
-    if meta is None:
-        root.mkdir(parents=True, exist_ok=True)
-        tmp = root / f".tmp-{spec.name}-{os.getpid()}"
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir()
-        names = spec.feature_names
-        schema = pa.schema([*(pa.field(n, pa.float32()) for n in names), ("label", pa.int64())])
-        t0 = time.perf_counter()
+    names = spec.feature_names
+    schema = pa.schema([*(pa.field(n, pa.float32()) for n in names), ("label", pa.int64())])
+
+    def write(tmp: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         files = []
         row_groups = 0
         for fi, n_rows in enumerate(spec.file_rows()):
@@ -177,15 +207,9 @@ def ensure_tabular_dataset(spec: TabularSpec, root: Path = DATA_DIR) -> dict[str
                 file=sys.stderr,
                 flush=True,
             )
-        meta = {
-            "spec": _fingerprint(spec),
-            "files": files,
-            "row_groups": row_groups,
-            "generation_seconds": round(time.perf_counter() - t0, 2),
-        }
-        (tmp / MARKER).write_text(json.dumps(meta, indent=2) + "\n")
-        shutil.rmtree(path, ignore_errors=True)
-        tmp.rename(path)
+        return files, {"row_groups": row_groups}
+
+    meta = generated_dataset(root, spec.name, _fingerprint(spec), write)
     files = meta["files"]
     return {
         "name": spec.name,

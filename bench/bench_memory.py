@@ -61,7 +61,6 @@ import inspect
 import json
 import os
 import re
-import shutil
 import statistics
 import subprocess
 import sys
@@ -254,37 +253,19 @@ class SortedSpec:
 
 def ensure_sorted_dataset(spec: SortedSpec, root: Path = common.DATA_DIR) -> dict[str, Any]:
     """Generates the sorted dataset under ``root/spec.name`` unless a matching copy is
-    there (the same marker file and rename-into-place as ``_common``'s generator)."""
+    there (``_common.generated_dataset``: marker file, rename into place)."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     path = root / spec.name
     fingerprint = {"generator": "bench.bench_memory.sorted/1", **asdict(spec)}
-    meta: dict[str, Any] | None = None
-    marker = path / common.MARKER
-    if marker.is_file():
-        try:
-            meta = json.loads(marker.read_text())
-        except (OSError, ValueError):
-            meta = None
-        if meta is not None and (
-            meta.get("spec") != fingerprint
-            or any(
-                not (path / f["name"]).is_file() or (path / f["name"]).stat().st_size != f["bytes"]
-                for f in meta.get("files", [])
-            )
-        ):
-            meta = None
-    if meta is None:
-        root.mkdir(parents=True, exist_ok=True)
-        tmp = root / f".tmp-{spec.name}-{os.getpid()}"
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir()
-        names = [f"f{i:03d}" for i in range(spec.features)]
-        schema = pa.schema(
-            [("rg", pa.int64()), *(pa.field(n, pa.float32()) for n in names), ("label", pa.int64())]
-        )
+    names = [f"f{i:03d}" for i in range(spec.features)]
+    schema = pa.schema(
+        [("rg", pa.int64()), *(pa.field(n, pa.float32()) for n in names), ("label", pa.int64())]
+    )
+
+    def write(tmp: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         files = []
         g = 0
         for fi, n_groups in enumerate(spec.groups_per_file()):
@@ -311,10 +292,9 @@ def ensure_sorted_dataset(spec: SortedSpec, root: Path = common.DATA_DIR) -> dic
                     "bytes": (tmp / fname).stat().st_size,
                 }
             )
-        meta = {"spec": fingerprint, "files": files, "row_groups": g}
-        (tmp / common.MARKER).write_text(json.dumps(meta, indent=2) + "\n")
-        shutil.rmtree(path, ignore_errors=True)
-        tmp.rename(path)
+        return files, {"row_groups": g}
+
+    meta = common.generated_dataset(root, spec.name, fingerprint, write)
     files = meta["files"]
     return {
         "name": spec.name,

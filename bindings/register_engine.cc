@@ -231,7 +231,7 @@ void RegisterEngine(nb::module_& m) {
       [](const DatasetHandle& d, const PlanOptions& plan, const EngineOptions& options) {
         const std::vector<int64_t> rows =
             d.filter ? d.filter->pass_rows() : d.catalog->RowGroupRows();
-        const MemoryPlan p = Unwrap(PlanMemory(*d.catalog, rows, plan, options));
+        const MemoryPlan p = Unwrap(PlanMemory(d.catalog, rows, plan, options));
         nb::dict out;
         out["window_row_groups"] = p.window_row_groups;
         out["row_group_bytes"] = p.row_group_bytes;

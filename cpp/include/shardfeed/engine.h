@@ -150,7 +150,7 @@ struct MemoryPlan {
 // next one being decoded take 3/4 of it and the rest is left for decodes in
 // flight and ready batches; 4 without a limit.  A pure function of the
 // footers and the settings, so the order it leads to is too.
-arrow::Result<MemoryPlan> PlanMemory(const Catalog& catalog,
+arrow::Result<MemoryPlan> PlanMemory(const std::shared_ptr<const Catalog>& catalog,
                                      std::span<const int64_t> row_group_rows,
                                      const PlanOptions& plan, const EngineOptions& engine);
 

@@ -184,10 +184,10 @@ class EngineImpl final : public Engine {
         layout_(std::move(layout)),
         clock_(std::make_shared<StageClock>(options_.trace)),
         num_threads_(std::max(1, options_.num_threads)),
-        footprints_(EstimateFootprints(*catalog_, layout_)),
+        footprints_(Footprints(catalog_, layout_)),
         budget_(std::make_shared<MemoryBudget>(options_.memory_limit)),
         capacity_(ReadyBatchCapacity(
-            EstimateBatchBytes(footprints_, *catalog_, schedule_->plan().options().batch_size),
+            EstimateBatchBytes(*footprints_, *catalog_, schedule_->plan().options().batch_size),
             num_threads_, options_.queue_depth, options_.memory_limit)),
         store_(schedule_->num_windows()),
         built_(schedule_->num_units(), capacity_) {
@@ -439,7 +439,7 @@ class EngineImpl final : public Engine {
   }
 
   int64_t Reservation(int32_t rg) const {
-    return DecodeReservation(footprints_[static_cast<size_t>(rg)],
+    return DecodeReservation((*footprints_)[static_cast<size_t>(rg)],
                              catalog_->row_groups()[static_cast<size_t>(rg)].total_bytes);
   }
 
@@ -524,7 +524,8 @@ class EngineImpl final : public Engine {
   DecodeHooks hooks_;
 
   const int num_threads_;
-  const std::vector<RowGroupFootprint> footprints_;  // per catalog row group
+  // Per catalog row group (shared by the engines of one catalog and columns).
+  const std::shared_ptr<const std::vector<RowGroupFootprint>> footprints_;
   // Shared with the decoded row groups' deleters, which may outlive the engine.
   std::shared_ptr<MemoryBudget> budget_;
   const int64_t capacity_;  // built batches kept at most

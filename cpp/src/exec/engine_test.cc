@@ -207,32 +207,32 @@ TEST_F(EngineTest, PlanMemoryChoosesTheWindowFromTheLimit) {
   p.batch_size = 32;
   EngineOptions o;
   o.memory_limit = 0;
-  auto unlimited = PlanMemory(*catalog_, rows, p, o).ValueOrDie();
+  auto unlimited = PlanMemory(catalog_, rows, p, o).ValueOrDie();
   EXPECT_EQ(unlimited.window_row_groups, 4);
   EXPECT_GT(unlimited.row_group_bytes, 0);
   o.memory_limit = 1;
-  EXPECT_EQ(PlanMemory(*catalog_, rows, p, o).ValueOrDie().window_row_groups, 1);
+  EXPECT_EQ(PlanMemory(catalog_, rows, p, o).ValueOrDie().window_row_groups, 1);
   o.memory_limit = int64_t{1} << 40;  // everything fits: one window of all
-  auto all = PlanMemory(*catalog_, rows, p, o).ValueOrDie();
+  auto all = PlanMemory(catalog_, rows, p, o).ValueOrDie();
   EXPECT_EQ(all.window_row_groups, static_cast<int64_t>(rows.size()));
   // A window twice as large for twice the limit (rounding aside).
   o.memory_limit = 8 * unlimited.row_group_bytes;
-  const int64_t w1 = PlanMemory(*catalog_, rows, p, o).ValueOrDie().window_row_groups;
+  const int64_t w1 = PlanMemory(catalog_, rows, p, o).ValueOrDie().window_row_groups;
   o.memory_limit *= 2;
-  const int64_t w2 = PlanMemory(*catalog_, rows, p, o).ValueOrDie().window_row_groups;
+  const int64_t w2 = PlanMemory(catalog_, rows, p, o).ValueOrDie().window_row_groups;
   EXPECT_GE(w2, 2 * w1 - 1);
   EXPECT_LE(w2, 2 * w1 + 1);
   // Mixing: equal row groups in windows of w mix about w ways; no shuffle, 1.
   p.window_row_groups = 3;
-  const double mix = PlanMemory(*catalog_, rows, p, o).ValueOrDie().expected_mixing;
+  const double mix = PlanMemory(catalog_, rows, p, o).ValueOrDie().expected_mixing;
   EXPECT_GT(mix, 2.5);
   EXPECT_LT(mix, 3.5);
   p.shuffle = false;
-  EXPECT_EQ(PlanMemory(*catalog_, rows, p, o).ValueOrDie().expected_mixing, 1.0);
+  EXPECT_EQ(PlanMemory(catalog_, rows, p, o).ValueOrDie().expected_mixing, 1.0);
   // Untrusted sizes.
-  EXPECT_FALSE(PlanMemory(*catalog_, std::span<const int64_t>(rows).first(1), p, o).ok());
+  EXPECT_FALSE(PlanMemory(catalog_, std::span<const int64_t>(rows).first(1), p, o).ok());
   p.window_row_groups = -1;
-  EXPECT_FALSE(PlanMemory(*catalog_, rows, p, o).ok());
+  EXPECT_FALSE(PlanMemory(catalog_, rows, p, o).ok());
 }
 
 TEST_F(EngineTest, StoppingEarlyJoinsWorkers) {

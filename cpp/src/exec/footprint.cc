@@ -1,6 +1,7 @@
 #include "exec/footprint.h"
 
 #include <algorithm>
+#include <mutex>
 #include <string>
 #include <unordered_map>
 
@@ -12,17 +13,13 @@
 
 namespace shardfeed {
 
-namespace {
-
-// A column chunk's bytes once decoded: its values at their width in memory
-// (the encoded size in the footer says little: a dictionary or RLE of
-// repeated values is far smaller than the arrays it decodes to), plus a null
-// bitmap where values may be null; variable-length values their encoded
-// bytes and an offset each.
 int64_t DecodedChunkBytes(const parquet::ColumnDescriptor& column, int64_t num_values,
-                          int64_t uncompressed) {
+                          int64_t num_rows, int64_t uncompressed) {
   constexpr int64_t kMaxValues = int64_t{1} << 40;
-  const int64_t n = std::clamp<int64_t>(num_values, 0, kMaxValues);
+  int64_t n = std::clamp<int64_t>(num_values, 0, kMaxValues);
+  // A column that is not repeated has one value per row whatever its footer
+  // claims (a corrupt count would book terabytes: no decode ahead would fit).
+  if (column.max_repetition_level() == 0) n = std::min(n, std::max<int64_t>(num_rows, 0));
   int64_t width = 0;
   switch (column.physical_type()) {
     case parquet::Type::BOOLEAN:
@@ -47,8 +44,6 @@ int64_t DecodedChunkBytes(const parquet::ColumnDescriptor& column, int64_t num_v
   }
   return n * width + (column.max_definition_level() > 0 ? n / 8 + 1 : 0);
 }
-
-}  // namespace
 
 std::vector<RowGroupFootprint> EstimateFootprints(const Catalog& catalog, const Layout& layout) {
   const auto& files = catalog.files();
@@ -92,12 +87,46 @@ std::vector<RowGroupFootprint> EstimateFootprints(const Catalog& catalog, const 
       // Footer numbers are untrusted: a negative size counts as nothing, a
       // count is capped (an estimate sizes no allocation, but must not overflow).
       fp.read += std::max<int64_t>(chunk->total_compressed_size(), 0);
-      fp.decoded += DecodedChunkBytes(*schema->Column(c), chunk->num_values(),
+      fp.decoded += DecodedChunkBytes(*schema->Column(c), chunk->num_values(), entry.num_rows,
                                       chunk->total_uncompressed_size());
       ++fp.chunks;
     }
   }
   return out;
+}
+
+std::shared_ptr<const std::vector<RowGroupFootprint>> Footprints(
+    const std::shared_ptr<const Catalog>& catalog, const Layout& layout) {
+  struct Entry {
+    std::weak_ptr<const Catalog> catalog;
+    std::vector<int> fields;
+    std::shared_ptr<const std::vector<RowGroupFootprint>> footprints;
+  };
+  constexpr size_t kKept = 8;
+  static std::mutex mu;
+  static std::vector<Entry> kept;  // latest last
+  const auto same = [&](const Entry& e) {
+    // Owner equality, not the address: a catalog freed and another made at
+    // the same address is not a match.
+    return !e.catalog.owner_before(catalog) && !catalog.owner_before(e.catalog) &&
+           !e.catalog.expired() && e.fields == layout.fields;
+  };
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    std::erase_if(kept, [](const Entry& e) { return e.catalog.expired(); });
+    for (const auto& e : kept) {
+      if (same(e)) return e.footprints;
+    }
+  }
+  auto made =
+      std::make_shared<const std::vector<RowGroupFootprint>>(EstimateFootprints(*catalog, layout));
+  std::lock_guard<std::mutex> lock(mu);
+  for (const auto& e : kept) {
+    if (same(e)) return e.footprints;  // another thread made it meanwhile
+  }
+  if (kept.size() >= kKept) kept.erase(kept.begin());
+  kept.push_back(Entry{catalog, layout.fields, made});
+  return made;
 }
 
 int64_t ReadyBatchCapacity(int64_t batch_bytes, int num_threads, int queue_depth,

@@ -4,7 +4,10 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <vector>
+
+#include <parquet/schema.h>
 
 #include "exec/decoded_row_group.h"
 #include "shardfeed/batch.h"
@@ -28,8 +31,26 @@ inline constexpr int64_t kPreBufferMaxBytes = int64_t{64} << 20;
 inline constexpr int64_t kStreamBufferBytes = int64_t{64} << 10;
 inline bool PreBuffered(int64_t row_group_bytes) { return row_group_bytes <= kPreBufferMaxBytes; }
 
+// A column chunk's bytes once decoded, from its footer entry: its values at
+// their width in memory (the encoded size in the footer says little: a
+// dictionary or RLE of repeated values is far smaller than the arrays it
+// decodes to), plus a null bitmap where values may be null; variable-length
+// values their encoded bytes and an offset each.  Footer numbers are
+// untrusted: a column that is not repeated counts at most `num_rows` values,
+// a repeated one at most 2^40, negative sizes as nothing.
+int64_t DecodedChunkBytes(const parquet::ColumnDescriptor& column, int64_t num_values,
+                          int64_t num_rows, int64_t uncompressed);
+
 // Per catalog row group, the bytes of the layout's columns, from the footers.
 std::vector<RowGroupFootprint> EstimateFootprints(const Catalog& catalog, const Layout& layout);
+
+// EstimateFootprints, computed once per catalog and set of columns in a
+// process: it walks every column chunk's footer entry (millions on a large
+// dataset), and every epoch's engine, every DataLoader worker's and
+// PlanMemory ask for it.  The few latest results are kept while their
+// catalog lives.
+std::shared_ptr<const std::vector<RowGroupFootprint>> Footprints(
+    const std::shared_ptr<const Catalog>& catalog, const Layout& layout);
 
 // What decoding one row group holds at its peak: the pre-buffered compressed
 // chunks (or a stream buffer per chunk), Arrow's arrays and the stack matrix

@@ -40,10 +40,12 @@ double ExpectedMixing(std::span<const int64_t> rows, int64_t window, bool shuffl
 }
 }  // namespace
 
-arrow::Result<MemoryPlan> PlanMemory(const Catalog& catalog,
+arrow::Result<MemoryPlan> PlanMemory(const std::shared_ptr<const Catalog>& catalog_ptr,
                                      std::span<const int64_t> row_group_rows,
                                      const PlanOptions& plan, const EngineOptions& engine) {
   ARROW_RETURN_NOT_OK(engine.Validate());
+  if (!catalog_ptr) return Error(ErrorKind::kInvalidArgument, "PlanMemory: no catalog");
+  const Catalog& catalog = *catalog_ptr;
   const auto& rgs = catalog.row_groups();
   if (row_group_rows.size() != rgs.size()) {
     return Error(ErrorKind::kInvalidArgument,
@@ -55,7 +57,8 @@ arrow::Result<MemoryPlan> PlanMemory(const Catalog& catalog,
                                                   std::to_string(plan.window_row_groups));
   }
   ARROW_ASSIGN_OR_RAISE(Layout layout, MakeLayout(*catalog.schema(), engine.output));
-  const auto footprints = EstimateFootprints(catalog, layout);
+  const auto shared_footprints = Footprints(catalog_ptr, layout);
+  const std::vector<RowGroupFootprint>& footprints = *shared_footprints;
 
   MemoryPlan out;
   // A window's cost per row group: the rows the plan keeps (a filter drops

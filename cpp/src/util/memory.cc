@@ -13,8 +13,9 @@ arrow::MemoryPool* EnginePool() {
     if (arrow::jemalloc_memory_pool(&jemalloc).ok() && jemalloc != nullptr) {
       // Freed pages go back to the system after kDecayMs unused, not
       // jemalloc's default 10 s: with the default, memory the budget had
-      // already released stayed resident (bench_memory.py: peak RSS 0.82-0.92
-      // GB at a 384 MiB limit, 0.73 GB at 200 ms, the same throughput; at 0 ms
+      // already released stayed resident (one-off runs over the benchmark's
+      // 1.1M x 256 float32 table, not the benchmark: peak RSS 0.82-0.92 GB at
+      // a 384 MiB limit, 0.73 GB at 200 ms, the same throughput; at 0 ms
       // throughput fell by a third).  Applies to the arenas made from here on:
       // those of the engine's threads.
       constexpr int kDecayMs = 200;

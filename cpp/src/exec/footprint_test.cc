@@ -1,0 +1,102 @@
+#include "exec/footprint.h"
+
+#include <cstdint>
+#include <memory>
+
+#include <gtest/gtest.h>
+#include <parquet/schema.h>
+
+#include "util/test_util.h"
+
+namespace shardfeed {
+namespace {
+
+parquet::ColumnDescriptor Column(parquet::Type::type type, parquet::Repetition::type repetition,
+                                 int16_t max_def, int16_t max_rep) {
+  return parquet::ColumnDescriptor(parquet::schema::PrimitiveNode::Make("c", repetition, type),
+                                   max_def, max_rep);
+}
+
+TEST(DecodedChunkBytes, ValuesAtTheirWidthWithABitmapWhereNullable) {
+  const auto required = Column(parquet::Type::FLOAT, parquet::Repetition::REQUIRED, 0, 0);
+  EXPECT_EQ(DecodedChunkBytes(required, 1000, 1000, 7), 4000);
+  const auto optional = Column(parquet::Type::DOUBLE, parquet::Repetition::OPTIONAL, 1, 0);
+  EXPECT_EQ(DecodedChunkBytes(optional, 1000, 1000, 7), 8000 + 1000 / 8 + 1);
+  const auto strings = Column(parquet::Type::BYTE_ARRAY, parquet::Repetition::REQUIRED, 0, 0);
+  EXPECT_EQ(DecodedChunkBytes(strings, 10, 10, 500), 500 + 8 * 10);
+}
+
+TEST(DecodedChunkBytes, UntrustedFooterNumbersStayBounded) {
+  // A corrupt count on a column that is not repeated is capped at the row
+  // group's rows: otherwise the budget would book terabytes for it.
+  const auto flat = Column(parquet::Type::INT64, parquet::Repetition::REQUIRED, 0, 0);
+  EXPECT_EQ(DecodedChunkBytes(flat, int64_t{1} << 62, 100, 0), 800);
+  EXPECT_EQ(DecodedChunkBytes(flat, INT64_MAX, 100, INT64_MAX), 800);
+  EXPECT_EQ(DecodedChunkBytes(flat, -5, 100, -5), 0);
+  EXPECT_EQ(DecodedChunkBytes(flat, 100, -1, 0), 0);
+  // A repeated column may have more values than rows: capped at 2^40, no
+  // overflow whatever the footer says.
+  const auto repeated = Column(parquet::Type::BYTE_ARRAY, parquet::Repetition::REPEATED, 1, 1);
+  const int64_t most = DecodedChunkBytes(repeated, INT64_MAX, 1, INT64_MAX);
+  EXPECT_GT(most, 0);
+  EXPECT_LE(most, (int64_t{1} << 40) * 10);
+  EXPECT_EQ(DecodedChunkBytes(repeated, 30, 10, 100), 100 + 8 * 30);
+}
+
+class FootprintsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    testing::WriteIdFile(dir_.path() / "a.parquet", 0, 300, 100);
+    testing::WriteIdFile(dir_.path() / "b.parquet", 300, 200, 100);
+  }
+  std::shared_ptr<const Catalog> Open() const {
+    return Catalog::Open({dir_.path().string()}).ValueOrDie();
+  }
+  static Layout LayoutOf(const Catalog& catalog, std::vector<std::string> columns) {
+    OutputOptions o;
+    o.columns = std::move(columns);
+    o.all_columns = o.columns.empty();
+    return MakeLayout(*catalog.schema(), o).ValueOrDie();
+  }
+  testing::TempDir dir_;
+};
+
+TEST_F(FootprintsTest, AreMadeOncePerCatalogAndColumns) {
+  auto catalog = Open();
+  const Layout all = LayoutOf(*catalog, {});
+  const Layout ids = LayoutOf(*catalog, {"id"});
+  const auto first = Footprints(catalog, all);
+  ASSERT_EQ(first->size(), catalog->row_groups().size());
+  EXPECT_EQ(Footprints(catalog, all), first);  // the same object, not made again
+  const auto fresh = EstimateFootprints(*catalog, all);
+  for (size_t i = 0; i < fresh.size(); ++i) {
+    EXPECT_EQ((*first)[i].read, fresh[i].read);
+    EXPECT_EQ((*first)[i].decoded, fresh[i].decoded);
+    EXPECT_EQ((*first)[i].chunks, fresh[i].chunks);
+  }
+  // Other columns, or another catalog of the same files, are other entries.
+  const auto only_ids = Footprints(catalog, ids);
+  EXPECT_NE(only_ids, first);
+  EXPECT_EQ((*only_ids)[0].decoded, 100 * 8 + 100 / 8 + 1);  // 100 int64 ids + bitmap
+  EXPECT_EQ((*only_ids)[0].chunks, 1);
+  auto other = Open();
+  EXPECT_NE(Footprints(other, all), first);
+}
+
+TEST_F(FootprintsTest, ACatalogThatIsGoneIsNeverMatched) {
+  auto catalog = Open();
+  const Layout ids = LayoutOf(*catalog, {"id"});
+  const auto before = Footprints(catalog, ids);
+  catalog.reset();
+  // Another dataset, perhaps at the freed catalog's address: its own numbers.
+  testing::TempDir other_dir;
+  testing::WriteIdFile(other_dir.path() / "c.parquet", 0, 50, 50);
+  std::shared_ptr<const Catalog> other = Catalog::Open({other_dir.path().string()}).ValueOrDie();
+  const auto after = Footprints(other, ids);
+  ASSERT_EQ(after->size(), 1u);
+  EXPECT_EQ((*after)[0].decoded, 50 * 8 + 50 / 8 + 1);
+  EXPECT_EQ(before->size(), 5u);  // what was handed out stays valid
+}
+
+}  // namespace
+}  // namespace shardfeed
