@@ -22,6 +22,11 @@ first pass is shown apart, the median and spread come from the others):
 
 * ``shardfeed_loader``: ``shardfeed.Loader(shuffle=True, stack={"x": features},
   columns=["label"], output="torch")`` (the reference);
+* ``shardfeed_tier_warm`` (warm only): the same Loader with ``cache_decoded=True`` in a fresh
+  ``cache_dir``: the first pass decodes and fills the decoded tier, the measured ones map it
+  (the stack's row-major matrix is stored there: a gather, no decode);
+* ``shardfeed_tier_global`` (warm only): the same with ``shuffle="global"`` (a uniform
+  permutation of every row, gathered from the mapped tier);
 * ``shardfeed_torch_2w``: ``shardfeed.TorchDataset`` (same arguments) in a
   ``DataLoader(batch_size=None, num_workers=2)``;
 * ``petastorm_baseline`` / ``petastorm_optimized``: see ``petastorm_worker.py`` (own
@@ -60,6 +65,8 @@ import _measure as measure
 
 SUITE_SYSTEMS = (
     "shardfeed_loader",
+    "shardfeed_tier_warm",
+    "shardfeed_tier_global",
     "shardfeed_torch_2w",
     "petastorm_baseline",
     "petastorm_optimized",
@@ -70,7 +77,7 @@ SUITE_SYSTEMS = (
 )
 PETASTORM = ("petastorm_baseline", "petastorm_optimized")
 LIMITS = ("read_table_limit", "file_read_limit", "memcpy_limit")
-WARM_ONLY = ("memcpy_limit",)
+WARM_ONLY = ("memcpy_limit", "shardfeed_tier_warm", "shardfeed_tier_global")
 # Systems whose wait under a simulated step and sample order are measured.
 LOADERS = (
     "shardfeed_loader",
@@ -91,6 +98,8 @@ RESULTS_PNG = common.BENCH_DIR / "RESULTS.png"
 
 LABELS = {
     "shardfeed_loader": "shardfeed Loader",
+    "shardfeed_tier_warm": "shardfeed Loader, decoded tier (epochs 2+)",
+    "shardfeed_tier_global": "shardfeed Loader, shuffle='global', decoded tier (epochs 2+)",
     "shardfeed_torch_2w": "shardfeed TorchDataset, 2 workers",
     "petastorm_baseline": "Petastorm 0.13.1 baseline",
     "petastorm_optimized": "Petastorm 0.13.1 optimized",
@@ -146,6 +155,31 @@ def _make_iter(args: argparse.Namespace, system: str, files: list[str]) -> Any:
         notes = (
             f"Loader(shuffle=True, seed=0, shuffle_window=4, prefetch=2, num_threads="
             f"{args.threads or 'default'}), stack x=[B,{len(feats)}] float32, drop_last"
+        )
+        return make, notes, loader
+    if system in ("shardfeed_tier_warm", "shardfeed_tier_global"):
+        import atexit
+        import shutil
+        import tempfile
+
+        import shardfeed
+
+        cache = tempfile.mkdtemp(prefix="shardfeed-bench-tier-")
+        atexit.register(shutil.rmtree, cache, True)
+        kwargs = _shardfeed_kwargs(args)
+        if system == "shardfeed_tier_global":
+            kwargs["shuffle"] = "global"
+        loader = shardfeed.Loader(
+            args.data_path, num_threads=args.threads, cache_dir=cache, cache_decoded=True, **kwargs
+        )
+
+        def make(epoch: int) -> Any:
+            loader.set_epoch(epoch)
+            return loader
+
+        notes = (
+            f"shardfeed_loader's Loader (shuffle={kwargs['shuffle']!r}) + cache_dir (fresh, "
+            f"{cache}) + cache_decoded=True: pass 1 fills the decoded tier, passes 2+ map it"
         )
         return make, notes, loader
     if system == "shardfeed_torch_2w":

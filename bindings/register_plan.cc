@@ -30,6 +30,7 @@ void RegisterPlan(nb::module_& m) {
       .def_rw("epoch", &PlanOptions::epoch)
       .def_rw("shuffle", &PlanOptions::shuffle)
       .def_rw("window_row_groups", &PlanOptions::window_row_groups)
+      .def_rw("global_shuffle", &PlanOptions::global_shuffle)
       .def_rw("batch_size", &PlanOptions::batch_size)
       .def_rw("world_size", &PlanOptions::world_size)
       .def_rw("rank", &PlanOptions::rank)

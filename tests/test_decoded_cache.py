@@ -16,7 +16,7 @@ import pytest
 import shardfeed
 from shardfeed.transforms import Clip, GaussianNoise, Standardize
 
-from .conftest import digest
+from .conftest import LAYOUT, digest
 
 FEATS = [f"f{i}" for i in range(8)]
 N_ROW_GROUPS = 5 + 4 + 4  # conftest.LAYOUT
@@ -229,3 +229,56 @@ def test_cache_cli_counts_and_clears_the_decoded_tier(dataset, tmp_path, capsys)
     again, reference = loader(dataset, tmp_path), plain(dataset)
     assert digest(again) == digest(reference)
     assert again.stats()["decoded_misses"] == N_ROW_GROUPS
+
+
+def test_a_stack_of_deterministic_columns_is_stored_as_its_matrix(dataset, tmp_path):
+    """Issue 11 item 4: when no member of a stack has a random transform, the tier holds the
+    stack's row-major matrix (before the stack's own transforms) and not its member columns;
+    a warm epoch maps it: no decode, no transpose, the same stream, random stack transforms
+    still fresh per epoch."""
+    kw: dict[str, Any] = dict(
+        transforms=[Standardize("f0", mean=0.5, std=2.0), GaussianNoise("feats", std=0.1)]
+    )
+    cached, reference = loader(dataset, tmp_path, **kw), plain(dataset, **kw)
+    for epoch in range(3):
+        cached.set_epoch(epoch)
+        reference.set_epoch(epoch)
+        assert digest(cached) == digest(reference)
+        s = cached.stats()
+        if epoch > 0:
+            assert s["decoded_hits"] == epoch * N_ROW_GROUPS and s["decoded_corrupt"] == 0
+            assert s["stages"]["decode"]["seconds"] == 0
+            assert s["stages"]["assemble"]["bytes"] == 0  # no matrix made again
+
+    # The entries: the matrix (rows x 8 float32) next to label and seq, not the 8 member
+    # columns too -- against the entries of label and seq alone.
+    def tier_bytes(folder: Path) -> int:
+        return sum(f.stat().st_size for f in (folder / "decoded").glob("*.sfd"))
+
+    alone = shardfeed.Loader(
+        dataset, batch_size=64, columns=["label", "seq"], output="numpy",
+        cache_dir=tmp_path / "alone", cache_decoded=True,
+    )  # fmt: skip
+    list(alone)
+    matrix = sum(n for _, n, _ in LAYOUT) * len(FEATS) * 4
+    extra = tier_bytes(tmp_path) - tier_bytes(tmp_path / "alone")
+    assert matrix <= extra < 1.25 * matrix, (extra, matrix)
+    # A member with a random transform: the columns are stored instead (another entry).
+    noisy = [Standardize("f0", mean=0.5, std=2.0), GaussianNoise("f3", std=0.1)]
+    other = loader(dataset, tmp_path, transforms=noisy)
+    assert digest(other) == digest(plain(dataset, transforms=noisy))
+    assert other.stats()["decoded_hits"] == 0
+    assert other.stats()["stages"]["assemble"]["bytes"] > 0
+
+
+def test_filtered_row_groups_hit_the_tier(dataset, tmp_path):
+    """A filtered row group's entry holds the rows that pass; it used to be checked against
+    the whole row group's count, so it never hit."""
+    kw: dict[str, Any] = dict(filter=[("label", "=", 1)], drop_last=False)
+    cached, reference = loader(dataset, tmp_path, **kw), plain(dataset, **kw)
+    for epoch in range(2):
+        cached.set_epoch(epoch)
+        reference.set_epoch(epoch)
+        assert digest(cached) == digest(reference)
+    s = cached.stats()
+    assert s["decoded_hits"] == N_ROW_GROUPS and s["decoded_corrupt"] == 0, s

@@ -88,6 +88,15 @@ def check_bool(name: str, value: Any) -> bool:
     return bool(value)
 
 
+def check_shuffle(value: Any) -> bool | str:
+    """``shuffle``: True, False or ``"global"``."""
+    if value == "global" and isinstance(value, str):
+        return "global"
+    if not is_bool(value):
+        raise ArgumentTypeError(f"shuffle must be True, False or 'global', got {_what(value)}")
+    return bool(value)
+
+
 def check_opt_float(name: str, value: Any) -> float | None:
     if value is None:
         return None

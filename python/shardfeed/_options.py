@@ -26,6 +26,7 @@ from ._check import (
     check_opt_float,
     check_opt_int,
     check_path,
+    check_shuffle,
     check_source,
     check_stack,
     check_str,
@@ -141,7 +142,7 @@ class Settings:
     sources: list[str]
     columns: list[str] | None
     batch_size: int
-    shuffle: bool
+    shuffle: bool | str  # True, False or "global"
     seed: int
     rank: int
     world_size: int
@@ -193,7 +194,7 @@ class Settings:
             sources=check_source(args["source"]),
             columns=None if columns is None else check_names("columns", columns),
             batch_size=check_int("batch_size", args["batch_size"]),
-            shuffle=check_bool("shuffle", args["shuffle"]),
+            shuffle=check_shuffle(args["shuffle"]),
             seed=check_int("seed", args["seed"], UINT64),
             rank=rank,
             world_size=world,
@@ -222,6 +223,17 @@ class Settings:
             device=device,
             memory_limit=check_bytes("memory_limit", args["memory_limit"]),
         )  # fmt: skip
+        if settings.shuffle == "global":
+            if settings.shuffle_window is not None:
+                raise InvalidArgumentError(
+                    "shuffle='global' permutes every row of the dataset at once: leave "
+                    f"shuffle_window unset (got {settings.shuffle_window})"
+                )
+            if not settings.cache.decoded:
+                raise InvalidArgumentError(
+                    "shuffle='global' gathers rows from the decoded tier: pass "
+                    "cache_dir=<a node-local folder> and cache_decoded=True"
+                )
         plan = settings.plan_options(0)
         if settings.shuffle_window is None:
             plan.window_row_groups = 1  # chosen later; the other settings checked now
@@ -233,7 +245,8 @@ class Settings:
         p = _core.PlanOptions()
         p.seed = self.seed
         p.epoch = epoch
-        p.shuffle = self.shuffle
+        p.shuffle = self.shuffle is not False
+        p.global_shuffle = self.shuffle == "global"
         # 0 (before resolve()): plan_memory's question for the default window.
         p.window_row_groups = 0 if self.shuffle_window is None else self.shuffle_window
         p.batch_size = self.batch_size

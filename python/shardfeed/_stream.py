@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -37,7 +37,7 @@ class Stream:
         source: Source,
         columns: Sequence[str] | None = None,
         batch_size: int = DEFAULT_BATCH_SIZE,
-        shuffle: bool = DEFAULT_SHUFFLE,
+        shuffle: bool | Literal["global"] = DEFAULT_SHUFFLE,
         seed: int = DEFAULT_SEED,
         rank: int | None = None,
         world_size: int | None = None,
@@ -72,8 +72,16 @@ class Stream:
             columns: columns to hand out one by one; ``None`` means every column
                 that is not part of a ``stack``.
             batch_size: rows per batch.
-            shuffle: a fresh row-group order per epoch and a permutation of the rows
-                of each mixing window of ``shuffle_window`` row groups.
+            shuffle: ``True``: a fresh row-group order per epoch and a permutation of
+                the rows of each mixing window of ``shuffle_window`` row groups.
+                ``"global"``: a uniform permutation of all rows of the dataset per
+                epoch (ranks take slices of it), gathered from the decoded tier, so
+                it needs ``cache_dir`` and ``cache_decoded=True``: a cold epoch
+                decodes each row group into the tier and maps it back, a warm one
+                only maps.  Every batch reads rows of every row group, so the
+                tier's pages are all in use at once: with a tier larger than the
+                page cache, rows come from the disk one page fault at a time.
+                ``False``: the natural order.
             seed: with the epoch, decides the order (same seed, same stream).
             rank, world_size: this process's slice; default from torch.distributed,
                 else the ``RANK``/``WORLD_SIZE`` environment, else 0/1.
@@ -98,9 +106,11 @@ class Stream:
                 being decoded (read buffers, Arrow arrays, stack matrices),
                 decoded row groups and ready batches (at most a quarter of it).
                 A worker waits before a decode that would pass it, except for
-                the next batch's row groups: the peak passes the limit by one
-                row group's decode at most, and no limit gives less than one
-                window and one row group being decoded.  Resident memory adds
+                the next batch's row groups: the peak passes the limit by those
+                decodes and the batches built meanwhile (a quarter of the limit)
+                at most, and no limit gives less than one window and one row
+                group being decoded.  Mapped decoded-tier entries are the page
+                cache's, outside the limit.  Resident memory adds
                 the allocator's (freed pages go back after 0.2 s) and the
                 libraries' own.  ``stats()["memory"]``
                 counts it; ``shardfeed info --memory-limit`` predicts it.  Each

@@ -14,6 +14,10 @@
 // touch; a wider window mixes better (rows of different row groups are
 // interleaved at random) at that cost.
 //
+// shuffle="global" (global_shuffle): one window holds every row group and its
+// rows are permuted by a FeistelPermutation (Purpose::kGlobalPermutation), a
+// uniform shuffle of the whole dataset that costs no memory per row.
+//
 // Ranks take contiguous slices of the global sequence, so a rank reads only the
 // row groups of the windows its slice covers.  drop_last=true: every rank gets
 // floor(N / (W*B)) full batches and the tail of the sequence is dropped.
@@ -26,10 +30,13 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include <arrow/result.h>
 #include <arrow/status.h>
+
+#include "shardfeed/rng.h"
 
 namespace shardfeed {
 
@@ -40,6 +47,10 @@ struct PlanOptions {
   uint64_t epoch = 0;
   bool shuffle = true;
   int64_t window_row_groups = 4;  // Python: shuffle_window
+  // Python: shuffle="global".  One window of every row group, its rows in a
+  // FeistelPermutation (no memory per row) instead of a materialized one;
+  // window_row_groups is then ignored.  Needs shuffle.
+  bool global_shuffle = false;
   int64_t batch_size = 1024;
   int64_t world_size = 1;
   int64_t rank = 0;
@@ -72,6 +83,8 @@ class EpochPlan {
   // The batch that holds rank position `pos` (0 <= pos < rank_size).
   int64_t BatchOf(int64_t pos) const;
 
+  // Row groups per mixing window (the last may have fewer).
+  int64_t WindowSize() const;
   // Mixing windows, in global positions.
   int64_t num_windows() const { return static_cast<int64_t>(window_offsets_.size()) - 1; }
   int64_t WindowOf(int64_t global_pos) const;
@@ -106,6 +119,7 @@ class EpochPlan {
   // A few window permutations, recomputed if evicted (they are pure).
   mutable std::mutex mu_;
   mutable std::map<int64_t, std::shared_ptr<const std::vector<int64_t>>> perms_;
+  std::optional<FeistelPermutation> global_;  // shuffle="global"
 };
 
 }  // namespace shardfeed

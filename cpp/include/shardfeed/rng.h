@@ -14,11 +14,12 @@ namespace shardfeed {
 
 // What a random stream is for; part of the counter, so streams never overlap.
 enum class Purpose : uint64_t {
-  kFileOrder = 1,         // the order of row groups in an epoch (id = 0)
-  kRowPermutation = 2,    // reserved: permutation inside one row group (id = row group)
-  kMixingWindow = 3,      // the permutation of a mixing window's rows (id = window)
-  kTransformBase = 1024,  // transform at position p uses kTransformBase + p (id = sample id)
-  kUserBase = 1 << 20,    // shardfeed.sample_uniform(stream=s) uses kUserBase + s
+  kFileOrder = 1,          // the order of row groups in an epoch (id = 0)
+  kRowPermutation = 2,     // reserved: permutation inside one row group (id = row group)
+  kMixingWindow = 3,       // the permutation of a mixing window's rows (id = window)
+  kGlobalPermutation = 4,  // shuffle="global": the permutation of all rows (id = 0)
+  kTransformBase = 1024,   // transform at position p uses kTransformBase + p (id = sample id)
+  kUserBase = 1 << 20,     // shardfeed.sample_uniform(stream=s) uses kUserBase + s
 };
 
 using PhiloxCounter = std::array<uint64_t, 4>;
@@ -49,5 +50,30 @@ class CounterRng {
 
 // A uniformly random permutation of [0, n) (Fisher-Yates over a CounterRng).
 std::vector<int64_t> Permutation(int64_t n, CounterRng& rng);
+
+// A pseudo-random permutation of [0, n) evaluated one index at a time, in no
+// memory: a Feistel network on [0, a) x [0, b) (b the power of 2 nearest
+// above sqrt(n), a = ceil(n / b): fewer than b more than n) whose rounds add
+// a keyed function of one half to the other modulo its size, the halves
+// trading places each round; its round keys drawn from `rng`; an image
+// outside [0, n) (rare) is encrypted again until it falls inside.  For n in
+// the billions, where Permutation's 8 bytes per element would not fit.
+class FeistelPermutation {
+ public:
+  // Four (even: the halves end as they began): with random round functions
+  // already a strong pseudo-random permutation (Luby and Rackoff).
+  static constexpr int kRounds = 4;
+  FeistelPermutation(int64_t n, CounterRng& rng);
+  int64_t size() const { return n_; }
+  // The image of i (0 <= i < size()).
+  int64_t operator()(int64_t i) const;
+
+ private:
+  uint64_t Encrypt(uint64_t x) const;
+  int64_t n_;
+  uint64_t a_ = 1, b_ = 1;  // the halves' sizes: x = left * b_ + right
+  int b_bits_ = 0;          // b_ = 2^b_bits_
+  std::array<uint64_t, kRounds> keys_{};
+};
 
 }  // namespace shardfeed

@@ -27,6 +27,7 @@
 #include "exec/convert.h"
 #include "exec/footprint.h"
 #include "exec/stack_matrix.h"
+#include "exec/tier_entry.h"
 #include "shardfeed/status.h"
 #include "storage/open.h"
 #include "tier/decoded_tier_internal.h"
@@ -198,42 +199,6 @@ arrow::Status ApplyNullPolicy(const std::optional<double>& fill_null, const std:
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// Whether columns loaded from the decoded tier have the types and shapes that
-// `layout` decodes for a row group of `rows` rows (the entry's key says they
-// should; this makes sure that no forged or stale entry can make a batch read
-// past a buffer).
-bool FitsLayout(const std::vector<DecodedColumn>& columns, const Layout& layout, int64_t rows) {
-  if (columns.size() != layout.fields.size()) return false;
-  for (size_t i = 0; i < columns.size(); ++i) {
-    const auto& c = columns[i];
-    DType dtype = layout.field_raw_dtypes[i];
-    bool strings = layout.field_from_strings[i];
-    for (size_t k = 0; k < DeterministicPrefix(layout, i); ++k) {
-      const auto& t = layout.transforms[layout.field_transforms[i][k]];
-      auto next = TransformedType(t, dtype, layout.field_shapes[i], strings);
-      if (!next.ok()) return false;
-      dtype = *next;
-      strings = false;
-    }
-    int64_t elements = 0;
-    bool fits = c.dtype == dtype;
-    switch (layout.field_shapes[i]) {
-      case ColumnShape::kScalar:
-        fits = fits && c.list_size == 0 && c.list_starts.empty() && c.count == rows;
-        break;
-      case ColumnShape::kFixedList:
-        fits = fits && c.list_size > 0 && c.list_starts.empty() &&
-               !__builtin_mul_overflow(rows, c.list_size, &elements) && c.count == elements;
-        break;
-      case ColumnShape::kList:
-        fits = fits && c.list_size == 0 && c.list_starts.size() == static_cast<size_t>(rows);
-        break;
-    }
-    if (!fits) return false;
-  }
-  return true;
-}
 
 // Whether the engine asked to stop (a wait on remote storage ends early).
 StopCheck StopOf(const DecodeHooks& hooks) {
@@ -501,12 +466,14 @@ arrow::Result<std::shared_ptr<const DecodedRowGroup>> DecodeRowGroup(const Catal
 
   // The deterministic part: from the decoded tier when it has the entry, else
   // read, decode and transform here (and store it there).
-  std::vector<size_t> done(layout.fields.size(), 0);  // transforms applied per column
+  std::vector<size_t> done(layout.fields.size(), 0);           // transforms applied per column
+  std::vector<DecodedColumn> matrices(layout.outputs.size());  // stacks' matrices made so far
+  const TierEntryPlan entry = hooks.tier ? PlanTierEntry(layout) : TierEntryPlan{};
   std::string tier_key;
   bool cached = false;
   if (hooks.tier) {
     const auto t_load = Clock::now();
-    tier_key = DecodedTier::Impl::Key(catalog, rg_index, layout);
+    tier_key = DecodedTier::Impl::Key(catalog, rg_index, layout) + entry.key_suffix;
     // A filtered row group holds other rows than the whole one.
     if (filtered) tier_key += "|filter:" + hooks.filter->key();
     auto maybe_loaded = hooks.tier->impl()->Load(tier_key);
@@ -514,11 +481,11 @@ arrow::Result<std::shared_ptr<const DecodedRowGroup>> DecodeRowGroup(const Catal
       return WithContext(maybe_loaded.status(), context + ", decoded cache entry");
     }
     auto& loaded = *maybe_loaded;
-    if (loaded && FitsLayout(*loaded, layout, rg.num_rows)) {
-      decoded->columns = std::move(*loaded);
+    if (loaded &&
+        TakeEntryRecords(&*loaded, layout, entry, num_rows, &decoded->columns, &matrices)) {
       cached = true;
       for (size_t i = 0; i < layout.fields.size(); ++i) done[i] = DeterministicPrefix(layout, i);
-      hooks.clock->Add(Stage::kRead, t_load, 0, rg.num_rows, rg_index);
+      hooks.clock->Add(Stage::kRead, t_load, 0, num_rows, rg_index);
     }
   }
   if (!cached) {
@@ -539,42 +506,73 @@ arrow::Result<std::shared_ptr<const DecodedRowGroup>> DecodeRowGroup(const Catal
     }
     return arrow::Status::OK();
   };
+  auto nulls = [&](size_t i) -> arrow::Status {
+    if (layout.field_nulls_to_stack[i]) return arrow::Status::OK();  // the stack's FillNull
+    return ApplyNullPolicy(layout.field_fill_null[i],
+                           context + ", column '" + layout.field_names[i] + "'",
+                           &decoded->columns[i]);
+  };
+  auto make_matrix = [&](size_t o) -> arrow::Status {
+    const auto t_stack = Clock::now();
+    auto matrix = MakeStackMatrix(layout, layout.outputs[o], decoded->columns, num_rows);
+    if (!matrix.ok()) {
+      return WithContext(matrix.status(), context + ", stack '" + layout.outputs[o].name + "'");
+    }
+    hooks.clock->Add(Stage::kAssemble, t_stack, matrix->owned->size(), 0, rg_index);
+    matrices[o] = std::move(*matrix);
+    return arrow::Status::OK();
+  };
   if (hooks.tier && !cached) {
     for (size_t i = 0; i < layout.fields.size(); ++i) {
       ARROW_RETURN_NOT_OK(apply(i, DeterministicPrefix(layout, i)));
     }
-    hooks.tier->impl()->Store(tier_key, decoded->columns, num_rows);
+    // The stored matrices' members are complete (no random transform): their
+    // null policy (a fill, or an error either way) and matrix come now.
+    for (size_t o = 0; o < layout.outputs.size(); ++o) {
+      if (!entry.matrix_stored[o]) continue;
+      for (int s : layout.outputs[o].sources) ARROW_RETURN_NOT_OK(nulls(static_cast<size_t>(s)));
+      ARROW_RETURN_NOT_OK(make_matrix(o));
+    }
+    hooks.tier->impl()->Store(tier_key, EntryRecords(entry, decoded->columns, matrices), num_rows);
+    if (hooks.map_stored) {
+      // What was just stored, mapped: the decoded copies go (a failed store
+      // or load keeps them).
+      auto reloaded = hooks.tier->impl()->Load(tier_key, /*just_stored=*/true);
+      std::vector<DecodedColumn> columns, mapped;
+      if (reloaded.ok() && *reloaded &&
+          TakeEntryRecords(&**reloaded, layout, entry, num_rows, &columns, &mapped)) {
+        decoded->columns = std::move(columns);
+        matrices = std::move(mapped);
+        cached = true;
+      }
+    }
   }
   for (size_t i = 0; i < layout.fields.size(); ++i) {
+    if (cached && !entry.column_stored[i]) continue;  // only a stored matrix reads it
     ARROW_RETURN_NOT_OK(apply(i, layout.field_transforms[i].size()));
-    if (layout.field_nulls_to_stack[i]) continue;  // the stack's FillNull fills them
-    ARROW_RETURN_NOT_OK(ApplyNullPolicy(layout.field_fill_null[i],
-                                        context + ", column '" + layout.field_names[i] + "'",
-                                        &decoded->columns[i]));
+    ARROW_RETURN_NOT_OK(nulls(i));
   }
 
   hooks.clock->Add(Stage::kTransform, t_transform, 0, layout.transforms.empty() ? 0 : num_rows,
                    rg_index);
 
-  // Stacks become row-major matrices once per row group; columns that only
-  // feed stacks are then dropped, so memory stays one copy of the data.
+  // Stacks become row-major matrices once per row group (or come so from the
+  // tier, mapped); columns that only feed stacks are then dropped, so memory
+  // stays one copy of the data.
   decoded->stacks.resize(layout.outputs.size());
   for (size_t o = 0; o < layout.outputs.size(); ++o) {
     const auto& plan = layout.outputs[o];
     if (plan.kind != OutputKind::kStack) continue;
-    const auto t_stack = Clock::now();
-    const std::string stack_context = context + ", stack '" + plan.name + "'";
-    auto matrix = MakeStackMatrix(layout, plan, decoded->columns, num_rows);
-    if (!matrix.ok()) return WithContext(matrix.status(), stack_context);
-    hooks.clock->Add(Stage::kAssemble, t_stack, matrix->owned->size(), 0, rg_index);
+    if (!matrices[o].owned) ARROW_RETURN_NOT_OK(make_matrix(o));
     if (!plan.transforms.empty()) {
+      // (A mapped matrix is copied by the first transform that writes.)
       const auto t_stack_transform = Clock::now();
-      ARROW_RETURN_NOT_OK(WithContext(
-          TransformStack(layout, plan, key, rg.first_row, num_rows, decoded->rows.get(), &*matrix),
-          stack_context));
+      ARROW_RETURN_NOT_OK(WithContext(TransformStack(layout, plan, key, rg.first_row, num_rows,
+                                                     decoded->rows.get(), &matrices[o]),
+                                      context + ", stack '" + plan.name + "'"));
       hooks.clock->Add(Stage::kTransform, t_stack_transform, 0, num_rows, rg_index);
     }
-    decoded->stacks[o] = std::move(matrix->owned);
+    decoded->stacks[o] = std::move(matrices[o].owned);
   }
   for (size_t i = 0; i < layout.fields.size(); ++i) {
     if (!layout.field_used_alone[i]) decoded->columns[i] = DecodedColumn{};

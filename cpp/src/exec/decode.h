@@ -29,8 +29,12 @@ struct DecodeHooks {
   std::shared_ptr<StageClock> clock;  // required
   // Opens a catalog file; empty: the catalog's filesystem (storage/open.h).
   FileOpener open;
-  Stage io_stage = Stage::kRead;               // kFetch when the bytes come from remote storage
-  std::shared_ptr<DecodedTier> tier;           // the decoded cache tier, when enabled
+  Stage io_stage = Stage::kRead;      // kFetch when the bytes come from remote storage
+  std::shared_ptr<DecodedTier> tier;  // the decoded cache tier, when enabled
+  // With a tier: a row group decoded and stored is then mapped from its entry
+  // (shuffle="global" holds every row group at once: the page cache's pages,
+  // not the engine's memory).
+  bool map_stored = false;
   std::shared_ptr<const FilteredRows> filter;  // keeps only the passing rows
   std::string slow_stage;                      // test hook: sleep slow_us in this stage
   int slow_us = 0;

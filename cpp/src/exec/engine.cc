@@ -193,6 +193,7 @@ class EngineImpl final : public Engine {
         built_(schedule_->num_units(), capacity_) {
     hooks_.clock = clock_;
     hooks_.tier = options_.decoded_tier;
+    hooks_.map_stored = schedule_->plan().options().global_shuffle;
     hooks_.filter = options_.filter;
     if (!catalog_->is_local()) hooks_.io_stage = Stage::kFetch;
     hooks_.slow_stage = options_.debug_slow_stage;

@@ -151,12 +151,15 @@ int64_t EstimateBatchBytes(const std::vector<RowGroupFootprint>& footprints, con
 }
 
 int64_t ResidentBytes(const DecodedRowGroup& rg) {
+  // The engine's buffers are writable; read-only ones are the decoded tier's
+  // mapped entries: the page cache's pages, which the kernel can drop.
+  const auto own = [](const std::shared_ptr<arrow::Buffer>& b) -> int64_t {
+    return b && b->is_mutable() ? b->capacity() : 0;
+  };
   int64_t bytes = 0;
-  for (const auto& stack : rg.stacks) {
-    if (stack) bytes += stack->capacity();
-  }
+  for (const auto& stack : rg.stacks) bytes += own(stack);
   for (const auto& column : rg.columns) {
-    if (column.owned) bytes += column.owned->capacity();
+    bytes += own(column.owned);
     if (column.array) bytes += arrow::util::TotalBufferSize(*column.array->data());
     if (column.null_rows) bytes += arrow::util::TotalBufferSize(*column.null_rows->data());
     bytes += static_cast<int64_t>(column.nulls.capacity() + 8 * (column.list_starts.capacity() +

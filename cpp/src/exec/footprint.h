@@ -68,7 +68,8 @@ int64_t ReadyBatchCapacity(int64_t batch_bytes, int num_threads, int queue_depth
 int64_t EstimateBatchBytes(const std::vector<RowGroupFootprint>& footprints, const Catalog& catalog,
                            int64_t batch_size);
 
-// Bytes a decoded row group holds (its buffers, counted once each).
+// Bytes a decoded row group holds (its buffers, counted once each; not the
+// decoded tier's mapped entries).
 int64_t ResidentBytes(const DecodedRowGroup& rg);
 
 // Bytes of a batch's buffers.

@@ -86,7 +86,9 @@ arrow::Result<MemoryPlan> PlanMemory(const std::shared_ptr<const Catalog>& catal
   const double reserve_mean = nonempty ? reserve_sum / static_cast<double>(nonempty) : 0;
 
   int64_t window = plan.window_row_groups;
-  if (window == 0) {
+  if (plan.shuffle && plan.global_shuffle) {
+    window = std::max<int64_t>(1, static_cast<int64_t>(rgs.size()));  // one window of them all
+  } else if (window == 0) {
     if (engine.memory_limit == 0 || cost_mean <= 0) {
       window = kUnlimitedWindow;
     } else {
@@ -101,7 +103,9 @@ arrow::Result<MemoryPlan> PlanMemory(const std::shared_ptr<const Catalog>& catal
   out.batch_bytes = EstimateBatchBytes(footprints, catalog, plan.batch_size);
   out.ready_batches = ReadyBatchCapacity(out.batch_bytes, engine.num_threads, engine.queue_depth,
                                          engine.memory_limit);
-  const double window_bytes = static_cast<double>(w) * cost_mean;
+  // shuffle="global" gathers from the decoded tier's mapped entries: the
+  // page cache's memory, not the budget's.
+  const double window_bytes = plan.global_shuffle ? 0.0 : static_cast<double>(w) * cost_mean;
   const double batches = static_cast<double>(out.ready_batches * out.batch_bytes);
   // Unlimited: the window being read, the next one, a decode per thread and
   // every ready batch.  The floor: the window being read and one decode.

@@ -29,7 +29,17 @@ arrow::Status PlanOptions::Validate() const {
     return Error(ErrorKind::kInvalidArgument, "shuffle_window must be at least 1 row group, got " +
                                                   std::to_string(window_row_groups));
   }
+  if (global_shuffle && !shuffle) {
+    return Error(ErrorKind::kInvalidArgument,
+                 "shuffle='global' is a shuffle: it cannot go with shuffle off");
+  }
   return arrow::Status::OK();
+}
+
+int64_t EpochPlan::WindowSize() const {
+  if (!options_.shuffle) return 1;
+  if (options_.global_shuffle) return std::max<int64_t>(1, static_cast<int64_t>(order_.size()));
+  return options_.window_row_groups;
 }
 
 arrow::Result<std::shared_ptr<const EpochPlan>> EpochPlan::Make(std::vector<int64_t> rg_rows,
@@ -58,12 +68,17 @@ arrow::Result<std::shared_ptr<const EpochPlan>> EpochPlan::Make(std::vector<int6
   }
   plan->total_rows_ = plan->order_offsets_.back();
 
-  // 2. Mixing windows (without shuffle a window is one row group, in order).
-  const int64_t w = o.shuffle ? o.window_row_groups : 1;
+  // 2. Mixing windows (without shuffle a window is one row group, in order;
+  // with shuffle="global" one window of them all).
+  const int64_t w = plan->WindowSize();
   for (int64_t i = 0; i < n_rg; i += w) {
     plan->window_offsets_.push_back(plan->order_offsets_[static_cast<size_t>(i)]);
   }
   plan->window_offsets_.push_back(plan->total_rows_);
+  if (o.shuffle && o.global_shuffle) {
+    CounterRng rng(o.seed, o.epoch, static_cast<uint64_t>(Purpose::kGlobalPermutation), 0);
+    plan->global_.emplace(plan->total_rows_, rng);
+  }
 
   // 3. This rank's slice and its batch layout.
   const int64_t N = plan->total_rows_, W = o.world_size, B = o.batch_size, r = o.rank;
@@ -139,7 +154,7 @@ std::shared_ptr<const std::vector<int64_t>> EpochPlan::WindowPermutation(int64_t
 void EpochPlan::Resolve(int64_t begin, int64_t end, std::vector<SampleRef>* out) const {
   out->clear();
   out->reserve(static_cast<size_t>(std::max<int64_t>(0, end - begin)));
-  const int64_t wsize = options_.shuffle ? options_.window_row_groups : 1;
+  const int64_t wsize = WindowSize();
   int64_t pos = begin;
   while (pos < end) {
     const int64_t w = WindowOf(pos);
@@ -153,7 +168,9 @@ void EpochPlan::Resolve(int64_t begin, int64_t end, std::vector<SampleRef>* out)
       const auto k = static_cast<size_t>(it - order_offsets_.begin()) - 1;
       return SampleRef{order_[k], global - order_offsets_[k]};
     };
-    if (options_.shuffle) {
+    if (global_) {
+      for (; pos < wend; ++pos) out->push_back(locate(wbegin + (*global_)(pos - wbegin)));
+    } else if (options_.shuffle) {
       const auto perm = WindowPermutation(w);
       for (; pos < wend; ++pos) {
         out->push_back(locate(wbegin + (*perm)[static_cast<size_t>(pos - wbegin)]));

@@ -114,6 +114,43 @@ TEST(EpochPlan, RejectsBadSettings) {
   EXPECT_FALSE(EpochPlan::Make({3}, o).ok());  // 3 samples cannot fill 5 ranks
 }
 
+TEST(EpochPlan, GlobalShuffleIsOneWindowPermutedPerEpochAndSlicedByRank) {
+  const std::vector<int64_t> rows = {300, 5, 0, 257, 1000, 64};
+  const int64_t total = 300 + 5 + 257 + 1000 + 64;
+  PlanOptions o;
+  o.global_shuffle = true;
+  o.window_row_groups = 2;  // ignored
+  o.batch_size = 7;
+  o.drop_last = false;
+  auto plan = EpochPlan::Make(rows, o).ValueOrDie();
+  EXPECT_EQ(plan->num_windows(), 1);
+  EXPECT_EQ(plan->WindowSize(), static_cast<int64_t>(rows.size()));
+  auto all = Ids(rows, o);
+  auto sorted = all;
+  std::sort(sorted.begin(), sorted.end());
+  std::vector<int64_t> natural(static_cast<size_t>(total));
+  std::iota(natural.begin(), natural.end(), 0);
+  EXPECT_EQ(sorted, natural);
+  // Ranks: contiguous slices of the same sequence, whatever the world size.
+  for (int64_t world : {2, 3}) {
+    std::vector<int64_t> joined;
+    for (int64_t r = 0; r < world; ++r) {
+      PlanOptions ro = o;
+      ro.world_size = world;
+      ro.rank = r;
+      auto part = Ids(rows, ro);
+      joined.insert(joined.end(), part.begin(), part.end());
+    }
+    EXPECT_EQ(joined, all);
+  }
+  PlanOptions next = o;
+  next.epoch = 1;
+  EXPECT_NE(Ids(rows, next), all);
+  PlanOptions off = o;
+  off.shuffle = false;
+  EXPECT_FALSE(EpochPlan::Make(rows, off).ok());
+}
+
 TEST(PlanOptions, ValidateNamesTheSetting) {
   EXPECT_TRUE(PlanOptions{}.Validate().ok());
   PlanOptions o;

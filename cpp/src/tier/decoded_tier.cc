@@ -188,15 +188,15 @@ std::string DecodedTier::Impl::PathOf(const std::string& key) const {
 }
 
 arrow::Result<std::optional<std::vector<DecodedColumn>>> DecodedTier::Impl::Load(
-    const std::string& key) {
+    const std::string& key, bool just_stored) {
   const std::string path = PathOf(key);
   auto maybe_file = arrow::io::MemoryMappedFile::Open(path, arrow::io::FileMode::READ);
   auto miss = [&]() -> std::optional<std::vector<DecodedColumn>> {
-    ++misses_;
+    if (!just_stored) ++misses_;
     return std::nullopt;
   };
   auto corrupt = [&]() {
-    ++corrupt_;
+    if (!just_stored) ++corrupt_;
     return miss();  // damaged: decode again (and the store after it replaces the entry)
   };
   if (!maybe_file.ok()) return miss();
@@ -235,8 +235,8 @@ arrow::Result<std::optional<std::vector<DecodedColumn>>> DecodedTier::Impl::Load
   }
   // 4. The buffers' digest, the first time this process loads this entry.
   const std::string verified_id = key + '|' + std::to_string(data_digest);
-  bool verified;
-  {
+  bool verified = just_stored;
+  if (!verified) {
     std::lock_guard<std::mutex> lock(mu_);
     verified = verified_.count(verified_id) > 0;
   }
@@ -273,7 +273,7 @@ arrow::Result<std::optional<std::vector<DecodedColumn>>> DecodedTier::Impl::Load
       c.nulls.assign(p + r.nulls_offset, p + r.nulls_offset + r.nulls_bytes);
     }
   }
-  ++hits_;
+  if (!just_stored) ++hits_;
   return std::optional<std::vector<DecodedColumn>>(std::move(out));
 }
 

@@ -45,7 +45,11 @@ struct DecodedTier::Impl {
   static std::string Key(const Catalog& catalog, int32_t rg, const Layout& layout);
 
   // The columns of an entry, backed by a read-only memory map; nullopt on a miss.
-  arrow::Result<std::optional<std::vector<DecodedColumn>>> Load(const std::string& key);
+  // `just_stored`: the entry this thread has just written (Store), mapped in
+  // place of the decoded copy: its buffers' digest was computed from them a
+  // moment ago (every other check is made), and it counts as neither hit nor miss.
+  arrow::Result<std::optional<std::vector<DecodedColumn>>> Load(const std::string& key,
+                                                                bool just_stored = false);
   // Stores the columns; a failure to write degrades to not storing (counted).
   void Store(const std::string& key, const std::vector<DecodedColumn>& columns, int64_t rows);
 

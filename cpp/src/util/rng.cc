@@ -1,5 +1,6 @@
 #include "shardfeed/rng.h"
 
+#include <algorithm>
 #include <cstddef>
 #include <numeric>
 #include <utility>
@@ -69,6 +70,52 @@ std::vector<int64_t> Permutation(int64_t n, CounterRng& rng) {
     std::swap(perm[static_cast<size_t>(i)], perm[static_cast<size_t>(j)]);
   }
   return perm;
+}
+
+namespace {
+// SplitMix64's finalizer: every input bit flips about half the output bits.
+uint64_t Mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+}  // namespace
+
+FeistelPermutation::FeistelPermutation(int64_t n, CounterRng& rng) : n_(std::max<int64_t>(n, 0)) {
+  const auto un = static_cast<uint64_t>(std::max<int64_t>(n_, 1));
+  while (b_bits_ < 31 && (uint64_t{1} << (2 * b_bits_)) < un) ++b_bits_;
+  b_ = uint64_t{1} << b_bits_;
+  a_ = (un + b_ - 1) / b_;
+  for (auto& k : keys_) k = rng.NextU64();
+}
+
+uint64_t FeistelPermutation::Encrypt(uint64_t x) const {
+  // (left in [0, lm), right in [0, rm)) -> (right, (left + F(right)) mod lm):
+  // invertible (left = (new right - F(new left)) mod lm); the sizes trade
+  // places each round, so after an even number they are (a_, b_) again.
+  uint64_t lm = a_, rm = b_;
+  uint64_t left = x >> b_bits_, right = x & (b_ - 1);
+  for (int r = 0; r < kRounds; ++r) {
+    // F(right) in [0, lm) by Lemire's multiply-shift, then a modular add.
+    const auto f = static_cast<uint64_t>(
+        (static_cast<u128>(Mix64(right ^ keys_[static_cast<size_t>(r)])) * lm) >> 64);
+    uint64_t sum = left + f;
+    if (sum >= lm) sum -= lm;
+    left = right;
+    right = sum;
+    std::swap(lm, rm);
+  }
+  return (left << b_bits_) | right;
+}
+
+int64_t FeistelPermutation::operator()(int64_t i) const {
+  // A permutation of the domain maps [0, n) into itself once its cycles are
+  // followed past the domain's few extra elements.
+  auto x = static_cast<uint64_t>(i);
+  do {
+    x = Encrypt(x);
+  } while (x >= static_cast<uint64_t>(n_));
+  return static_cast<int64_t>(x);
 }
 
 }  // namespace shardfeed

@@ -1,6 +1,7 @@
 #include "shardfeed/rng.h"
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 
 #include <gtest/gtest.h>
@@ -56,6 +57,63 @@ TEST(Permutation, IsAPermutationAndDependsOnKey) {
   }
   CounterRng r1(1, 0, 3, 0), r2(1, 1, 3, 0);
   EXPECT_NE(Permutation(100, r1), Permutation(100, r2));
+}
+
+TEST(FeistelPermutation, IsAPermutationOfAnySizeAndDependsOnKey) {
+  for (int64_t n : {0, 1, 2, 3, 4, 5, 17, 64, 1000, 4097, 65536}) {
+    CounterRng rng(3, 4, 5, static_cast<uint64_t>(n));
+    const FeistelPermutation p(n, rng);
+    ASSERT_EQ(p.size(), n);
+    std::vector<bool> hit(static_cast<size_t>(n), false);
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t j = p(i);
+      ASSERT_GE(j, 0);
+      ASSERT_LT(j, n);
+      ASSERT_FALSE(hit[static_cast<size_t>(j)]) << "n=" << n << " i=" << i;
+      hit[static_cast<size_t>(j)] = true;
+    }
+  }
+  CounterRng r1(1, 0, 4, 0), r2(1, 1, 4, 0);
+  const FeistelPermutation a(1000, r1), b(1000, r2);
+  int64_t same = 0;
+  for (int64_t i = 0; i < 1000; ++i) same += a(i) == b(i);
+  EXPECT_LT(same, 10);  // about 1 expected
+}
+
+TEST(FeistelPermutation, SpreadsNeighboursUniformly) {
+  // Rows of 64 sorted blocks of 4,096: a block of 1,024 consecutive images
+  // should meet the blocks about as a uniform draw does.  The chance that two
+  // of its rows share a block is ~1/64 for a uniform permutation.
+  const int64_t blocks = 64, per = 4096, n = blocks * per, batch = 1024;
+  CounterRng rng(7, 0, 4, 0);
+  const FeistelPermutation p(n, rng);
+  double collision = 0;
+  for (int64_t start = 0; start < n; start += batch) {
+    std::vector<int64_t> count(blocks, 0);
+    for (int64_t i = start; i < start + batch; ++i) ++count[static_cast<size_t>(p(i) / per)];
+    double pairs = 0;
+    for (int64_t c : count) pairs += static_cast<double>(c) * static_cast<double>(c - 1);
+    collision += pairs / (static_cast<double>(batch) * (batch - 1));
+  }
+  const double weff = 1.0 / (collision / static_cast<double>(n / batch));
+  EXPECT_GT(weff, 0.95 * blocks);
+  EXPECT_LT(weff, 1.05 * blocks);
+  // No linear trace of the index: corr(i, p(i)) and corr(p(i), p(i + 1)) near 0
+  // (their spread for a uniform permutation is 1/sqrt(n) ~ 0.002).
+  auto corr = [&](auto&& x, auto&& y, int64_t m) {
+    double sx = 0, sy = 0, sxx = 0, syy = 0, sxy = 0;
+    for (int64_t i = 0; i < m; ++i) {
+      const auto a = static_cast<double>(x(i)), b = static_cast<double>(y(i));
+      sx += a, sy += b, sxx += a * a, syy += b * b, sxy += a * b;
+    }
+    const double k = static_cast<double>(m);
+    return (sxy / k - sx / k * sy / k) /
+           std::sqrt((sxx / k - sx / k * sx / k) * (syy / k - sy / k * sy / k));
+  };
+  EXPECT_LT(std::abs(corr([](int64_t i) { return i; }, p, n)), 0.01);
+  EXPECT_LT(std::abs(corr(
+                p, [&](int64_t i) { return p(i + 1); }, n - 1)),
+            0.01);
 }
 
 }  // namespace

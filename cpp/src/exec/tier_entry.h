@@ -1,0 +1,47 @@
+// What a decoded-tier entry of a row group holds under a layout (internal).
+//
+// The deterministic part of a row group: each column after the deterministic
+// prefix of its transforms, and, for a stack whose member columns have no
+// random transform, the stack's row-major matrix itself (before the stack's
+// own transforms).  A warm epoch then maps the matrix and gathers rows from
+// it: no decode and no transpose.  A column that only feeds such stacks is
+// not stored.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "transform/column.h"
+#include "transform/layout.h"
+
+namespace shardfeed {
+
+struct TierEntryPlan {
+  std::vector<bool> column_stored;  // per Layout::fields
+  std::vector<bool> matrix_stored;  // per Layout::outputs (stacks only)
+  // Appended to the entry's key when any matrix is stored: what the matrices
+  // depend on beyond the columns' key (dtype, width, members, null fills).
+  std::string key_suffix;
+
+  bool any_matrix() const;
+};
+
+TierEntryPlan PlanTierEntry(const Layout& layout);
+
+// The records of an entry, in order: the stored columns, then the stored
+// matrices (each a column of fixed-size lists of the stack's width).
+std::vector<DecodedColumn> EntryRecords(const TierEntryPlan& entry,
+                                        const std::vector<DecodedColumn>& columns,
+                                        const std::vector<DecodedColumn>& matrices);
+
+// Whether loaded records have the count, types and shapes that `entry`
+// stores for a row group of `rows` rows (the key says they should; this makes
+// sure that no forged or stale entry can make a batch read past a buffer);
+// if so, moves them into `columns` (one per field, empty where not stored)
+// and `matrices` (one per output, empty where not stored).
+bool TakeEntryRecords(std::vector<DecodedColumn>* loaded, const Layout& layout,
+                      const TierEntryPlan& entry, int64_t rows, std::vector<DecodedColumn>* columns,
+                      std::vector<DecodedColumn>* matrices);
+
+}  // namespace shardfeed
