@@ -141,46 +141,34 @@ def _make_iter(args: argparse.Namespace, system: str, files: list[str]) -> Any:
 
     feats = _features(args.features)
     workers = args.workers
-    if system == "shardfeed_loader":
-        import shardfeed
-
-        loader = shardfeed.Loader(
-            args.data_path, num_threads=args.threads, **_shardfeed_kwargs(args)
-        )
-
-        def make(epoch: int) -> Any:
-            loader.set_epoch(epoch)
-            return loader
-
-        notes = (
-            f"Loader(shuffle=True, seed=0, shuffle_window=4, prefetch=2, num_threads="
-            f"{args.threads or 'default'}), stack x=[B,{len(feats)}] float32, drop_last"
-        )
-        return make, notes, loader
-    if system in ("shardfeed_tier_warm", "shardfeed_tier_global"):
+    if system in ("shardfeed_loader", "shardfeed_tier_warm", "shardfeed_tier_global"):
         import atexit
         import shutil
         import tempfile
 
         import shardfeed
 
-        cache = tempfile.mkdtemp(prefix="shardfeed-bench-tier-")
-        atexit.register(shutil.rmtree, cache, True)
         kwargs = _shardfeed_kwargs(args)
-        if system == "shardfeed_tier_global":
-            kwargs["shuffle"] = "global"
-        loader = shardfeed.Loader(
-            args.data_path, num_threads=args.threads, cache_dir=cache, cache_decoded=True, **kwargs
+        notes = (
+            f"Loader(shuffle=True, seed=0, shuffle_window=4, prefetch=2, num_threads="
+            f"{args.threads or 'default'}), stack x=[B,{len(feats)}] float32, drop_last"
         )
+        if system != "shardfeed_loader":
+            cache = tempfile.mkdtemp(prefix="shardfeed-bench-tier-")
+            atexit.register(shutil.rmtree, cache, True)
+            kwargs.update(cache_dir=cache, cache_decoded=True)
+            if system == "shardfeed_tier_global":
+                kwargs["shuffle"] = "global"
+            notes = (
+                f"shardfeed_loader's Loader (shuffle={kwargs['shuffle']!r}) + cache_dir (fresh, "
+                f"{cache}) + cache_decoded=True: pass 1 fills the decoded tier, passes 2+ map it"
+            )
+        loader = shardfeed.Loader(args.data_path, num_threads=args.threads, **kwargs)
 
         def make(epoch: int) -> Any:
             loader.set_epoch(epoch)
             return loader
 
-        notes = (
-            f"shardfeed_loader's Loader (shuffle={kwargs['shuffle']!r}) + cache_dir (fresh, "
-            f"{cache}) + cache_decoded=True: pass 1 fills the decoded tier, passes 2+ map it"
-        )
         return make, notes, loader
     if system == "shardfeed_torch_2w":
         import shardfeed

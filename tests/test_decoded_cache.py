@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -47,13 +48,21 @@ def loader(dataset, cache, **kw):
     return plain(dataset, cache_dir=cache, cache_decoded=True, **kw)
 
 
+def same_streams(
+    a: shardfeed.Loader, b: shardfeed.Loader, epochs: int
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Asserts that both give the same stream in each epoch; yields (epoch, a's stats)."""
+    for epoch in range(epochs):
+        a.set_epoch(epoch)
+        b.set_epoch(epoch)
+        assert digest(a) == digest(b)
+        yield epoch, a.stats()
+
+
 def test_same_stream_cold_and_warm_and_later_epochs_skip_decoding(dataset, tmp_path):
     cached, reference = loader(dataset, tmp_path), plain(dataset)
-    for epoch in range(3):
-        cached.set_epoch(epoch)
-        reference.set_epoch(epoch)
-        assert digest(cached) == digest(reference)  # random transforms still vary per epoch
-        s = cached.stats()
+    # (Random transforms still vary per epoch: the reference's do.)
+    for epoch, s in same_streams(cached, reference, 3):
         if epoch == 0:
             assert s["decoded_misses"] == N_ROW_GROUPS and s["decoded_hits"] == 0
         else:
@@ -240,11 +249,7 @@ def test_a_stack_of_deterministic_columns_is_stored_as_its_matrix(dataset, tmp_p
         transforms=[Standardize("f0", mean=0.5, std=2.0), GaussianNoise("feats", std=0.1)]
     )
     cached, reference = loader(dataset, tmp_path, **kw), plain(dataset, **kw)
-    for epoch in range(3):
-        cached.set_epoch(epoch)
-        reference.set_epoch(epoch)
-        assert digest(cached) == digest(reference)
-        s = cached.stats()
+    for epoch, s in same_streams(cached, reference, 3):
         if epoch > 0:
             assert s["decoded_hits"] == epoch * N_ROW_GROUPS and s["decoded_corrupt"] == 0
             assert s["stages"]["decode"]["seconds"] == 0
@@ -276,9 +281,5 @@ def test_filtered_row_groups_hit_the_tier(dataset, tmp_path):
     the whole row group's count, so it never hit."""
     kw: dict[str, Any] = dict(filter=[("label", "=", 1)], drop_last=False)
     cached, reference = loader(dataset, tmp_path, **kw), plain(dataset, **kw)
-    for epoch in range(2):
-        cached.set_epoch(epoch)
-        reference.set_epoch(epoch)
-        assert digest(cached) == digest(reference)
-    s = cached.stats()
+    *_, (_, s) = same_streams(cached, reference, 2)
     assert s["decoded_hits"] == N_ROW_GROUPS and s["decoded_corrupt"] == 0, s
