@@ -29,6 +29,9 @@ first pass is shown apart, the median and spread come from the others):
   permutation of every row, gathered from the mapped tier);
 * ``shardfeed_torch_2w``: ``shardfeed.TorchDataset`` (same arguments) in a
   ``DataLoader(batch_size=None, num_workers=2)``;
+* ``shardfeed_torch_2w_tier`` (warm only): the same with ``cache_decoded=True`` in a fresh
+  ``cache_dir``: the workers decode each row group once (pass 1) and map it (passes 2+);
+  each pass's ``cpu_seconds`` counts the workers' CPU time too;
 * ``petastorm_baseline`` / ``petastorm_optimized``: see ``petastorm_worker.py`` (own
   virtual environment, ``petastorm_env.py``);
 * ``diy_dataloader_2w``: ``ParquetFile.iter_batches`` -> ``numpy.column_stack`` in a torch
@@ -68,6 +71,7 @@ SUITE_SYSTEMS = (
     "shardfeed_tier_warm",
     "shardfeed_tier_global",
     "shardfeed_torch_2w",
+    "shardfeed_torch_2w_tier",
     "petastorm_baseline",
     "petastorm_optimized",
     "diy_dataloader_2w",
@@ -77,7 +81,12 @@ SUITE_SYSTEMS = (
 )
 PETASTORM = ("petastorm_baseline", "petastorm_optimized")
 LIMITS = ("read_table_limit", "file_read_limit", "memcpy_limit")
-WARM_ONLY = ("memcpy_limit", "shardfeed_tier_warm", "shardfeed_tier_global")
+WARM_ONLY = (
+    "memcpy_limit",
+    "shardfeed_tier_warm",
+    "shardfeed_tier_global",
+    "shardfeed_torch_2w_tier",
+)
 # Systems whose wait under a simulated step and sample order are measured.
 LOADERS = (
     "shardfeed_loader",
@@ -101,6 +110,7 @@ LABELS = {
     "shardfeed_tier_warm": "shardfeed Loader, decoded tier (epochs 2+)",
     "shardfeed_tier_global": "shardfeed Loader, shuffle='global', decoded tier (epochs 2+)",
     "shardfeed_torch_2w": "shardfeed TorchDataset, 2 workers",
+    "shardfeed_torch_2w_tier": "shardfeed TorchDataset, 2 workers, decoded tier",
     "petastorm_baseline": "Petastorm 0.13.1 baseline",
     "petastorm_optimized": "Petastorm 0.13.1 optimized",
     "diy_dataloader_2w": "DIY iter_batches, DataLoader 2 workers",
@@ -134,6 +144,17 @@ def _shardfeed_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def _fresh_cache() -> str:
+    """An empty cache folder for this child, removed when it exits."""
+    import atexit
+    import shutil
+    import tempfile
+
+    cache = tempfile.mkdtemp(prefix="shardfeed-bench-tier-")
+    atexit.register(shutil.rmtree, cache, True)
+    return cache
+
+
 def _make_iter(args: argparse.Namespace, system: str, files: list[str]) -> Any:
     """Returns (setup, make_iter(epoch), notes) for a project-environment system."""
     import numpy as np
@@ -142,10 +163,6 @@ def _make_iter(args: argparse.Namespace, system: str, files: list[str]) -> Any:
     feats = _features(args.features)
     workers = args.workers
     if system in ("shardfeed_loader", "shardfeed_tier_warm", "shardfeed_tier_global"):
-        import atexit
-        import shutil
-        import tempfile
-
         import shardfeed
 
         kwargs = _shardfeed_kwargs(args)
@@ -154,8 +171,7 @@ def _make_iter(args: argparse.Namespace, system: str, files: list[str]) -> Any:
             f"{args.threads or 'default'}), stack x=[B,{len(feats)}] float32, drop_last"
         )
         if system != "shardfeed_loader":
-            cache = tempfile.mkdtemp(prefix="shardfeed-bench-tier-")
-            atexit.register(shutil.rmtree, cache, True)
+            cache = _fresh_cache()
             kwargs.update(cache_dir=cache, cache_decoded=True)
             if system == "shardfeed_tier_global":
                 kwargs["shuffle"] = "global"
@@ -170,12 +186,13 @@ def _make_iter(args: argparse.Namespace, system: str, files: list[str]) -> Any:
             return loader
 
         return make, notes, loader
-    if system == "shardfeed_torch_2w":
+    if system in ("shardfeed_torch_2w", "shardfeed_torch_2w_tier"):
         import shardfeed
 
-        ds = shardfeed.TorchDataset(
-            args.data_path, num_threads=args.threads, **_shardfeed_kwargs(args)
-        )
+        kwargs = _shardfeed_kwargs(args)
+        if system == "shardfeed_torch_2w_tier":
+            kwargs.update(cache_dir=_fresh_cache(), cache_decoded=True)
+        ds = shardfeed.TorchDataset(args.data_path, num_threads=args.threads, **kwargs)
 
         def make(epoch: int) -> Any:
             ds.set_epoch(epoch)

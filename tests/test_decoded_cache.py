@@ -283,3 +283,35 @@ def test_filtered_row_groups_hit_the_tier(dataset, tmp_path):
     cached, reference = loader(dataset, tmp_path, **kw), plain(dataset, **kw)
     *_, (_, s) = same_streams(cached, reference, 2)
     assert s["decoded_hits"] == N_ROW_GROUPS and s["decoded_corrupt"] == 0, s
+
+
+_SHARER = r"""
+import json, sys
+import shardfeed
+src, cache, seed = sys.argv[1], sys.argv[2], int(sys.argv[3])
+ld = shardfeed.Loader(src, batch_size=64, stack={"feats": [f"f{i}" for i in range(8)]},
+                      columns=["label"], output="numpy", seed=seed, num_threads=2,
+                      cache_dir=cache, cache_decoded=True)
+ld._settings.extra.update(debug_slow_stage="decode", debug_slow_us=150_000)
+rows = sum(len(b["label"]) for b in ld)
+s = ld.stats()
+print(json.dumps({"hits": s["decoded_hits"], "misses": s["decoded_misses"], "rows": rows}))
+"""
+
+
+def test_processes_sharing_the_tier_decode_each_row_group_once(dataset, tmp_path):
+    """Issue 12 item 2: ranks or DataLoader workers on a node that share a decoded tier
+    decode each row group once (the entry's lock): the others wait and map it."""
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _SHARER, str(dataset), str(tmp_path), str(seed)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for seed in (1, 2)
+    ]
+    outs = [json.loads(p.communicate(timeout=300)[0]) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0]
+    assert sum(o["misses"] for o in outs) == N_ROW_GROUPS, outs
+    assert sum(o["hits"] for o in outs) == N_ROW_GROUPS, outs
+    assert len(list((tmp_path / "decoded").glob("*.sfd"))) == N_ROW_GROUPS

@@ -470,12 +470,16 @@ arrow::Result<std::shared_ptr<const DecodedRowGroup>> DecodeRowGroup(const Catal
   std::vector<DecodedColumn> matrices(layout.outputs.size());  // stacks' matrices made so far
   const TierEntryPlan entry = hooks.tier ? PlanTierEntry(layout) : TierEntryPlan{};
   std::string tier_key;
+  storage_internal::LockedFd entry_lock;  // held from the load until a miss is stored
   bool cached = false;
   if (hooks.tier) {
     const auto t_load = Clock::now();
     tier_key = DecodedTier::Impl::Key(catalog, rg_index, layout) + entry.key_suffix;
     // A filtered row group holds other rows than the whole one.
     if (filtered) tier_key += "|filter:" + hooks.filter->key();
+    // Whoever else on the node decodes this row group now, it is waited for
+    // and then mapped: each row group is decoded once.
+    ARROW_ASSIGN_OR_RAISE(entry_lock, hooks.tier->impl()->LockEntry(tier_key, StopOf(hooks)));
     auto maybe_loaded = hooks.tier->impl()->Load(tier_key);
     if (!maybe_loaded.ok()) {
       return WithContext(maybe_loaded.status(), context + ", decoded cache entry");
@@ -484,6 +488,7 @@ arrow::Result<std::shared_ptr<const DecodedRowGroup>> DecodeRowGroup(const Catal
     if (loaded &&
         TakeEntryRecords(&*loaded, layout, entry, num_rows, &decoded->columns, &matrices)) {
       cached = true;
+      entry_lock = storage_internal::LockedFd{};
       for (size_t i = 0; i < layout.fields.size(); ++i) done[i] = DeterministicPrefix(layout, i);
       hooks.clock->Add(Stage::kRead, t_load, 0, num_rows, rg_index);
     }
@@ -534,6 +539,7 @@ arrow::Result<std::shared_ptr<const DecodedRowGroup>> DecodeRowGroup(const Catal
       ARROW_RETURN_NOT_OK(make_matrix(o));
     }
     hooks.tier->impl()->Store(tier_key, EntryRecords(entry, decoded->columns, matrices), num_rows);
+    entry_lock = storage_internal::LockedFd{};
     if (hooks.map_stored) {
       // What was just stored, mapped: the decoded copies go (a failed store
       // or load keeps them).

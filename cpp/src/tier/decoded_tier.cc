@@ -1,10 +1,12 @@
 #include "tier/decoded_tier_internal.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -12,6 +14,7 @@
 #include <iomanip>
 #include <iostream>
 #include <sstream>
+#include <thread>
 
 #include <arrow/buffer.h>
 #include <arrow/io/file.h>
@@ -185,6 +188,25 @@ std::string DecodedTier::Impl::Key(const Catalog& catalog, int32_t rg, const Lay
 
 std::string DecodedTier::Impl::PathOf(const std::string& key) const {
   return dir_ + "/" + Hex64(Hash64(key)) + ".sfd";
+}
+
+arrow::Result<storage_internal::LockedFd> DecodedTier::Impl::LockEntry(
+    const std::string& key, const std::function<bool()>& stopped) const {
+  using storage_internal::LockMode, storage_internal::LockWait, storage_internal::LockOutcome;
+  const std::string path = dir_ + "/" + Hex64(Hash64(key)) + ".lock";
+  const auto t0 = std::chrono::steady_clock::now();
+  auto delay = std::chrono::milliseconds(1);
+  for (;;) {
+    auto locked = storage_internal::OpenLocked(path, O_RDWR | O_CREAT, LockMode::kExclusive,
+                                               LockWait::kNoWait);
+    if (!locked.ok()) return storage_internal::LockedFd{};  // no lock file: decode unlocked
+    if (locked->outcome == LockOutcome::kLocked) return std::move(*locked);
+    if (stopped && stopped()) return arrow::Status::Cancelled("loader stopped");
+    const std::chrono::duration<double> waited = std::chrono::steady_clock::now() - t0;
+    if (waited.count() > kEntryLockWait) return storage_internal::LockedFd{};
+    std::this_thread::sleep_for(delay);
+    delay = std::min(delay * 2, std::chrono::milliseconds(20));
+  }
 }
 
 arrow::Result<std::optional<std::vector<DecodedColumn>>> DecodedTier::Impl::Load(

@@ -20,6 +20,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -32,6 +33,7 @@
 
 #include "shardfeed/catalog.h"
 #include "shardfeed/decoded_tier.h"
+#include "storage/posix_file.h"
 #include "transform/column.h"
 #include "transform/layout.h"
 
@@ -50,6 +52,16 @@ struct DecodedTier::Impl {
   // moment ago (every other check is made), and it counts as neither hit nor miss.
   arrow::Result<std::optional<std::vector<DecodedColumn>>> Load(const std::string& key,
                                                                 bool just_stored = false);
+  // The entry's lock ("<hash>.lock" beside it, flock: across processes and
+  // threads), taken before its Load and held until a miss is decoded and
+  // stored, so that the processes and threads of a node sharing the tier
+  // decode each row group once: the others wait and then map it.  Waits in
+  // short sleeps: Cancelled once `stopped()`; after kEntryLockWait seconds,
+  // or when the lock file cannot be made, an unlocked result (the caller
+  // decodes too: twice, never stuck).
+  static constexpr double kEntryLockWait = 120;
+  arrow::Result<storage_internal::LockedFd> LockEntry(const std::string& key,
+                                                      const std::function<bool()>& stopped) const;
   // Stores the columns; a failure to write degrades to not storing (counted).
   void Store(const std::string& key, const std::vector<DecodedColumn>& columns, int64_t rows);
 

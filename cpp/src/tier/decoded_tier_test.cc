@@ -1,12 +1,16 @@
 #include "tier/decoded_tier_internal.h"
 
+#include <atomic>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include <arrow/buffer.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "shardfeed/status.h"
 #include "storage/temp_file.h"
@@ -148,6 +152,45 @@ TEST(DecodedTier, UsageAndClearSeeOnlyTheTiersEntries) {
   EXPECT_EQ(tier->stats().bytes_on_disk, 0);
   EXPECT_FALSE(tier->impl()->Load("key-a").ValueOrDie().has_value());
   EXPECT_TRUE(std::filesystem::exists(dir.path() / "decoded" / "notes.txt"));
+}
+
+TEST(DecodedTier, AnEntrysLockMakesOthersWaitThenSeeTheEntry) {
+  testing::TempDir dir;
+  auto a = DecodedTier::Open(dir.path().string(), 0).ValueOrDie();
+  auto b = DecodedTier::Open(dir.path().string(), 0).ValueOrDie();  // another process's view
+  auto held = a->impl()->LockEntry("k", nullptr).ValueOrDie();
+  ASSERT_EQ(held.outcome, storage_internal::LockOutcome::kLocked);
+  // A waiter that is told to stop gives up at once, locked by nobody.
+  auto stopped = b->impl()->LockEntry("k", [] { return true; });
+  EXPECT_TRUE(stopped.status().IsCancelled());
+  // Another key is not held up.
+  EXPECT_EQ(b->impl()->LockEntry("other", nullptr).ValueOrDie().outcome,
+            storage_internal::LockOutcome::kLocked);
+  // The holder stores the entry and lets go; the waiter then finds it.
+  std::atomic<bool> got{false};
+  std::thread waiter([&] {
+    auto mine = b->impl()->LockEntry("k", nullptr).ValueOrDie();
+    EXPECT_EQ(mine.outcome, storage_internal::LockOutcome::kLocked);
+    auto loaded = b->impl()->Load("k").ValueOrDie();
+    got = loaded.has_value();
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  a->impl()->Store("k", {Int64Column(0, 10)}, 10);
+  held = storage_internal::LockedFd{};
+  waiter.join();
+  EXPECT_TRUE(got.load());
+}
+
+TEST(DecodedTier, NoLockFileMeansNoLockNotAnError) {
+  testing::TempDir dir;
+  auto tier = DecodedTier::Open(dir.path().string(), 0).ValueOrDie();
+  fs::permissions(dir.path(), fs::perms::owner_read | fs::perms::owner_exec);
+  auto lock = tier->impl()->LockEntry("k", nullptr);
+  fs::permissions(dir.path(), fs::perms::owner_all);
+  ASSERT_TRUE(lock.ok());
+  if (::geteuid() != 0) {  // root writes anywhere
+    EXPECT_NE(lock->outcome, storage_internal::LockOutcome::kLocked);
+  }
 }
 
 }  // namespace
