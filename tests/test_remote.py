@@ -171,6 +171,20 @@ def test_decoded_tier_over_s3(remote, dataset, tmp_path):
     assert s["stages"]["decode"]["seconds"] == 0 and s["decoded_hits"] > 0
 
 
+def test_global_shuffle_over_s3_is_the_local_stream(remote, dataset, tmp_path):
+    """shuffle="global" (issue 11 item 3) from the bucket, cold then warm, against the local
+    files with their own tier: one stream."""
+    args = dict(ARGS, shuffle="global", drop_last=False)
+    bucket = shardfeed.Loader(remote, cache_dir=tmp_path / "s3", cache_decoded=True, **args)
+    local = shardfeed.Loader(dataset, cache_dir=tmp_path / "local", cache_decoded=True, **args)
+    for epoch in (0, 1):
+        bucket.set_epoch(epoch)
+        local.set_epoch(epoch)
+        assert digest(bucket) == digest(local)
+    s = bucket.stats()
+    assert s["decoded_hits"] > 0 and s["stages"]["decode"]["seconds"] == 0
+
+
 def test_cache_cli(remote, tmp_path, capsys):
     assert cli.main(["cache", "warm", remote, "--cache-dir", str(tmp_path)]) == 0
     assert "3 of 3 files cached" in capsys.readouterr().out
