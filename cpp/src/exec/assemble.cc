@@ -142,23 +142,26 @@ void Transpose4Byte(const std::vector<const uint32_t*>& cols, int64_t r0, int64_
 #endif
 
 arrow::Status TransposeStack(const Layout& layout, const OutputPlan& plan,
-                             const std::vector<DecodedColumn>& columns, int64_t rows,
-                             uint8_t* out) {
+                             const std::vector<DecodedColumn>& columns, int64_t rows, uint8_t* out,
+                             size_t first, size_t last) {
   constexpr int64_t kTileRows = 256;
+  last = std::min(last, plan.sources.size());
+  if (first >= last) return arrow::Status::OK();
 #if defined(__SSE2__)
   bool same = DTypeSize(plan.matrix_dtype) == 4;
-  for (int source : plan.sources) {
-    same = same && layout.field_dtypes[static_cast<size_t>(source)] == plan.matrix_dtype;
+  for (size_t c = first; c < last; ++c) {
+    same = same && layout.field_dtypes[static_cast<size_t>(plan.sources[c])] == plan.matrix_dtype;
   }
   if (same) {
     std::vector<const uint32_t*> cols;
-    for (int source : plan.sources) {
+    for (size_t c = first; c < last; ++c) {
       cols.push_back(
-          reinterpret_cast<const uint32_t*>(columns[static_cast<size_t>(source)].values));
+          reinterpret_cast<const uint32_t*>(columns[static_cast<size_t>(plan.sources[c])].values));
     }
+    // Members [first, last) are the columns from `first` on of each row.
+    auto* dst = reinterpret_cast<uint32_t*>(out) + first;
     for (int64_t r0 = 0; r0 < rows; r0 += kTileRows) {
-      Transpose4Byte(cols, r0, std::min(rows, r0 + kTileRows), plan.width,
-                     reinterpret_cast<uint32_t*>(out));
+      Transpose4Byte(cols, r0, std::min(rows, r0 + kTileRows), plan.width, dst);
     }
     return arrow::Status::OK();
   }
@@ -168,7 +171,7 @@ arrow::Status TransposeStack(const Layout& layout, const OutputPlan& plan,
     auto* dst = reinterpret_cast<Dst*>(out);
     for (int64_t r0 = 0; r0 < rows; r0 += kTileRows) {
       const int64_t tile = std::min(kTileRows, rows - r0);
-      for (size_t c = 0; c < plan.sources.size(); ++c) {
+      for (size_t c = first; c < last; ++c) {
         const auto source = static_cast<size_t>(plan.sources[c]);
         VisitDType(layout.field_dtypes[source], [&](auto s) {
           using Src = decltype(s);

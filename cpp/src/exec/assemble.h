@@ -23,9 +23,11 @@ struct GatherInput {
 // Writes the stack `plan` of one decoded row group as a row-major [rows, width]
 // matrix of the stack's dtype before its own transforms (matrix_dtype) into `out`, so that
 // gathering a shuffled batch copies one contiguous row per sample instead of touching `width`
-// columns.
+// columns.  Only members [first, last) of the stack (their columns must be
+// there; the others' are not read).
 arrow::Status TransposeStack(const Layout& layout, const OutputPlan& plan,
-                             const std::vector<DecodedColumn>& columns, int64_t rows, uint8_t* out);
+                             const std::vector<DecodedColumn>& columns, int64_t rows, uint8_t* out,
+                             size_t first = 0, size_t last = SIZE_MAX);
 
 // Buffers come from `arena` when it has room (see OutputBuffer::Make).
 arrow::Result<std::shared_ptr<Batch>> Assemble(const Layout& layout, const GatherInput& input,

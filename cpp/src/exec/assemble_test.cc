@@ -1,5 +1,6 @@
 #include "exec/assemble.h"
 
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -10,6 +11,7 @@
 #include <parquet/arrow/writer.h>
 
 #include "exec/decode.h"
+#include "exec/stack_matrix.h"
 #include "exec/stage_clock.h"
 #include "shardfeed/catalog.h"
 #include "util/test_util.h"
@@ -168,6 +170,49 @@ TEST(Assemble, TransposeStackConvertsEachColumn) {
   ASSERT_TRUE(
       TransposeStack(layout, plan, columns, 3, reinterpret_cast<uint8_t*>(out.data())).ok());
   EXPECT_EQ(out, (std::vector<double>{1, 0.5, 2, 1.5, 3, 2.5}));
+}
+
+TEST(Assemble, StackMembersWrittenInPartsMakeTheWholeMatrix) {
+  // 7 float32 members (the 4-byte path, with a remainder) and 3 int16 + float32
+  // (the converting path), 5 rows, written [0, 3) then [3, width): as at once.
+  for (bool mixed : {false, true}) {
+    std::vector<std::shared_ptr<arrow::Field>> fields;
+    std::vector<std::string> names;
+    for (int c = 0; c < 7; ++c) {
+      names.push_back("c" + std::to_string(c));
+      fields.push_back(
+          arrow::field(names.back(), mixed && c < 3 ? arrow::int16() : arrow::float32()));
+    }
+    OutputOptions options;
+    options.stacks = {{"m", names}};
+    auto layout = MakeLayout(*arrow::schema(fields), options).ValueOrDie();
+    const auto& plan = layout.outputs[0];
+    const int64_t rows = 5;
+    std::vector<std::vector<float>> f(7, std::vector<float>(rows));
+    std::vector<std::vector<int16_t>> i(7, std::vector<int16_t>(rows));
+    std::vector<DecodedColumn> columns(7);
+    for (int c = 0; c < 7; ++c) {
+      for (int64_t r = 0; r < rows; ++r) {
+        f[c][static_cast<size_t>(r)] = static_cast<float>(10 * r + c) + 0.5f;
+        i[c][static_cast<size_t>(r)] = static_cast<int16_t>(10 * r + c);
+      }
+      const bool small = mixed && c < 3;
+      columns[c].dtype = small ? DType::kInt16 : DType::kFloat32;
+      columns[c].values = small ? reinterpret_cast<const uint8_t*>(i[c].data())
+                                : reinterpret_cast<const uint8_t*>(f[c].data());
+      columns[c].count = rows;
+    }
+    auto whole = MakeStackMatrix(layout, plan, columns, rows).ValueOrDie();
+    auto parts = NewStackMatrix(plan, rows).ValueOrDie();
+    ASSERT_TRUE(FillStackMembers(layout, plan, columns, rows, 0, 3, &parts).ok());
+    ASSERT_TRUE(FillStackMembers(layout, plan, columns, rows, 3, 100, &parts).ok());
+    ASSERT_EQ(parts.count, whole.count);
+    EXPECT_EQ(std::memcmp(parts.values, whole.values, static_cast<size_t>(whole.owned->size())), 0)
+        << "mixed=" << mixed;
+    const auto* m = reinterpret_cast<const float*>(whole.values);
+    EXPECT_EQ(m[2 * 7 + 5], 25.5f);                  // row 2, member 5
+    EXPECT_EQ(m[4 * 7 + 1], mixed ? 41.0f : 41.5f);  // row 4, member 1
+  }
 }
 
 TEST(Assemble, NullsWithoutFillNullNameTheColumnAndRow) {

@@ -329,7 +329,7 @@ arrow::Result<RowGroupReader> OpenRowGroup(const Catalog& catalog, int32_t rg_in
 arrow::Result<std::shared_ptr<arrow::Table>> ReadTable(
     const Catalog& catalog, int32_t rg_index, const Layout& layout, const DecodeHooks& hooks,
     const std::string& context, const std::vector<int64_t>* selection, const RowGroupReader& opened,
-    std::vector<int>* table_column) {
+    const std::vector<bool>& wanted, std::vector<int>* table_column) {
   const auto& rg = catalog.row_groups()[static_cast<size_t>(rg_index)];
   const auto& file = catalog.files()[static_cast<size_t>(rg.file)];
   const ErrorContext where{file.rel_path, rg.row_group, "", ""};
@@ -342,7 +342,7 @@ arrow::Result<std::shared_ptr<arrow::Table>> ReadTable(
   for (size_t i = 0; i < layout.fields.size(); ++i) {
     const int field = layout.fields[i];
     const int in_file = file.field_map.empty() ? field : file.field_map[static_cast<size_t>(field)];
-    if (in_file < 0) continue;
+    if (in_file < 0 || !wanted[i]) continue;
     CollectLeaves(manifest.schema_fields[static_cast<size_t>(in_file)], &leaves[i]);
     all_leaves.insert(all_leaves.end(), leaves[i].begin(), leaves[i].end());
     (*table_column)[i] = read_columns++;
@@ -396,24 +396,27 @@ arrow::Result<std::shared_ptr<arrow::Table>> ReadTable(
   return table;
 }
 
-// Opens the file, reads the row group's columns and flattens them; a column
-// the file lacks, or a partition column, is made here instead of read.
+// Reads the `wanted` fields' columns of the row group from the opened file and
+// flattens them into (*columns)[i] (the others are left as they are); a
+// column the file lacks, or a partition column, is made here instead of read.
+// `first`: the row group's first read (its bytes and rows go to the stats).
 arrow::Status ReadColumns(const Catalog& catalog, int32_t rg_index, const Layout& layout,
                           const DecodeHooks& hooks, const std::string& context,
-                          const std::vector<int64_t>* selection,
+                          const std::vector<int64_t>* selection, const RowGroupReader& opened,
+                          const std::vector<bool>& wanted, bool first,
                           std::vector<DecodedColumn>* columns) {
   const auto& rg = catalog.row_groups()[static_cast<size_t>(rg_index)];
   const auto& file = catalog.files()[static_cast<size_t>(rg.file)];
-  ARROW_ASSIGN_OR_RAISE(auto opened, OpenRowGroup(catalog, rg_index, hooks, context));
   const auto t_decode = Clock::now();
+  const int64_t io_before = opened.io_ns->load();
   std::vector<int> table_column;
   ARROW_ASSIGN_OR_RAISE(auto table, ReadTable(catalog, rg_index, layout, hooks, context, selection,
-                                              opened, &table_column));
+                                              opened, wanted, &table_column));
   const int64_t num_rows = selection ? static_cast<int64_t>(selection->size()) : rg.num_rows;
 
-  Slow(hooks, "decode");
   columns->resize(layout.fields.size());
   for (size_t i = 0; i < layout.fields.size(); ++i) {
+    if (!wanted[i]) continue;
     const std::string column_context = context + ", column '" + layout.field_names[i] + "'";
     std::shared_ptr<arrow::Array> stored;  // the file's own column, when it has one
     if (table_column[i] >= 0) {
@@ -435,9 +438,10 @@ arrow::Status ReadColumns(const Catalog& catalog, int32_t rg_index, const Layout
   }
   const auto t_end = Clock::now();
   // Reads run on Arrow's I/O threads while this one waits: decode is the rest.
-  const int64_t busy = std::max<int64_t>(0, (t_end - t_decode).count() - opened.io_ns->load());
-  hooks.clock->AddSpan(Stage::kDecode, t_decode, t_end, busy, rg.total_bytes, rg.num_rows,
-                       rg_index);
+  const int64_t io = opened.io_ns->load() - io_before;
+  const int64_t busy = std::max<int64_t>(0, (t_end - t_decode).count() - io);
+  hooks.clock->AddSpan(Stage::kDecode, t_decode, t_end, busy, first ? rg.total_bytes : 0,
+                       first ? rg.num_rows : 0, rg_index);
   return arrow::Status::OK();
 }
 
@@ -493,9 +497,22 @@ arrow::Result<std::shared_ptr<const DecodedRowGroup>> DecodeRowGroup(const Catal
       hooks.clock->Add(Stage::kRead, t_load, 0, num_rows, rg_index);
     }
   }
+  // Stacks whose columns are read a few at a time, straight into the matrix:
+  // in a row group too large to pre-buffer (read column by column anyway),
+  // where holding it twice, as arrays and as matrix, costs the most.
+  const std::vector<bool> fused =
+      cached || PreBuffered(rg.total_bytes) ? std::vector<bool>() : FusedStacks(layout);
+  std::vector<bool> read_whole(layout.fields.size(), true);
+  for (size_t o = 0; o < fused.size(); ++o) {
+    if (!fused[o]) continue;
+    for (int f : layout.outputs[o].sources) read_whole[static_cast<size_t>(f)] = false;
+  }
+  std::optional<RowGroupReader> opened;
   if (!cached) {
+    ARROW_ASSIGN_OR_RAISE(opened, OpenRowGroup(catalog, rg_index, hooks, context));
+    Slow(hooks, "decode");
     ARROW_RETURN_NOT_OK(ReadColumns(catalog, rg_index, layout, hooks, context, decoded->rows.get(),
-                                    &decoded->columns));
+                                    *opened, read_whole, true, &decoded->columns));
   }
   const auto t_transform = Clock::now();
   Slow(hooks, "transform");
@@ -527,6 +544,41 @@ arrow::Result<std::shared_ptr<const DecodedRowGroup>> DecodeRowGroup(const Catal
     matrices[o] = std::move(*matrix);
     return arrow::Status::OK();
   };
+  // A fused stack: kFusedColumns members at a time are read, transformed,
+  // null-filled and written into the matrix, then dropped, so that a large
+  // row group is held once (its matrix), not twice (its arrays and matrix).
+  for (size_t o = 0; o < fused.size(); ++o) {
+    if (!fused[o]) continue;
+    const auto& plan = layout.outputs[o];
+    ARROW_ASSIGN_OR_RAISE(matrices[o], NewStackMatrix(plan, num_rows));
+    const size_t n = plan.sources.size();
+    for (size_t first = 0; first < n; first += kFusedColumns) {
+      const size_t last = std::min(n, first + kFusedColumns);
+      std::vector<bool> wanted(layout.fields.size(), false);
+      for (size_t c = first; c < last; ++c) wanted[static_cast<size_t>(plan.sources[c])] = true;
+      ARROW_RETURN_NOT_OK(ReadColumns(catalog, rg_index, layout, hooks, context,
+                                      decoded->rows.get(), *opened, wanted, false,
+                                      &decoded->columns));
+      for (size_t c = first; c < last; ++c) {
+        const auto f = static_cast<size_t>(plan.sources[c]);
+        ARROW_RETURN_NOT_OK(apply(f, layout.field_transforms[f].size()));
+        ARROW_RETURN_NOT_OK(nulls(f));
+      }
+      const auto t_fill = Clock::now();
+      ARROW_RETURN_NOT_OK(WithContext(
+          FillStackMembers(layout, plan, decoded->columns, num_rows, first, last, &matrices[o]),
+          context + ", stack '" + plan.name + "'"));
+      hooks.clock->Add(
+          Stage::kAssemble, t_fill,
+          static_cast<int64_t>((last - first) * DTypeSize(plan.matrix_dtype)) * num_rows, 0,
+          rg_index);
+      for (size_t c = first; c < last; ++c) {
+        decoded->columns[static_cast<size_t>(plan.sources[c])] = DecodedColumn{};
+      }
+    }
+  }
+  opened.reset();  // the file is read
+
   if (hooks.tier && !cached) {
     for (size_t i = 0; i < layout.fields.size(); ++i) {
       ARROW_RETURN_NOT_OK(apply(i, DeterministicPrefix(layout, i)));
@@ -534,7 +586,7 @@ arrow::Result<std::shared_ptr<const DecodedRowGroup>> DecodeRowGroup(const Catal
     // The stored matrices' members are complete (no random transform): their
     // null policy (a fill, or an error either way) and matrix come now.
     for (size_t o = 0; o < layout.outputs.size(); ++o) {
-      if (!entry.matrix_stored[o]) continue;
+      if (!entry.matrix_stored[o] || matrices[o].owned) continue;
       for (int s : layout.outputs[o].sources) ARROW_RETURN_NOT_OK(nulls(static_cast<size_t>(s)));
       ARROW_RETURN_NOT_OK(make_matrix(o));
     }

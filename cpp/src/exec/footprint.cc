@@ -11,6 +11,8 @@
 #include <parquet/metadata.h>
 #include <parquet/schema.h>
 
+#include "exec/stack_matrix.h"
+
 namespace shardfeed {
 
 int64_t DecodedChunkBytes(const parquet::ColumnDescriptor& column, int64_t num_values,
@@ -45,10 +47,30 @@ int64_t DecodedChunkBytes(const parquet::ColumnDescriptor& column, int64_t num_v
   return n * width + (column.max_definition_level() > 0 ? n / 8 + 1 : 0);
 }
 
+namespace {
+// Per layout field: the share of a fused stack member's bytes held at once
+// while the stack is read; -1 for a field that is not such a member.
+std::vector<double> FusedShares(const Layout& layout) {
+  std::vector<double> share(layout.fields.size(), -1);
+  const auto fused = FusedStacks(layout);
+  for (size_t o = 0; o < fused.size(); ++o) {
+    if (!fused[o]) continue;
+    const auto& sources = layout.outputs[o].sources;
+    const double held =
+        std::min(1.0, static_cast<double>(kFusedColumns) / static_cast<double>(sources.size()));
+    for (int f : sources) share[static_cast<size_t>(f)] = held;
+  }
+  return share;
+}
+}  // namespace
+
 std::vector<RowGroupFootprint> EstimateFootprints(const Catalog& catalog, const Layout& layout) {
   const auto& files = catalog.files();
   const auto& rgs = catalog.row_groups();
   std::vector<RowGroupFootprint> out(rgs.size());
+  const std::vector<double> share = FusedShares(layout);
+  // Per file and leaf column read: the layout field it belongs to.
+  std::vector<std::vector<size_t>> field_of_leaf(files.size());
   // Per file: its leaf columns that the layout reads, and how many of the
   // layout's fields it lacks (partition columns, columns missing in the file).
   std::vector<std::vector<int>> leaves(files.size());
@@ -57,19 +79,23 @@ std::vector<RowGroupFootprint> EstimateFootprints(const Catalog& catalog, const 
     const auto& file = files[f];
     if (!file.metadata) continue;
     const parquet::SchemaDescriptor* schema = file.metadata->schema();
-    std::unordered_map<int, bool> wanted;  // file top-level field -> read
-    for (int field : layout.fields) {
+    std::unordered_map<int, size_t> wanted;  // file top-level field -> layout field
+    for (size_t i = 0; i < layout.fields.size(); ++i) {
+      const int field = layout.fields[i];
       const int in_file =
           file.field_map.empty() ? field : file.field_map[static_cast<size_t>(field)];
       if (in_file < 0) {
         ++absent[f];
       } else {
-        wanted[in_file] = true;
+        wanted[in_file] = i;
       }
     }
     for (int c = 0; c < schema->num_columns(); ++c) {
       const int top = schema->group_node()->FieldIndex(*schema->GetColumnRoot(c));
-      if (wanted.count(top)) leaves[f].push_back(c);
+      auto it = wanted.find(top);
+      if (it == wanted.end()) continue;
+      leaves[f].push_back(c);
+      field_of_leaf[f].push_back(it->second);
     }
   }
   for (size_t i = 0; i < rgs.size(); ++i) {
@@ -81,14 +107,21 @@ std::vector<RowGroupFootprint> EstimateFootprints(const Catalog& catalog, const 
     if (!meta || entry.row_group < 0 || entry.row_group >= meta->num_row_groups()) continue;
     auto rg = meta->RowGroup(entry.row_group);
     const parquet::SchemaDescriptor* schema = meta->schema();
-    for (int c : leaves[f]) {
+    for (size_t k = 0; k < leaves[f].size(); ++k) {
+      const int c = leaves[f][k];
       if (c >= rg->num_columns()) continue;
       auto chunk = rg->ColumnChunk(c);
       // Footer numbers are untrusted: a negative size counts as nothing, a
       // count is capped (an estimate sizes no allocation, but must not overflow).
       fp.read += std::max<int64_t>(chunk->total_compressed_size(), 0);
-      fp.decoded += DecodedChunkBytes(*schema->Column(c), chunk->num_values(), entry.num_rows,
-                                      chunk->total_uncompressed_size());
+      const int64_t bytes = DecodedChunkBytes(*schema->Column(c), chunk->num_values(),
+                                              entry.num_rows, chunk->total_uncompressed_size());
+      fp.decoded += bytes;
+      const double held = share[field_of_leaf[f][k]];
+      if (held >= 0 && !PreBuffered(entry.total_bytes)) {  // as DecodeRowGroup fuses
+        fp.fused += bytes;
+        fp.fused_held += static_cast<int64_t>(held * static_cast<double>(bytes));
+      }
       ++fp.chunks;
     }
   }
@@ -100,8 +133,10 @@ std::shared_ptr<const std::vector<RowGroupFootprint>> Footprints(
   struct Entry {
     std::weak_ptr<const Catalog> catalog;
     std::vector<int> fields;
+    std::vector<double> shares;  // what fusing depends on (FusedShares)
     std::shared_ptr<const std::vector<RowGroupFootprint>> footprints;
   };
+  const std::vector<double> shares = FusedShares(layout);
   constexpr size_t kKept = 8;
   static std::mutex mu;
   static std::vector<Entry> kept;  // latest last
@@ -109,7 +144,7 @@ std::shared_ptr<const std::vector<RowGroupFootprint>> Footprints(
     // Owner equality, not the address: a catalog freed and another made at
     // the same address is not a match.
     return !e.catalog.owner_before(catalog) && !catalog.owner_before(e.catalog) &&
-           !e.catalog.expired() && e.fields == layout.fields;
+           !e.catalog.expired() && e.fields == layout.fields && e.shares == shares;
   };
   {
     std::lock_guard<std::mutex> lock(mu);
@@ -125,7 +160,7 @@ std::shared_ptr<const std::vector<RowGroupFootprint>> Footprints(
     if (same(e)) return e.footprints;  // another thread made it meanwhile
   }
   if (kept.size() >= kKept) kept.erase(kept.begin());
-  kept.push_back(Entry{catalog, layout.fields, made});
+  kept.push_back(Entry{catalog, layout.fields, shares, made});
   return made;
 }
 

@@ -20,6 +20,10 @@ struct RowGroupFootprint {
   int64_t read = 0;     // compressed bytes of the column chunks decoded
   int64_t decoded = 0;  // their uncompressed bytes (partition columns: 8 per row)
   int64_t chunks = 0;   // column chunks read
+  // Of `decoded`: the members of fused stacks (FusedStacks), and the part of
+  // them held at once while they are read (kFusedColumns members per stack).
+  int64_t fused = 0;
+  int64_t fused_held = 0;
 };
 
 // Column chunks at most this large (compressed, the whole row group) are
@@ -54,9 +58,10 @@ std::shared_ptr<const std::vector<RowGroupFootprint>> Footprints(
 
 // What decoding one row group holds at its peak: the pre-buffered compressed
 // chunks (or a stream buffer per chunk), Arrow's arrays and the stack matrix
-// made from them.
+// made from them -- of a fused stack's members only the few read at once.
 inline int64_t DecodeReservation(const RowGroupFootprint& f, int64_t row_group_bytes) {
-  return (PreBuffered(row_group_bytes) ? f.read : f.chunks * kStreamBufferBytes) + 2 * f.decoded;
+  return (PreBuffered(row_group_bytes) ? f.read : f.chunks * kStreamBufferBytes) + 2 * f.decoded -
+         f.fused + f.fused_held;
 }
 
 // Built batches the engine keeps at most: N * queue_depth, fewer when they

@@ -1,6 +1,7 @@
 // A stack's row-major matrix for one decoded row group (internal).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -19,6 +20,23 @@ namespace shardfeed {
 arrow::Result<DecodedColumn> MakeStackMatrix(const Layout& layout, const OutputPlan& plan,
                                              const std::vector<DecodedColumn>& columns,
                                              int64_t rows);
+
+// The same in parts: a matrix not yet written, then members [first, last)
+// written into it from their columns (decode reads a large row group's
+// stack a few columns at a time: see FusedStacks).
+arrow::Result<DecodedColumn> NewStackMatrix(const OutputPlan& plan, int64_t rows);
+arrow::Status FillStackMembers(const Layout& layout, const OutputPlan& plan,
+                               const std::vector<DecodedColumn>& columns, int64_t rows,
+                               size_t first, size_t last, DecodedColumn* matrix);
+
+// Per Layout::outputs: the stacks whose members feed nothing else and have no
+// random transform, so that their columns can be read, transformed and
+// written into the matrix a few at a time (never all held at once) and the
+// matrix is what the decoded tier stores (tier_entry.h).  Decode fuses them
+// in row groups too large to pre-buffer (footprint.h: PreBuffered).
+std::vector<bool> FusedStacks(const Layout& layout);
+// Members of a fused stack read at a time.
+inline constexpr size_t kFusedColumns = 16;
 
 // The stack's own transforms, in list order, on its matrix (see ApplyTransform
 // for first_row and selected).  Errors name the transform.
