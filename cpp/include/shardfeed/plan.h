@@ -120,6 +120,12 @@ class EpochPlan {
   mutable std::mutex mu_;
   mutable std::map<int64_t, std::shared_ptr<const std::vector<int64_t>>> perms_;
   std::optional<FeistelPermutation> global_;  // shuffle="global"
+  // shuffle="global": where to start looking for the row group (in order_)
+  // that holds a position: per bucket of 2^locate_shift_ positions, the one
+  // holding its first position (at most 4 buckets per row group).
+  int locate_shift_ = 0;
+  std::vector<int32_t> locate_start_;
+  size_t LocateGlobal(int64_t global) const;
 };
 
 }  // namespace shardfeed

@@ -67,6 +67,8 @@ class FeistelPermutation {
   int64_t size() const { return n_; }
   // The image of i (0 <= i < size()).
   int64_t operator()(int64_t i) const;
+  // The images of [begin, end) into out[0, end - begin): one call per batch.
+  void Map(int64_t begin, int64_t end, int64_t* out) const;
 
  private:
   uint64_t Encrypt(uint64_t x) const;

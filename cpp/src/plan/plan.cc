@@ -78,6 +78,18 @@ arrow::Result<std::shared_ptr<const EpochPlan>> EpochPlan::Make(std::vector<int6
   if (o.shuffle && o.global_shuffle) {
     CounterRng rng(o.seed, o.epoch, static_cast<uint64_t>(Purpose::kGlobalPermutation), 0);
     plan->global_.emplace(plan->total_rows_, rng);
+    const int64_t most = 4 * std::max<int64_t>(n_rg, 1);
+    while (plan->locate_shift_ < 62 && (plan->total_rows_ >> plan->locate_shift_) > most) {
+      ++plan->locate_shift_;
+    }
+    const int64_t buckets = (plan->total_rows_ >> plan->locate_shift_) + 1;
+    plan->locate_start_.resize(static_cast<size_t>(buckets));
+    size_t k = 0;
+    for (int64_t b = 0; b < buckets; ++b) {
+      const int64_t start = b << plan->locate_shift_;
+      while (k + 1 < static_cast<size_t>(n_rg) && plan->order_offsets_[k + 1] <= start) ++k;
+      plan->locate_start_[static_cast<size_t>(b)] = static_cast<int32_t>(k);
+    }
   }
 
   // 3. This rank's slice and its batch layout.
@@ -151,6 +163,15 @@ std::shared_ptr<const std::vector<int64_t>> EpochPlan::WindowPermutation(int64_t
   return perm;
 }
 
+size_t EpochPlan::LocateGlobal(int64_t global) const {
+  // The last row group starting at or before `global`: from its bucket's
+  // first (a step or two: a bucket is at most a quarter of a row group on
+  // average), empty row groups skipped by the search.
+  size_t k = static_cast<size_t>(locate_start_[static_cast<size_t>(global >> locate_shift_)]);
+  while (k + 1 < order_.size() && order_offsets_[k + 1] <= global) ++k;
+  return k;
+}
+
 void EpochPlan::Resolve(int64_t begin, int64_t end, std::vector<SampleRef>* out) const {
   out->clear();
   out->reserve(static_cast<size_t>(std::max<int64_t>(0, end - begin)));
@@ -169,7 +190,14 @@ void EpochPlan::Resolve(int64_t begin, int64_t end, std::vector<SampleRef>* out)
       return SampleRef{order_[k], global - order_offsets_[k]};
     };
     if (global_) {
-      for (; pos < wend; ++pos) out->push_back(locate(wbegin + (*global_)(pos - wbegin)));
+      // One window (wbegin = 0): positions are indices of the permutation.
+      std::vector<int64_t> images(static_cast<size_t>(wend - pos));
+      global_->Map(pos - wbegin, wend - wbegin, images.data());
+      for (int64_t image : images) {
+        const size_t k = LocateGlobal(wbegin + image);
+        out->push_back(SampleRef{order_[k], wbegin + image - order_offsets_[k]});
+      }
+      pos = wend;
     } else if (options_.shuffle) {
       const auto perm = WindowPermutation(w);
       for (; pos < wend; ++pos) {

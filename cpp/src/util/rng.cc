@@ -118,4 +118,8 @@ int64_t FeistelPermutation::operator()(int64_t i) const {
   return static_cast<int64_t>(x);
 }
 
+void FeistelPermutation::Map(int64_t begin, int64_t end, int64_t* out) const {
+  for (int64_t i = begin; i < end; ++i) *out++ = (*this)(i);
+}
+
 }  // namespace shardfeed
