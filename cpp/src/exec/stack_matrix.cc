@@ -72,12 +72,11 @@ std::vector<bool> FusedStacks(const Layout& layout) {
   std::vector<bool> fused(layout.outputs.size(), false);
   for (size_t o = 0; o < layout.outputs.size(); ++o) {
     const auto& plan = layout.outputs[o];
-    if (plan.kind != OutputKind::kStack) continue;
+    if (plan.kind != OutputKind::kStack || !MembersDeterministic(layout, plan)) continue;
     bool ok = true;
     for (int s : plan.sources) {
       const auto f = static_cast<size_t>(s);
-      ok = ok && !layout.field_used_alone[f] && stacks_of[f] == 1 &&
-           DeterministicPrefix(layout, f) == layout.field_transforms[f].size();
+      ok = ok && !layout.field_used_alone[f] && stacks_of[f] == 1;
     }
     fused[o] = ok;
   }

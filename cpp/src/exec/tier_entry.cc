@@ -54,13 +54,7 @@ TierEntryPlan PlanTierEntry(const Layout& layout) {
   entry.matrix_stored.assign(layout.outputs.size(), false);
   for (size_t o = 0; o < layout.outputs.size(); ++o) {
     const auto& plan = layout.outputs[o];
-    if (plan.kind != OutputKind::kStack) continue;
-    bool deterministic = true;
-    for (int s : plan.sources) {
-      const auto f = static_cast<size_t>(s);
-      deterministic &= DeterministicPrefix(layout, f) == layout.field_transforms[f].size();
-    }
-    entry.matrix_stored[o] = deterministic;
+    entry.matrix_stored[o] = plan.kind == OutputKind::kStack && MembersDeterministic(layout, plan);
   }
   // A column is stored when something other than a stored matrix reads it.
   for (size_t i = 0; i < layout.fields.size(); ++i) {

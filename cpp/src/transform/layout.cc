@@ -427,6 +427,14 @@ size_t DeterministicPrefix(const Layout& layout, size_t field) {
   return n;
 }
 
+bool MembersDeterministic(const Layout& layout, const OutputPlan& plan) {
+  for (int s : plan.sources) {
+    const auto f = static_cast<size_t>(s);
+    if (DeterministicPrefix(layout, f) != layout.field_transforms[f].size()) return false;
+  }
+  return true;
+}
+
 arrow::Result<std::vector<OutputInfo>> DescribeOutputs(const arrow::Schema& schema,
                                                        const OutputOptions& options) {
   ARROW_ASSIGN_OR_RAISE(Layout layout, MakeLayout(schema, options));

@@ -60,6 +60,10 @@ arrow::Result<DType> ValueDType(const arrow::DataType& type, const std::string& 
 // deterministic: the part the decoded tier may store.
 size_t DeterministicPrefix(const Layout& layout, size_t field);
 
+// Whether no member of stack `plan` has a random transform: its matrix (before
+// the stack's own transforms) is then a pure function of the row group.
+bool MembersDeterministic(const Layout& layout, const OutputPlan& plan);
+
 // "days" for dates; "s", "ms", "us" or "ns" for timestamps, times and
 // durations (also as list elements); empty for other types.
 std::string TimeUnitName(const arrow::DataType& type);
