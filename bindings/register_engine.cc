@@ -105,6 +105,9 @@ class EngineHandle {
     memory["peak_decoding_bytes"] = s.memory_peak_decoding;
     memory["peak_decoded_bytes"] = s.memory_peak_decoded;
     memory["peak_batch_bytes"] = s.memory_peak_batches;
+    memory["peak_idle_bytes"] = s.memory_peak_idle;
+    memory["matrices_reused"] = s.matrices_reused;
+    memory["matrices_allocated"] = s.matrices_allocated;
     memory["waits"] = s.memory_waits;
     memory["wait_seconds"] = s.memory_wait_seconds;
     memory["over_limit"] = s.memory_over_limit;

@@ -315,3 +315,38 @@ def test_wide_stacks_read_a_few_columns_at_a_time_give_the_same_values(tmp_path)
     np.testing.assert_allclose(got, expected, rtol=1e-6)
     whole = shardfeed.Loader(root, columns=["id", "f07"], **args)
     assert np.array_equal(np.concatenate([b["x"] for b in whole]), got)
+
+
+def test_reused_stack_matrices_hold_only_their_own_row_groups_values(tmp_path):
+    """A window's freed stack matrices are handed to the next decodes of the same size
+    (``matrices_reused``) rather than fresh pages: every row of every batch must still be
+    its own row's values, nulls filled, whatever the buffer held before."""
+    rng = np.random.default_rng(5)
+    rows, groups = 6000, 12
+    n = rows * groups
+    cols: dict[str, Any] = {
+        f"f{i:02d}": rng.standard_normal(n, dtype=np.float32) for i in range(31)
+    }
+    nullable = rng.standard_normal(n).astype(np.float32)
+    table = pa.table(cols).append_column("g", pa.array(nullable, mask=rng.random(n) < 0.2))
+    root = tmp_path / "reuse"
+    root.mkdir()
+    pq.write_table(table, root / "r.parquet", row_group_size=rows)
+    members = [*cols, "g"]
+    loader = shardfeed.Loader(
+        root, batch_size=1000, shuffle=True, seed=9, stack={"x": members}, output="numpy",
+        fill_null=-3.0, with_sample_id=True, shuffle_window=2, num_threads=2,
+    )  # fmt: skip
+    expected = np.column_stack(
+        [np.nan_to_num(table.column(m).to_numpy(zero_copy_only=False), nan=-3.0) for m in members]
+    )
+    for _ in range(2):
+        seen = 0
+        for b in loader:
+            np.testing.assert_array_equal(b["x"], expected[b["sample_id"]])
+            seen += len(b["sample_id"])
+        assert seen == n
+        m = loader.stats()["memory"]
+        assert m["matrices_reused"] > 0, m
+        assert m["matrices_reused"] + m["matrices_allocated"] == groups, m
+        assert 0 < m["peak_idle_bytes"] <= m["limit_bytes"] / 2, m

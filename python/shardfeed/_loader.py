@@ -189,7 +189,10 @@ class Loader(Stream):
         ``memory``: the budget of ``memory_limit`` in bytes -- ``limit_bytes``,
         ``peak_bytes`` (all of it at once) and its parts ``peak_decoding_bytes``
         (reserved for row groups being decoded), ``peak_decoded_bytes``,
-        ``peak_batch_bytes`` (built, not yet taken); ``waits``/``wait_seconds``
+        ``peak_batch_bytes`` (built, not yet taken); apart from them
+        ``peak_idle_bytes`` (freed stack matrices kept for the next decodes,
+        ``matrices_reused`` of ``matrices_reused + matrices_allocated`` taken
+        from them); ``waits``/``wait_seconds``
         (decodes that waited for room), ``over_limit`` (decodes for the next
         batch that went past the limit), ``ready_batches`` (built batches kept at
         most); and the prediction made from the footers: ``shuffle_window``,

@@ -124,6 +124,9 @@ struct EngineStats {
   int64_t memory_peak_decoding = 0;    // ... reserved for row groups being decoded
   int64_t memory_peak_decoded = 0;     // ... held by decoded row groups
   int64_t memory_peak_batches = 0;     // ... held by built batches not yet taken
+  int64_t memory_peak_idle = 0;        // ... freed stack matrices kept for reuse
+  int64_t matrices_reused = 0;         // stack matrices taken from those kept
+  int64_t matrices_allocated = 0;      // ... and allocated
   int64_t memory_waits = 0;            // decodes that waited for room
   double memory_wait_seconds = 0;      // how long they waited
   int64_t memory_over_limit = 0;       // decodes for the next batch that went past the limit

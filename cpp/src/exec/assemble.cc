@@ -144,7 +144,11 @@ void Transpose4Byte(const std::vector<const uint32_t*>& cols, int64_t r0, int64_
 arrow::Status TransposeStack(const Layout& layout, const OutputPlan& plan,
                              const std::vector<DecodedColumn>& columns, int64_t rows, uint8_t* out,
                              size_t first, size_t last) {
-  constexpr int64_t kTileRows = 256;
+  // 16 rows: the tile's output (16 rows of the matrix) is contiguous and
+  // stays in L1 while the columns are read, each source line whole (256 rows
+  // wrote 1 KB-strided rows, which share a few L1 sets: 4.3 against 5.2 GB/s
+  // for 68,750 x 256 float32 into reused memory, one core).
+  constexpr int64_t kTileRows = 16;
   last = std::min(last, plan.sources.size());
   if (first >= last) return arrow::Status::OK();
 #if defined(__SSE2__)

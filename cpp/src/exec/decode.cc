@@ -536,7 +536,8 @@ arrow::Result<std::shared_ptr<const DecodedRowGroup>> DecodeRowGroup(const Catal
   };
   auto make_matrix = [&](size_t o) -> arrow::Status {
     const auto t_stack = Clock::now();
-    auto matrix = MakeStackMatrix(layout, layout.outputs[o], decoded->columns, num_rows);
+    auto matrix = MakeStackMatrix(layout, layout.outputs[o], decoded->columns, num_rows,
+                                  hooks.matrices.get());
     if (!matrix.ok()) {
       return WithContext(matrix.status(), context + ", stack '" + layout.outputs[o].name + "'");
     }
@@ -550,7 +551,7 @@ arrow::Result<std::shared_ptr<const DecodedRowGroup>> DecodeRowGroup(const Catal
   for (size_t o = 0; o < fused.size(); ++o) {
     if (!fused[o]) continue;
     const auto& plan = layout.outputs[o];
-    ARROW_ASSIGN_OR_RAISE(matrices[o], NewStackMatrix(plan, num_rows));
+    ARROW_ASSIGN_OR_RAISE(matrices[o], NewStackMatrix(plan, num_rows, hooks.matrices.get()));
     const size_t n = plan.sources.size();
     for (size_t first = 0; first < n; first += kFusedColumns) {
       const size_t last = std::min(n, first + kFusedColumns);

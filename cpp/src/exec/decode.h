@@ -13,6 +13,7 @@
 #include <arrow/type_fwd.h>
 
 #include "exec/decoded_row_group.h"
+#include "exec/matrix_pool.h"
 #include "exec/stage_clock.h"
 #include "shardfeed/catalog.h"
 #include "shardfeed/decoded_tier.h"
@@ -29,8 +30,9 @@ struct DecodeHooks {
   std::shared_ptr<StageClock> clock;  // required
   // Opens a catalog file; empty: the catalog's filesystem (storage/open.h).
   FileOpener open;
-  Stage io_stage = Stage::kRead;      // kFetch when the bytes come from remote storage
-  std::shared_ptr<DecodedTier> tier;  // the decoded cache tier, when enabled
+  Stage io_stage = Stage::kRead;         // kFetch when the bytes come from remote storage
+  std::shared_ptr<DecodedTier> tier;     // the decoded cache tier, when enabled
+  std::shared_ptr<MatrixPool> matrices;  // stack matrices reused; empty: allocated
   // With a tier: a row group decoded and stored is then mapped from its entry
   // (shuffle="global" holds every row group at once: the page cache's pages,
   // not the engine's memory).

@@ -193,6 +193,11 @@ class EngineImpl final : public Engine {
         built_(schedule_->num_units(), capacity_) {
     hooks_.clock = clock_;
     hooks_.tier = options_.decoded_tier;
+    // A window's matrices are freed together: keep as many as fit in half
+    // the limit (at most kIdleMatrices) for the decodes that follow.
+    constexpr int kIdleMatrices = 4;
+    hooks_.matrices =
+        std::make_shared<MatrixPool>(budget_, kIdleMatrices, options_.memory_limit / 2);
     hooks_.map_stored = schedule_->plan().options().global_shuffle;
     hooks_.filter = options_.filter;
     if (!catalog_->is_local()) hooks_.io_stage = Stage::kFetch;
@@ -298,6 +303,10 @@ class EngineImpl final : public Engine {
     s.memory_peak_decoding = m.peak_of[MemoryBudget::kDecoding];
     s.memory_peak_decoded = m.peak_of[MemoryBudget::kDecoded];
     s.memory_peak_batches = m.peak_of[MemoryBudget::kBatches];
+    s.memory_peak_idle = m.peak_of[MemoryBudget::kIdle];
+    const auto pooled = hooks_.matrices->counts();
+    s.matrices_reused = pooled.reused;
+    s.matrices_allocated = pooled.allocated;
     s.memory_waits = m.waits;
     s.memory_wait_seconds = m.wait_seconds;
     s.memory_over_limit = m.urgent_over_limit;

@@ -20,7 +20,7 @@ void MemoryBudget::Release(Kind kind, int64_t bytes) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     of_[kind] -= bytes;
-    used_ -= bytes;
+    if (kind != kIdle) used_ -= bytes;
   }
   changed_.notify_all();
 }
@@ -30,7 +30,8 @@ void MemoryBudget::Convert(Kind from, int64_t from_bytes, Kind to, int64_t to_by
     std::lock_guard<std::mutex> lock(mu_);
     of_[from] -= from_bytes;
     of_[to] += to_bytes;
-    used_ += to_bytes - from_bytes;
+    if (from != kIdle) used_ -= from_bytes;
+    if (to != kIdle) used_ += to_bytes;
     UpdatePeaksLocked();
   }
   changed_.notify_all();
@@ -50,6 +51,11 @@ void MemoryBudget::Stop() {
   changed_.notify_all();
 }
 
+int64_t MemoryBudget::Excess() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return limit_ == 0 ? 0 : std::max<int64_t>(0, used_ + of_[kIdle] - limit_);
+}
+
 MemoryBudget::Snapshot MemoryBudget::snapshot() const {
   std::lock_guard<std::mutex> lock(mu_);
   Snapshot s;
@@ -65,7 +71,7 @@ MemoryBudget::Snapshot MemoryBudget::snapshot() const {
 
 void MemoryBudget::BookLocked(Kind kind, int64_t bytes) {
   of_[kind] += bytes;
-  used_ += bytes;
+  if (kind != kIdle) used_ += bytes;
   UpdatePeaksLocked();
 }
 

@@ -3,8 +3,13 @@
 // Every byte the engine holds is booked under one kind: reserved for a row
 // group being decoded (its compressed read buffers, Arrow's arrays and the
 // stack matrix built from them, estimated from the footer before the read),
-// held by a decoded row group (measured once decoded), or held by a built
-// batch that the consumer has not taken yet.  A worker that is about to
+// held by a decoded row group (measured once decoded), held by a built
+// batch that the consumer has not taken yet.  Apart from those, and not in
+// `used` nor `peak`: idle bytes, freed stack matrices kept for the next
+// decode (MatrixPool).  The decode that reserves takes one rather than
+// allocating it, so idle bytes are memory its reservation already counts;
+// the pool frees them when a decode needs another size while booked and idle
+// bytes together are over the limit (Excess).  A worker that is about to
 // decode waits until its reservation fits under the limit, unless its row
 // group is needed by the consumer's next unit (`urgent`): that one always goes
 // ahead, so the budget can slow the engine down but never stop it.
@@ -20,13 +25,13 @@ namespace shardfeed {
 
 class MemoryBudget {
  public:
-  enum Kind { kDecoding = 0, kDecoded = 1, kBatches = 2 };
-  static constexpr int kKinds = 3;
+  enum Kind { kDecoding = 0, kDecoded = 1, kBatches = 2, kIdle = 3 };
+  static constexpr int kKinds = 4;
 
   struct Snapshot {
     int64_t limit = 0;  // 0: unlimited
     int64_t used = 0;
-    int64_t peak = 0;                       // most bytes booked at once, all kinds together
+    int64_t peak = 0;                       // most bytes booked at once, kinds but kIdle together
     std::array<int64_t, kKinds> peak_of{};  // the most of each kind at once
     int64_t waits = 0;                      // reservations that had to wait
     double wait_seconds = 0;
@@ -75,6 +80,8 @@ class MemoryBudget {
   void Wake();
   // Wakes every waiter for good; Reserve then returns false.
   void Stop();
+  // Booked and idle bytes over the limit (0 under it or without a limit).
+  int64_t Excess() const;
 
   Snapshot snapshot() const;
 

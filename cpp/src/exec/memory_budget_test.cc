@@ -28,6 +28,20 @@ TEST(MemoryBudget, BooksUnderTheLimitAndKeepsPeaksPerKind) {
   EXPECT_EQ(b.snapshot().used, 0);
 }
 
+TEST(MemoryBudget, IdleBytesAreApartFromUsedButCountInTheExcess) {
+  MemoryBudget b(100);
+  b.Add(MemoryBudget::kIdle, 70);
+  EXPECT_TRUE(b.TryReserve(MemoryBudget::kDecoding, 90));
+  auto s = b.snapshot();
+  EXPECT_EQ(s.used, 90);
+  EXPECT_EQ(s.peak, 90);
+  EXPECT_EQ(s.peak_of[MemoryBudget::kIdle], 70);
+  EXPECT_EQ(b.Excess(), 60);
+  b.Release(MemoryBudget::kIdle, 70);
+  EXPECT_EQ(b.Excess(), 0);
+  EXPECT_EQ(b.snapshot().used, 90);
+}
+
 TEST(MemoryBudget, ALargerReservationThanTheLimitNeedsUrgency) {
   MemoryBudget b(10);
   EXPECT_FALSE(b.TryReserve(MemoryBudget::kDecoding, 1000));

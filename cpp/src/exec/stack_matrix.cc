@@ -34,13 +34,19 @@ void FillNulls(const OutputPlan& plan, const std::vector<DecodedColumn>& columns
 
 }  // namespace
 
-arrow::Result<DecodedColumn> NewStackMatrix(const OutputPlan& plan, int64_t rows) {
+arrow::Result<DecodedColumn> NewStackMatrix(const OutputPlan& plan, int64_t rows,
+                                            MatrixPool* pool) {
   DecodedColumn m;
   m.dtype = plan.matrix_dtype;
   m.count = rows * plan.width;
   m.list_size = plan.width;
   const auto bytes = m.count * static_cast<int64_t>(DTypeSize(m.dtype));
-  ARROW_ASSIGN_OR_RAISE(m.owned, arrow::AllocateBuffer(std::max<int64_t>(bytes, 1), EnginePool()));
+  if (pool != nullptr) {
+    ARROW_ASSIGN_OR_RAISE(m.owned, pool->Take(bytes));
+  } else {
+    ARROW_ASSIGN_OR_RAISE(m.owned,
+                          arrow::AllocateBuffer(std::max<int64_t>(bytes, 1), EnginePool()));
+  }
   m.values = m.owned->data();
   return m;
 }
@@ -57,8 +63,8 @@ arrow::Status FillStackMembers(const Layout& layout, const OutputPlan& plan,
 
 arrow::Result<DecodedColumn> MakeStackMatrix(const Layout& layout, const OutputPlan& plan,
                                              const std::vector<DecodedColumn>& columns,
-                                             int64_t rows) {
-  ARROW_ASSIGN_OR_RAISE(DecodedColumn m, NewStackMatrix(plan, rows));
+                                             int64_t rows, MatrixPool* pool) {
+  ARROW_ASSIGN_OR_RAISE(DecodedColumn m, NewStackMatrix(plan, rows, pool));
   ARROW_RETURN_NOT_OK(FillStackMembers(layout, plan, columns, rows, 0, plan.sources.size(), &m));
   return m;
 }

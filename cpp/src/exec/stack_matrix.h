@@ -8,6 +8,7 @@
 
 #include <arrow/result.h>
 
+#include "exec/matrix_pool.h"
 #include "transform/column.h"
 #include "transform/layout.h"
 #include "transform/transform.h"
@@ -16,15 +17,17 @@ namespace shardfeed {
 
 // The member columns of stack `plan` transposed into a [rows, width] matrix of
 // plan.matrix_dtype (a column of fixed-size lists that owns its buffer), with
-// the nulls the stack's FillNull takes filled.
+// the nulls the stack's FillNull takes filled.  Its buffer comes from `pool`
+// when given (matrix_pool.h), else from the engine's allocator.
 arrow::Result<DecodedColumn> MakeStackMatrix(const Layout& layout, const OutputPlan& plan,
                                              const std::vector<DecodedColumn>& columns,
-                                             int64_t rows);
+                                             int64_t rows, MatrixPool* pool = nullptr);
 
 // The same in parts: a matrix not yet written, then members [first, last)
 // written into it from their columns (decode reads a large row group's
 // stack a few columns at a time: see FusedStacks).
-arrow::Result<DecodedColumn> NewStackMatrix(const OutputPlan& plan, int64_t rows);
+arrow::Result<DecodedColumn> NewStackMatrix(const OutputPlan& plan, int64_t rows,
+                                            MatrixPool* pool = nullptr);
 arrow::Status FillStackMembers(const Layout& layout, const OutputPlan& plan,
                                const std::vector<DecodedColumn>& columns, int64_t rows,
                                size_t first, size_t last, DecodedColumn* matrix);

@@ -1,0 +1,97 @@
+#include "exec/matrix_pool.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "util/memory.h"
+
+namespace shardfeed {
+
+// A taken matrix: the backing buffer's memory, which goes back to the pool
+// with its last holder.
+class PooledBuffer : public arrow::MutableBuffer {
+ public:
+  PooledBuffer(std::unique_ptr<arrow::Buffer> backing, int64_t size, std::weak_ptr<MatrixPool> pool)
+      : arrow::MutableBuffer(backing->mutable_data(), size),
+        backing_(std::move(backing)),
+        pool_(std::move(pool)) {
+    capacity_ = backing_->capacity();
+  }
+  ~PooledBuffer() override {
+    if (auto pool = pool_.lock()) pool->GiveBack(std::move(backing_));
+  }
+  PooledBuffer(const PooledBuffer&) = delete;
+  PooledBuffer& operator=(const PooledBuffer&) = delete;
+
+ private:
+  std::unique_ptr<arrow::Buffer> backing_;
+  std::weak_ptr<MatrixPool> pool_;
+};
+
+MatrixPool::MatrixPool(std::shared_ptr<MemoryBudget> budget, int max_idle, int64_t max_idle_bytes)
+    : budget_(std::move(budget)), max_idle_(max_idle), max_idle_bytes_(max_idle_bytes) {}
+
+MatrixPool::~MatrixPool() {
+  std::lock_guard<std::mutex> lock(mu_);
+  FreeLocked(counts_.idle_bytes);
+}
+
+arrow::Result<std::shared_ptr<arrow::Buffer>> MatrixPool::Take(int64_t bytes) {
+  bytes = std::max<int64_t>(bytes, 1);
+  std::unique_ptr<arrow::Buffer> backing;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    // The newest idle matrix of this size (the most likely still in cache).
+    for (auto it = idle_.rbegin(); it != idle_.rend(); ++it) {
+      const int64_t cap = (*it)->capacity();
+      if (cap >= bytes && cap - bytes <= bytes / 16) {
+        backing = std::move(*it);
+        idle_.erase(std::next(it).base());
+        counts_.idle_bytes -= cap;
+        ++counts_.reused;
+        budget_->Release(MemoryBudget::kIdle, cap);
+        break;
+      }
+    }
+    if (!backing) {
+      // The reservation that led here may have counted on idle bytes.
+      FreeLocked(budget_->Excess());
+      ++counts_.allocated;
+    }
+  }
+  if (!backing) {
+    ARROW_ASSIGN_OR_RAISE(backing, arrow::AllocateBuffer(bytes, EnginePool()));
+  }
+  return std::make_shared<PooledBuffer>(std::move(backing), bytes, weak_from_this());
+}
+
+void MatrixPool::GiveBack(std::unique_ptr<arrow::Buffer> backing) {
+  const int64_t cap = backing->capacity();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (max_idle_ <= 0 || (max_idle_bytes_ > 0 && cap > max_idle_bytes_)) return;  // freed
+  while (static_cast<int>(idle_.size()) >= max_idle_ ||
+         (max_idle_bytes_ > 0 && counts_.idle_bytes + cap > max_idle_bytes_)) {
+    FreeLocked(1);
+  }
+  counts_.idle_bytes += cap;
+  idle_.push_back(std::move(backing));
+  budget_->Add(MemoryBudget::kIdle, cap);
+}
+
+void MatrixPool::FreeLocked(int64_t bytes) {
+  int64_t freed = 0;
+  while (freed < bytes && !idle_.empty()) {
+    const int64_t cap = idle_.front()->capacity();
+    idle_.pop_front();
+    counts_.idle_bytes -= cap;
+    freed += cap;
+    budget_->Release(MemoryBudget::kIdle, cap);
+  }
+}
+
+MatrixPool::Counts MatrixPool::counts() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return counts_;
+}
+
+}  // namespace shardfeed

@@ -1,0 +1,85 @@
+#include "exec/matrix_pool.h"
+
+#include <memory>
+
+#include <gtest/gtest.h>
+
+namespace shardfeed {
+namespace {
+
+int64_t Idle(const MemoryBudget& b) { return b.snapshot().peak_of[MemoryBudget::kIdle]; }
+
+TEST(MatrixPool, AFreedMatrixIsHandedToTheNextDecodeOfItsSize) {
+  auto budget = std::make_shared<MemoryBudget>(0);
+  auto pool = std::make_shared<MatrixPool>(budget, 4, 0);
+  auto a = pool->Take(1 << 20).ValueOrDie();
+  ASSERT_TRUE(a->is_mutable());
+  EXPECT_EQ(a->size(), 1 << 20);
+  const uint8_t* where = a->data();
+  a->mutable_data()[0] = 7;
+  a.reset();  // back to the pool, booked idle but not used
+  EXPECT_EQ(pool->counts().idle_bytes, 1 << 20);
+  EXPECT_EQ(budget->snapshot().used, 0);
+  EXPECT_EQ(Idle(*budget), 1 << 20);
+
+  // A slightly smaller one (within 1/16) reuses it; its capacity says so.
+  auto b = pool->Take((1 << 20) - 1000).ValueOrDie();
+  EXPECT_EQ(b->data(), where);
+  EXPECT_EQ(b->size(), (1 << 20) - 1000);
+  EXPECT_EQ(b->capacity(), 1 << 20);
+  EXPECT_EQ(pool->counts().idle_bytes, 0);
+  // A much smaller or a larger one does not.
+  auto c = pool->Take(1 << 10).ValueOrDie();
+  EXPECT_NE(c->data(), where);
+  const auto n = pool->counts();
+  EXPECT_EQ(n.reused, 1);
+  EXPECT_EQ(n.allocated, 2);
+}
+
+TEST(MatrixPool, KeepsAtMostItsCountAndBytesNewestFirst) {
+  auto budget = std::make_shared<MemoryBudget>(0);
+  // (Sizes in multiples of 64: capacities are.)
+  auto pool = std::make_shared<MatrixPool>(budget, 2, 3072);
+  {
+    auto a = pool->Take(1024).ValueOrDie();
+    auto b = pool->Take(1024).ValueOrDie();
+    auto c = pool->Take(1024).ValueOrDie();
+  }
+  EXPECT_EQ(pool->counts().idle_bytes, 2048);
+  {
+    auto big = pool->Take(4096).ValueOrDie();  // larger than the byte cap: freed
+  }
+  EXPECT_EQ(pool->counts().idle_bytes, 2048);
+  {
+    auto d = pool->Take(1536).ValueOrDie();  // 2048 + 1536 > 3072: the oldest goes
+  }
+  EXPECT_EQ(pool->counts().idle_bytes, 2560);
+}
+
+TEST(MatrixPool, IdleMatricesGiveWayWhenTheBudgetIsOver) {
+  auto budget = std::make_shared<MemoryBudget>(4096);
+  auto pool = std::make_shared<MatrixPool>(budget, 4, 0);
+  { auto a = pool->Take(2048).ValueOrDie(); }
+  EXPECT_EQ(budget->Excess(), 0);
+  // A reservation fits beside idle bytes (idle is not `used`) ...
+  ASSERT_TRUE(budget->TryReserve(MemoryBudget::kDecoding, 3072));
+  EXPECT_EQ(budget->Excess(), 1024);
+  // ... and a decode that needs another size frees them first.
+  auto other = pool->Take(100).ValueOrDie();
+  EXPECT_EQ(pool->counts().idle_bytes, 0);
+  EXPECT_EQ(budget->Excess(), 0);
+}
+
+TEST(MatrixPool, AMatrixMayOutliveItsPool) {
+  auto budget = std::make_shared<MemoryBudget>(0);
+  auto pool = std::make_shared<MatrixPool>(budget, 4, 0);
+  { auto idle = pool->Take(64).ValueOrDie(); }
+  auto kept = pool->Take(4096).ValueOrDie();
+  pool.reset();  // frees the idle one and releases its booking
+  EXPECT_EQ(budget->snapshot().used, 0);
+  kept->mutable_data()[4095] = 1;
+  kept.reset();  // freed, not given back (ASan checks)
+}
+
+}  // namespace
+}  // namespace shardfeed
