@@ -139,7 +139,48 @@ void Transpose4Byte(const std::vector<const uint32_t*>& cols, int64_t r0, int64_
     for (int64_t r = r0; r < r1; ++r) dst[r * width + c] = cols[static_cast<size_t>(c)][r];
   }
 }
+
+// The same for a few columns (a fused stack's 16 at a time) into a matrix
+// larger than the caches: four rows at a time, each row's segment written
+// whole with non-temporal stores, so its lines are not read from memory
+// before being overwritten (16 of 256 float32 columns, 68,750 rows, one core:
+// 6.2 GB/s against 4.7 for the tiled kernel).  dst and width * 4 must be
+// 16-byte aligned.
+void Transpose4ByteStreaming(const std::vector<const uint32_t*>& cols, int64_t rows, int64_t width,
+                             uint32_t* dst) {
+  const auto w = static_cast<int64_t>(cols.size());
+  int64_t r = 0;
+  for (; r + 4 <= rows; r += 4) {
+    int64_t c = 0;
+    for (; c + 4 <= w; c += 4) {
+      __m128 x0 = _mm_loadu_ps(reinterpret_cast<const float*>(cols[static_cast<size_t>(c)]) + r);
+      __m128 x1 =
+          _mm_loadu_ps(reinterpret_cast<const float*>(cols[static_cast<size_t>(c + 1)]) + r);
+      __m128 x2 =
+          _mm_loadu_ps(reinterpret_cast<const float*>(cols[static_cast<size_t>(c + 2)]) + r);
+      __m128 x3 =
+          _mm_loadu_ps(reinterpret_cast<const float*>(cols[static_cast<size_t>(c + 3)]) + r);
+      _MM_TRANSPOSE4_PS(x0, x1, x2, x3);
+      auto* out = reinterpret_cast<float*>(dst + r * width + c);
+      _mm_stream_ps(out, x0);
+      _mm_stream_ps(out + width, x1);
+      _mm_stream_ps(out + 2 * width, x2);
+      _mm_stream_ps(out + 3 * width, x3);
+    }
+    for (; c < w; ++c) {
+      for (int64_t k = 0; k < 4; ++k)
+        dst[(r + k) * width + c] = cols[static_cast<size_t>(c)][r + k];
+    }
+  }
+  _mm_sfence();  // the streamed stores are visible before the matrix is handed on
+  for (; r < rows; ++r) {
+    for (int64_t c = 0; c < w; ++c) dst[r * width + c] = cols[static_cast<size_t>(c)][r];
+  }
+}
 #endif
+
+// Slabs this narrow (a fused stack's kFusedColumns) take the streaming kernel.
+constexpr size_t kFusedSlab = 16;
 
 arrow::Status TransposeStack(const Layout& layout, const OutputPlan& plan,
                              const std::vector<DecodedColumn>& columns, int64_t rows, uint8_t* out,
@@ -164,6 +205,12 @@ arrow::Status TransposeStack(const Layout& layout, const OutputPlan& plan,
     }
     // Members [first, last) are the columns from `first` on of each row.
     auto* dst = reinterpret_cast<uint32_t*>(out) + first;
+    constexpr int64_t kStreamAbove = int64_t{8} << 20;  // bytes: past the caches
+    if (last - first <= kFusedSlab && rows * plan.width * 4 >= kStreamAbove &&
+        reinterpret_cast<uintptr_t>(dst) % 16 == 0 && plan.width % 4 == 0) {
+      Transpose4ByteStreaming(cols, rows, plan.width, dst);
+      return arrow::Status::OK();
+    }
     for (int64_t r0 = 0; r0 < rows; r0 += kTileRows) {
       Transpose4Byte(cols, r0, std::min(rows, r0 + kTileRows), plan.width, dst);
     }

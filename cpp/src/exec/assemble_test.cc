@@ -215,6 +215,54 @@ TEST(Assemble, StackMembersWrittenInPartsMakeTheWholeMatrix) {
   }
 }
 
+TEST(Assemble, LargeMatricesWrittenSixteenMembersAtATimeHoldEveryValue) {
+  // Past 8 MiB a slab of at most 16 float32 members takes the streaming kernel
+  // (four rows at a time): 37 members (two slabs of 16 and one of 5), a row
+  // count that is not a multiple of 4, into a pooled matrix that held other
+  // values before.
+  constexpr int kMembers = 36;
+  constexpr int64_t kRows = 60'003;  // x 36 x 4 bytes = 8.6 MB
+  std::vector<std::shared_ptr<arrow::Field>> fields;
+  std::vector<std::string> names;
+  for (int c = 0; c < kMembers; ++c) {
+    names.push_back("c" + std::to_string(c));
+    fields.push_back(arrow::field(names.back(), arrow::float32()));
+  }
+  OutputOptions options;
+  options.stacks = {{"m", names}};
+  auto layout = MakeLayout(*arrow::schema(fields), options).ValueOrDie();
+  const auto& plan = layout.outputs[0];
+  std::vector<std::vector<float>> f(kMembers, std::vector<float>(kRows));
+  std::vector<DecodedColumn> columns(kMembers);
+  for (int c = 0; c < kMembers; ++c) {
+    for (int64_t r = 0; r < kRows; ++r)
+      f[c][static_cast<size_t>(r)] = static_cast<float>(r * 64 + c);
+    columns[c].dtype = DType::kFloat32;
+    columns[c].values = reinterpret_cast<const uint8_t*>(f[c].data());
+    columns[c].count = kRows;
+  }
+  auto budget = std::make_shared<MemoryBudget>(0);
+  auto pool = std::make_shared<MatrixPool>(budget, 4, 0);
+  const int64_t bytes = kRows * kMembers * 4;
+  {
+    auto before = pool->Take(bytes).ValueOrDie();
+    std::memset(before->mutable_data(), 0xAB, static_cast<size_t>(bytes));
+  }
+  auto parts = NewStackMatrix(plan, kRows, pool.get()).ValueOrDie();
+  ASSERT_EQ(pool->counts().reused, 1);
+  for (size_t first = 0; first < kMembers; first += kFusedColumns) {
+    ASSERT_TRUE(
+        FillStackMembers(layout, plan, columns, kRows, first, first + kFusedColumns, &parts).ok());
+  }
+  const auto* m = reinterpret_cast<const float*>(parts.values);
+  int64_t wrong = 0;
+  for (int64_t r = 0; r < kRows; ++r) {
+    for (int c = 0; c < kMembers; ++c)
+      wrong += m[r * kMembers + c] != static_cast<float>(r * 64 + c);
+  }
+  EXPECT_EQ(wrong, 0);
+}
+
 TEST(Assemble, NullsWithoutFillNullNameTheColumnAndRow) {
   TempDir dir;
   auto catalog = WriteTestFile(dir);
