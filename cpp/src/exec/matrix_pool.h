@@ -33,7 +33,8 @@ class MatrixPool : public std::enable_shared_from_this<MatrixPool> {
     int64_t idle_bytes = 0;
   };
 
-  // Keeps at most `max_idle` matrices and `max_idle_bytes` (0: no byte cap).
+  // Keeps at most `max_idle` matrices and `max_idle_bytes` (0: no byte cap),
+  // or one matrix, whatever its size.
   MatrixPool(std::shared_ptr<MemoryBudget> budget, int max_idle, int64_t max_idle_bytes);
   ~MatrixPool();
   MatrixPool(const MatrixPool&) = delete;

