@@ -648,6 +648,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--quiet-max-wait", type=float, default=600.0)
     p.add_argument("--quick", action="store_true", help="60k rows, 1 repeat: a smoke test")
+    p.add_argument(
+        "--dataset-rows",
+        help="comma-separated row counts (e.g. 262144,1048576,8388608 = 0.25/1/8 GB): "
+        "instead of the comparison, RSS of shardfeed by dataset size at --small-rg row groups",
+    )
     p.add_argument("--timeout", type=float, default=900, help="seconds per process")
     p.add_argument("--output", type=Path, default=common.RESULTS_DIR / "bench_memory.json")
     # Internal: one shardfeed system in this process.
@@ -662,11 +667,120 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def run_sizes(args: argparse.Namespace, sizes: list[int]) -> int:
+    """``--dataset-rows``: the reference (or ``--systems``) on datasets of each size, row
+    groups of ``--small-rg``: peak RSS must not follow the dataset's size (issue 11)."""
+    t_start = time.perf_counter()
+    systems = [s.strip() for s in (args.systems or REFERENCE).split(",") if s.strip()]
+    bad = [s for s in systems if s != REFERENCE and not s.startswith(MEM_PREFIX)]
+    if bad:
+        raise SystemExit(f"--dataset-rows runs shardfeed systems only, not {bad}")
+    datasets: dict[int, dict[str, Any]] = {}
+    for n in sizes:
+        spec = tabular_spec(argparse.Namespace(**{**vars(args), "rows": n}), args.small_rg)
+        log(f"dataset {spec.name} ...")
+        datasets[n] = common.ensure_tabular_dataset(spec)
+        log(f"  {n:,} rows, {datasets[n]['bytes_on_disk'] / 1e9:.2f} GB")
+    quiet = None
+    if args.quiet_window > 0:
+        log(f"waiting for {args.quiet_window:.0f} s of idle CPUs ...")
+        quiet = measure.wait_quiet(
+            args.quiet_window, threshold=0.05, max_wait=args.quiet_max_wait, log=log
+        )
+    runs: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for rep in range(args.repeats):
+        log(f"round {rep + 1} of {args.repeats}:")
+        for n in sizes:
+            for system in systems:
+                r = _run_one(args, system, "throughput", datasets[n], f"{n:,} rows")
+                if r is not None:
+                    runs.setdefault((system, n), []).append(r)
+    results = []
+    for n in sizes:
+        for system in systems:
+            if (system, n) not in runs:
+                continue
+            r = aggregate(system, args.small_rg, runs[(system, n)], [], args.epochs * n)
+            r["system"] = f"{system}@rows{n}"
+            r["label"] = label(system)
+            r["extra"]["dataset_rows"] = n
+            r["extra"]["dataset_bytes_on_disk"] = datasets[n]["bytes_on_disk"]
+            results.append(r)
+    if not results:
+        raise SystemExit("every process failed")
+    ratios: dict[str, float] = {}
+    for system in systems:
+        above = {
+            r["extra"]["dataset_rows"]: r["extra"]["rss_above_baseline_mb"]
+            for r in results
+            if r["extra"]["base_system"] == system
+        }
+        if len(above) > 1 and min(above.values()) > 0:
+            ratios[f"rss {system} max/min over sizes"] = round(
+                max(above.values()) / min(above.values()), 3
+            )
+    first = datasets[sizes[0]]
+    dataset = {
+        **{k: first[k] for k in ("features", "compression", "feature_dtype")},
+        "name": "memory by dataset size: " + " + ".join(d["name"] for d in datasets.values()),
+        "rows": sizes,
+        "path": str(common.DATA_DIR),
+        "datasets": {f"rows{n}": d for n, d in datasets.items()},
+    }
+    config = {
+        "workload": "memory_by_dataset_size",
+        "batch_size": args.batch_size,
+        "epochs_per_process": args.epochs,
+        "repeats": args.repeats,
+        "row_group_rows": args.small_rg,
+        "dataset_rows": sizes,
+        "systems": systems,
+        "page_cache": "warm (the dataset's files read once before every process)",
+        "process_per_system": True,
+        "quiet": quiet,
+        "shardfeed_build": measure.shardfeed_build(),
+    }
+    notes = [
+        "peak_rss_mb = ru_maxrss(self) + ru_maxrss(largest reaped child) per process; "
+        "extra.rss_above_baseline_mb = peak RSS above the RSS after imports (median).",
+        "ratios: 'rss <system> max/min over sizes' = largest / smallest RSS above imports.",
+    ]
+    out, doc = common.write_results(
+        "memory_sizes", dataset, config, results, None, None, notes, path=args.output
+    )
+    doc["reference"] = REFERENCE
+    doc["ratios"] = ratios
+    out.write_text(json.dumps(doc, indent=2) + "\n")
+    print()
+    print(
+        f"memory by dataset size: {args.features} float32, row groups of {args.small_rg:,}, "
+        f"batch {args.batch_size}, {args.epochs} epochs per process, median of {args.repeats}"
+    )
+    head = f"{'system':<24} {'rows':>11} {'GB':>6} {'rows/s':>11} {'+RSS MB':>8}"
+    print(head)
+    print("-" * len(head))
+    for r in results:
+        e = r["extra"]
+        print(
+            f"{e['base_system']:<24} {e['dataset_rows']:>11,} "
+            f"{e['dataset_bytes_on_disk'] / 1e9:>6.2f} {r['rows_per_second_median']:>11,.0f} "
+            f"{e['rss_above_baseline_mb']:>8,.0f}"
+        )
+    print(f"ratios: {json.dumps(ratios)}")
+    print(f"written to {out} ({time.perf_counter() - t_start:.0f} s in all)")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.child:
         run_child(args)
         return 0
+    if args.dataset_rows:
+        sizes = [int(x) for x in args.dataset_rows.split(",") if x.strip()]
+        if args.output == common.RESULTS_DIR / "bench_memory.json":
+            args.output = common.RESULTS_DIR / "bench_memory_sizes.json"
+        return run_sizes(args, sizes)
     t_start = time.perf_counter()
     notes: list[str] = []
     skipped: dict[str, str] = {}
