@@ -483,7 +483,8 @@ arrow::Result<std::shared_ptr<const DecodedRowGroup>> DecodeRowGroup(const Catal
     if (filtered) tier_key += "|filter:" + hooks.filter->key();
     // Whoever else on the node decodes this row group now, it is waited for
     // and then mapped: each row group is decoded once.
-    ARROW_ASSIGN_OR_RAISE(entry_lock, hooks.tier->impl()->LockEntry(tier_key, StopOf(hooks)));
+    ARROW_ASSIGN_OR_RAISE(entry_lock,
+                          hooks.tier->impl()->LockEntry(tier_key, StopOf(hooks), hooks.help));
     auto maybe_loaded = hooks.tier->impl()->Load(tier_key);
     if (!maybe_loaded.ok()) {
       return WithContext(maybe_loaded.status(), context + ", decoded cache entry");

@@ -43,6 +43,9 @@ struct DecodeHooks {
   double remote_timeout = 0;                // seconds for one row group's remote reads; 0: none
   bool verify_page_checksums = false;       // EngineOptions::verify_page_checksums
   const std::atomic<bool>* stop = nullptr;  // the engine's: ends a remote wait early
+  // While another process holds a tier entry this decode needs: decode
+  // something else meanwhile (true if it did).  Empty: wait.
+  std::function<bool()> help;
 };
 
 // Reads and normalizes row group `rg_index` of the catalog.  Every error names

@@ -206,6 +206,7 @@ class EngineImpl final : public Engine {
     hooks_.remote_timeout = options_.remote_timeout;
     hooks_.verify_page_checksums = options_.verify_page_checksums;
     hooks_.stop = &stop_;
+    hooks_.help = [this] { return HelpWhileLocked(); };
     const int n = num_threads_;
     if (options_.file_cache && !catalog_->is_local()) UseFileCache();
     for (int w = 0; w < n; ++w)
@@ -382,6 +383,21 @@ class EngineImpl final : public Engine {
       }
     }
     return false;
+  }
+
+  // Another process decodes a tier entry this thread needs (DataLoader
+  // workers or ranks sharing cache_dir want the same row group at the same
+  // time): rather than wait, decode a row group the consumer needs soon, so
+  // that the processes leapfrog instead of taking turns.  Not from inside such
+  // a decode (its slot and reservation are held meanwhile).
+  bool HelpWhileLocked() {
+    thread_local int depth = 0;
+    const int64_t unit = consumer_unit_.load();
+    if (depth > 0 || unit >= schedule_->num_units()) return false;
+    ++depth;
+    const bool helped = HelpDecode(unit);
+    --depth;
+    return helped;
   }
 
   Item BuildUnit(int64_t unit, std::vector<SampleRef>* samples) {

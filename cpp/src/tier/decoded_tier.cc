@@ -191,7 +191,8 @@ std::string DecodedTier::Impl::PathOf(const std::string& key) const {
 }
 
 arrow::Result<storage_internal::LockedFd> DecodedTier::Impl::LockEntry(
-    const std::string& key, const std::function<bool()>& stopped) const {
+    const std::string& key, const std::function<bool()>& stopped,
+    const std::function<bool()>& help) const {
   using storage_internal::LockMode, storage_internal::LockWait, storage_internal::LockOutcome;
   const std::string path = dir_ + "/" + Hex64(Hash64(key)) + ".lock";
   const auto t0 = std::chrono::steady_clock::now();
@@ -204,6 +205,10 @@ arrow::Result<storage_internal::LockedFd> DecodedTier::Impl::LockEntry(
     if (stopped && stopped()) return arrow::Status::Cancelled("loader stopped");
     const std::chrono::duration<double> waited = std::chrono::steady_clock::now() - t0;
     if (waited.count() > kEntryLockWait) return storage_internal::LockedFd{};
+    if (help && help()) {
+      delay = std::chrono::milliseconds(1);
+      continue;
+    }
     std::this_thread::sleep_for(delay);
     delay = std::min(delay * 2, std::chrono::milliseconds(20));
   }

@@ -56,12 +56,15 @@ struct DecodedTier::Impl {
   // threads), taken before its Load and held until a miss is decoded and
   // stored, so that the processes and threads of a node sharing the tier
   // decode each row group once: the others wait and then map it.  Waits in
-  // short sleeps: Cancelled once `stopped()`; after kEntryLockWait seconds,
-  // or when the lock file cannot be made, an unlocked result (the caller
-  // decodes too: twice, never stuck).
+  // short sleeps, or in `help()` when given (other work of the caller's:
+  // true when it did some, and the lock is tried again at once): Cancelled
+  // once `stopped()`; after kEntryLockWait seconds, or when the lock file
+  // cannot be made, an unlocked result (the caller decodes too: twice, never
+  // stuck).
   static constexpr double kEntryLockWait = 120;
   arrow::Result<storage_internal::LockedFd> LockEntry(const std::string& key,
-                                                      const std::function<bool()>& stopped) const;
+                                                      const std::function<bool()>& stopped,
+                                                      const std::function<bool()>& help = {}) const;
   // Stores the columns; a failure to write degrades to not storing (counted).
   void Store(const std::string& key, const std::vector<DecodedColumn>& columns, int64_t rows);
 

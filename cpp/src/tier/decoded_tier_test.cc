@@ -181,6 +181,32 @@ TEST(DecodedTier, AnEntrysLockMakesOthersWaitThenSeeTheEntry) {
   EXPECT_TRUE(got.load());
 }
 
+TEST(DecodedTier, AWaiterWithOtherWorkDoesItInsteadOfSleeping) {
+  testing::TempDir dir;
+  auto a = DecodedTier::Open(dir.path().string(), 0).ValueOrDie();
+  auto b = DecodedTier::Open(dir.path().string(), 0).ValueOrDie();
+  auto held = a->impl()->LockEntry("k", nullptr).ValueOrDie();
+  ASSERT_EQ(held.outcome, storage_internal::LockOutcome::kLocked);
+  // help() is called while the entry is held, and the lock is tried again
+  // after each piece of work: here the third piece is the holder letting go.
+  int calls = 0;
+  auto mine = b->impl()
+                  ->LockEntry("k", nullptr,
+                              [&] {
+                                if (++calls == 3) held = storage_internal::LockedFd{};
+                                return true;
+                              })
+                  .ValueOrDie();
+  EXPECT_EQ(mine.outcome, storage_internal::LockOutcome::kLocked);
+  EXPECT_EQ(calls, 3);
+  // With nothing to do (false), it sleeps and still gets the lock.
+  mine = storage_internal::LockedFd{};
+  calls = 0;
+  auto again = b->impl()->LockEntry("k", nullptr, [&] { return ++calls < 0; }).ValueOrDie();
+  EXPECT_EQ(again.outcome, storage_internal::LockOutcome::kLocked);
+  EXPECT_EQ(calls, 0);  // free at once: no help asked
+}
+
 TEST(DecodedTier, NoLockFileMeansNoLockNotAnError) {
   testing::TempDir dir;
   auto tier = DecodedTier::Open(dir.path().string(), 0).ValueOrDie();
