@@ -4,6 +4,9 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <filesystem>
 #include <optional>
 #include <string_view>
@@ -92,9 +95,20 @@ std::string Relative(const std::string& root, const std::string& path) {
   return path.substr(root.size() + 1);
 }
 
+// A file's footer as the catalog keeps it: split by row group right after it
+// is read (on the reading threads), so that the whole parsed footers of all
+// files are never held at once.
 struct Footer {
-  std::shared_ptr<parquet::FileMetaData> metadata;
+  std::shared_ptr<parquet::FileMetaData> metadata;  // without row groups
   std::shared_ptr<arrow::Schema> schema;
+  int64_t num_rows = 0;
+  struct Part {
+    int index = 0;  // in the file
+    int64_t num_rows = 0;
+    int64_t total_bytes = 0;
+    std::shared_ptr<const std::string> footer;  // RowGroupEntry::footer
+  };
+  std::vector<Part> row_groups;  // those with rows
 };
 
 // A file listed from a folder.
@@ -136,6 +150,38 @@ arrow::Result<std::optional<Footer>> ReadFooter(arrow::fs::FileSystem& fs, const
   if (!st.ok()) return WithContext(st, context + ": cannot map the Parquet schema to Arrow");
   // Drop schema-level metadata (pandas, ARROW:schema): it says nothing about the rows.
   footer.schema = footer.schema->RemoveMetadata();
+  // Split: each row group's part, serialized; the rest without row groups.
+  // (Arrow's serializer needs an encryptor for such a footer and crashes
+  // without one; reading one needs keys this loader does not take anyway.)
+  if (footer.metadata->is_encryption_algorithm_set()) {
+    return Error(ErrorKind::kInvalidData,
+                 context +
+                     ": an encrypted Parquet file (plaintext footer); encryption is not "
+                     "supported");
+  }
+  try {
+    const auto& whole = *footer.metadata;
+    footer.num_rows = whole.num_rows();
+    for (int g = 0; g < whole.num_row_groups(); ++g) {
+      auto rg = whole.RowGroup(g);
+      if (rg->num_rows() == 0) continue;
+      Footer::Part part;
+      part.index = g;
+      part.num_rows = rg->num_rows();
+      part.total_bytes = rg->total_compressed_size();
+      if (part.total_bytes == 0) {  // optional in the footer: add up the chunks
+        for (int c = 0; c < rg->num_columns(); ++c) {
+          part.total_bytes += rg->ColumnChunk(c)->total_compressed_size();
+        }
+        part.total_bytes = std::min(part.total_bytes, size);
+      }
+      part.footer = std::make_shared<const std::string>(whole.Subset({g})->SerializeToString());
+      footer.row_groups.push_back(std::move(part));
+    }
+    footer.metadata = whole.Subset({});
+  } catch (const std::exception& e) {
+    return Error(ErrorKind::kInvalidData, context + ": " + e.what());
+  }
   return std::optional<Footer>(std::move(footer));
 }
 
@@ -323,7 +369,7 @@ arrow::Status CatalogBuilder::Build(std::vector<std::optional<Footer>> footers) 
     if (!footers[i]) continue;  // not Parquet
     Footer& footer = *footers[i];
     const auto& rel = listed[i].rel;
-    const bool has_rows = footer.metadata->num_rows() > 0;
+    const bool has_rows = footer.num_rows > 0;
     if (!first_schema || (!first_has_rows && has_rows)) {
       first_schema = footer.schema;
       first_has_rows = has_rows;
@@ -339,29 +385,22 @@ arrow::Status CatalogBuilder::Build(std::vector<std::optional<Footer>> footers) 
       entry.version = std::to_string(mtime.time_since_epoch().count());
     }
     if (catalog.is_local()) entry.identity = LocalIdentity(entry.path);
-    entry.metadata = footer.metadata;
     const auto file_index = static_cast<int32_t>(catalog.files_.size());
     hash.Update(rel);
-    for (int g = 0; g < footer.metadata->num_row_groups(); ++g) {
-      auto rg = footer.metadata->RowGroup(g);
-      if (rg->num_rows() == 0) continue;
+    for (const auto& part : footer.row_groups) {
       RowGroupEntry row_group;
+      row_group.footer = part.footer;
       row_group.file = file_index;
-      row_group.row_group = g;
-      row_group.num_rows = rg->num_rows();
+      row_group.row_group = part.index;
+      row_group.num_rows = part.num_rows;
       row_group.first_row = catalog.num_rows_;
-      row_group.total_bytes = rg->total_compressed_size();
-      if (row_group.total_bytes == 0) {  // optional in the footer: add up the chunks
-        for (int c = 0; c < rg->num_columns(); ++c) {
-          row_group.total_bytes += rg->ColumnChunk(c)->total_compressed_size();
-        }
-        row_group.total_bytes = std::min(row_group.total_bytes, entry.size);
-      }
-      catalog.num_rows_ += rg->num_rows();
+      row_group.total_bytes = part.total_bytes;
+      catalog.num_rows_ += part.num_rows;
       catalog.row_groups_.push_back(row_group);
-      hash.Update(rg->num_rows());
+      hash.Update(part.num_rows);
     }
     hash.Update("\n");
+    entry.metadata = std::move(footer.metadata);
     catalog.files_.push_back(std::move(entry));
     kept.push_back(static_cast<int32_t>(i));
   }
@@ -399,7 +438,21 @@ arrow::Result<std::shared_ptr<Catalog>> Catalog::OpenUnredacted(
   ARROW_RETURN_NOT_OK(builder.List(sources));
   ARROW_ASSIGN_OR_RAISE(auto footers, builder.ReadFooters());
   ARROW_RETURN_NOT_OK(builder.Build(std::move(footers)));
+#ifdef __GLIBC__
+  // The whole footers were parsed (Thrift, the C library's heap) and are now
+  // freed; give the pages back rather than keep them as free heap.
+  malloc_trim(0);
+#endif
   return catalog;
+}
+
+arrow::Result<std::shared_ptr<parquet::FileMetaData>> RowGroupFooter(const RowGroupEntry& rg) {
+  if (!rg.footer) return Error(ErrorKind::kInvalidArgument, "a row group without its footer");
+  try {
+    return parquet::FileMetaData::Make(rg.footer->data(), static_cast<int64_t>(rg.footer->size()));
+  } catch (const std::exception& e) {
+    return Error(ErrorKind::kInvalidData, std::string("row group footer: ") + e.what());
+  }
 }
 
 }  // namespace shardfeed

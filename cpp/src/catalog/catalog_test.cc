@@ -2,7 +2,10 @@
 
 #include <filesystem>
 
+#include <arrow/io/file.h>
 #include <gtest/gtest.h>
+#include <parquet/file_reader.h>
+#include <parquet/metadata.h>
 
 #include "shardfeed/status.h"
 #include "util/test_util.h"
@@ -28,6 +31,32 @@ TEST(Catalog, ListsFilesRecursivelyInRelativePathOrder) {
   ASSERT_EQ(catalog->row_groups().size(), 6u);  // 3 + 3
   EXPECT_EQ(catalog->row_groups()[3].first_row, 30);
   EXPECT_EQ(catalog->RowGroupRows(), (std::vector<int64_t>{10, 10, 10, 20, 20, 10}));
+}
+
+TEST(Catalog, KeepsEachRowGroupsOwnFooterAndTheFileWithoutRowGroups) {
+  TempDir dir;
+  WriteIdFile(dir.path() / "f.parquet", 0, 50, 20);  // row groups of 20, 20, 10
+  auto catalog = Catalog::Open({dir.path().string()}).ValueOrDie();
+  auto whole = parquet::ReadMetaData(
+      arrow::io::ReadableFile::Open((dir.path() / "f.parquet").string()).ValueOrDie());
+  ASSERT_EQ(catalog->row_groups().size(), 3u);
+  const auto& file = catalog->files()[0];
+  EXPECT_EQ(file.metadata->num_row_groups(), 0);
+  EXPECT_EQ(file.metadata->schema()->num_columns(), whole->schema()->num_columns());
+  for (int g = 0; g < 3; ++g) {
+    const auto& rg = catalog->row_groups()[static_cast<size_t>(g)];
+    auto footer = RowGroupFooter(rg).ValueOrDie();
+    ASSERT_EQ(footer->num_row_groups(), 1);
+    EXPECT_EQ(footer->RowGroup(0)->num_rows(), rg.num_rows);
+    for (int c = 0; c < whole->num_columns(); ++c) {
+      EXPECT_EQ(footer->RowGroup(0)->ColumnChunk(c)->data_page_offset(),
+                whole->RowGroup(g)->ColumnChunk(c)->data_page_offset());
+    }
+  }
+  RowGroupEntry bare;
+  EXPECT_FALSE(RowGroupFooter(bare).ok());
+  bare.footer = std::make_shared<const std::string>("not thrift");
+  EXPECT_FALSE(RowGroupFooter(bare).ok());
 }
 
 TEST(Catalog, FingerprintIgnoresTheRoot) {

@@ -277,7 +277,9 @@ struct FilterRunner {
   }
 
   // false: no row of the row group can pass `b` (by partition value or statistics).
-  arrow::Result<bool> MayPass(const Bound& b, const RowGroupEntry& rg, bool* by_partition) {
+  // `footer`: the row group's, parsed on first use (RowGroupFooter).
+  arrow::Result<bool> MayPass(const Bound& b, const RowGroupEntry& rg, bool* by_partition,
+                              std::shared_ptr<parquet::FileMetaData>* footer) {
     const auto& file = catalog.files()[static_cast<size_t>(rg.file)];
     *by_partition = b.partition_key >= 0;
     if (b.partition_key >= 0) {
@@ -293,7 +295,10 @@ struct FilterRunner {
     const auto& pq_schema = *file.metadata->schema();
     const int leaf = pq_schema.ColumnIndex(*pq_schema.group_node()->field(in_file));
     if (leaf < 0) return true;
-    auto chunk = file.metadata->RowGroup(rg.row_group)->ColumnChunk(leaf);
+    if (!*footer) {
+      ARROW_ASSIGN_OR_RAISE(*footer, RowGroupFooter(rg));
+    }
+    auto chunk = (*footer)->RowGroup(0)->ColumnChunk(leaf);
     auto stats = chunk->statistics();
     if (!stats) return true;
     const bool not_in = b.pred->op == FilterOp::kNotIn;
@@ -335,16 +340,18 @@ struct FilterRunner {
     ARROW_ASSIGN_OR_RAISE(auto opened, OpenCatalogFile(catalog, rg.file, nullptr));
     auto failed = [&](const arrow::Status& status) { return opened.failure->Classify(status, {}); };
     std::shared_ptr<arrow::Table> table;
+    std::shared_ptr<parquet::FileMetaData> footer;
     try {
+      ARROW_ASSIGN_OR_RAISE(footer, RowGroupFooter(rg));
       auto pq = parquet::ParquetFileReader::Open(opened.file, parquet::default_reader_properties(),
-                                                 file.metadata);
+                                                 footer);
       parquet::ArrowReaderProperties props;
       props.set_use_threads(false);
       props.set_batch_size(std::max<int64_t>(rg.num_rows, 1));
       auto reader =
           parquet::arrow::FileReader::Make(arrow::default_memory_pool(), std::move(pq), props);
       if (!reader.ok()) return failed(reader.status());
-      auto read = (*reader)->ReadRowGroup(rg.row_group, leaves);
+      auto read = (*reader)->ReadRowGroup(0, leaves);  // the footer's only one
       if (!read.ok()) return failed(read.status());
       table = *read;
     } catch (...) {
@@ -355,7 +362,7 @@ struct FilterRunner {
                                                 " rows, the footer says " +
                                                 std::to_string(rg.num_rows));
     }
-    auto meta = file.metadata->RowGroup(rg.row_group);
+    auto meta = footer->RowGroup(0);
     for (int leaf : leaves) out->bytes += meta->ColumnChunk(leaf)->total_compressed_size();
     out->read = true;
     arrow::Datum any;
@@ -386,11 +393,12 @@ struct FilterRunner {
     RgOutcome out;
     std::vector<std::vector<const Bound*>> alive;
     bool all_by_partition = true, everything = false;
+    std::shared_ptr<parquet::FileMetaData> footer;
     for (const auto& c : conj) {
       std::vector<const Bound*> rest;
       bool dead = false, by_partition = false;
       for (const auto& b : c) {
-        ARROW_ASSIGN_OR_RAISE(bool may, MayPass(b, rg, &by_partition));
+        ARROW_ASSIGN_OR_RAISE(bool may, MayPass(b, rg, &by_partition, &footer));
         if (!may) {
           dead = true;
           break;

@@ -112,8 +112,6 @@ arrow::Status CountFile(const Catalog& catalog, int32_t f, int dataset_field, Co
   auto input = catalog.filesystem()->OpenInputFile(info);
   if (!input.ok()) return WithContext(input.status(), context);
   try {
-    auto pq = parquet::ParquetFileReader::Open(*input, parquet::ReaderProperties(EnginePool()),
-                                               file.metadata);
     parquet::ArrowReaderProperties props;
     props.set_use_threads(false);
     props.set_pre_buffer(true);
@@ -128,12 +126,17 @@ arrow::Status CountFile(const Catalog& catalog, int32_t f, int dataset_field, Co
     // Plain string columns decode straight into a dictionary per row group,
     // so each row costs an index, not a string.
     props.set_read_dictionary(leaf, true);
-    ARROW_ASSIGN_OR_RAISE(auto reader,
-                          parquet::arrow::FileReader::Make(EnginePool(), std::move(pq), props));
     for (const auto& rg : catalog.row_groups()) {
       if (rg.file != f) continue;
       const std::string rg_context = context + ", row group " + std::to_string(rg.row_group);
-      auto table = reader->ReadRowGroup(rg.row_group, {leaf});
+      // A reader per row group, over its own footer (where it is row group 0).
+      auto footer = RowGroupFooter(rg);
+      if (!footer.ok()) return WithContext(footer.status(), rg_context);
+      auto pq = parquet::ParquetFileReader::Open(*input, parquet::ReaderProperties(EnginePool()),
+                                                 *footer);
+      ARROW_ASSIGN_OR_RAISE(auto reader,
+                            parquet::arrow::FileReader::Make(EnginePool(), std::move(pq), props));
+      auto table = reader->ReadRowGroup(0, {leaf});
       if (!table.ok()) return WithContext(table.status(), rg_context);
       for (const auto& chunk : (*table)->column(0)->chunks()) {
         ARROW_RETURN_NOT_OK(WithContext(CountArray(*chunk, counts), rg_context));

@@ -272,6 +272,9 @@ arrow::Result<RowGroupReader> OpenRowGroup(const Catalog& catalog, int32_t rg_in
   }
   auto opened = OpenCatalogFile(catalog, rg.file, hooks.open);
   if (!opened.ok()) return ParquetStatus(opened.status(), where);
+  // The footer of this row group alone: it is row group 0 of the reader.
+  auto footer = RowGroupFooter(rg);
+  if (!footer.ok()) return WithContext(footer.status(), context);
   // Uncached remote reads: one deadline for all of this row group's reads.
   if (!hooks.open && !catalog.is_local()) {
     opened->file = WithDeadline(opened->file, hooks.remote_timeout, hooks.stop);
@@ -295,7 +298,7 @@ arrow::Result<RowGroupReader> OpenRowGroup(const Catalog& catalog, int32_t rg_in
       reader_props.enable_buffered_stream();
       reader_props.set_buffer_size(kStreamBufferBytes);
     }
-    auto pq = parquet::ParquetFileReader::Open(input, reader_props, file.metadata);
+    auto pq = parquet::ParquetFileReader::Open(input, reader_props, *footer);
     parquet::ArrowReaderProperties props;
     props.set_use_threads(false);  // the engine parallelizes across row groups
     // One chunk per column: with the default (64Ki rows) a larger row group came
@@ -352,7 +355,7 @@ arrow::Result<std::shared_ptr<arrow::Table>> ReadTable(
   auto read =
       [&](const std::vector<int>& leaf_columns) -> arrow::Result<std::shared_ptr<arrow::Table>> {
     BEGIN_PARQUET_CATCH
-    return opened.reader->ReadRowGroup(rg.row_group, leaf_columns);
+    return opened.reader->ReadRowGroup(0, leaf_columns);  // the footer's only one
     END_PARQUET_CATCH(ErrorContext{}, IoOutcome::kReadOk)
   };
   auto maybe_table = read(all_leaves);

@@ -54,7 +54,8 @@ TEST(Decode, ARowGroupDecodesToItsValues) {
 
 TEST(Decode, ACorruptPageIsInvalidDataNamingFileRowGroupAndColumn) {
   Fixture f;
-  auto chunk = f.catalog->files()[0].metadata->RowGroup(2)->ColumnChunk(0);  // "id"
+  auto footer = RowGroupFooter(f.catalog->row_groups()[2]).ValueOrDie();
+  auto chunk = footer->RowGroup(0)->ColumnChunk(0);  // "id"
   const int64_t start =
       chunk->has_dictionary_page() ? chunk->dictionary_page_offset() : chunk->data_page_offset();
   {

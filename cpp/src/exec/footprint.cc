@@ -103,9 +103,10 @@ std::vector<RowGroupFootprint> EstimateFootprints(const Catalog& catalog, const 
     const auto f = static_cast<size_t>(entry.file);
     auto& fp = out[i];
     fp.decoded = absent[f] * 8 * entry.num_rows;
-    const auto& meta = files[f].metadata;
-    if (!meta || entry.row_group < 0 || entry.row_group >= meta->num_row_groups()) continue;
-    auto rg = meta->RowGroup(entry.row_group);
+    auto parsed = RowGroupFooter(entry);
+    if (!parsed.ok() || (*parsed)->num_row_groups() != 1) continue;
+    const auto& meta = *parsed;
+    auto rg = meta->RowGroup(0);
     const parquet::SchemaDescriptor* schema = meta->schema();
     for (size_t k = 0; k < leaves[f].size(); ++k) {
       const int c = leaves[f][k];
