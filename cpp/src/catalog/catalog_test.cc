@@ -2,8 +2,10 @@
 
 #include <filesystem>
 
+#include <arrow/api.h>
 #include <arrow/io/file.h>
 #include <gtest/gtest.h>
+#include <parquet/arrow/writer.h>
 #include <parquet/file_reader.h>
 #include <parquet/metadata.h>
 
@@ -55,6 +57,26 @@ TEST(Catalog, KeepsEachRowGroupsOwnFooterAndTheFileWithoutRowGroups) {
   }
   RowGroupEntry bare;
   EXPECT_FALSE(RowGroupFooter(bare).ok());
+  // Each part keeps the file's key-value metadata (ARROW:schema: the types
+  // Arrow gives the columns when the row group is read).
+  auto schema = arrow::schema({arrow::field("t", arrow::timestamp(arrow::TimeUnit::MICRO, "UTC"))});
+  arrow::TimestampBuilder ts(schema->field(0)->type(), arrow::default_memory_pool());
+  for (int i = 0; i < 30; ++i) (void)ts.Append(i);
+  auto table = arrow::Table::Make(schema, {ts.Finish().ValueOrDie()});
+  std::filesystem::create_directories(dir.path() / "t");
+  auto out = arrow::io::FileOutputStream::Open((dir.path() / "t" / "t.parquet").string());
+  ASSERT_TRUE(out.ok());
+  auto arrow_props = parquet::ArrowWriterProperties::Builder().store_schema()->build();
+  ASSERT_TRUE(parquet::arrow::WriteTable(*table, arrow::default_memory_pool(), *out, 10,
+                                         parquet::default_writer_properties(), arrow_props)
+                  .ok());
+  ASSERT_TRUE((*out)->Close().ok());
+  auto typed = Catalog::Open({(dir.path() / "t").string()}).ValueOrDie();
+  auto part = RowGroupFooter(typed->row_groups()[1]).ValueOrDie();
+  ASSERT_TRUE(part->key_value_metadata());
+  EXPECT_TRUE(part->key_value_metadata()->Contains("ARROW:schema"));
+  EXPECT_EQ(typed->files()[0].metadata->key_value_metadata()->ToString(),
+            part->key_value_metadata()->ToString());
   bare.footer = std::make_shared<const std::string>("not thrift");
   EXPECT_FALSE(RowGroupFooter(bare).ok());
 }

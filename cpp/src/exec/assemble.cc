@@ -107,28 +107,39 @@ arrow::Status GatherList(const GatherInput& in, const OutputPlan& plan, Batch* b
 }  // namespace
 
 #if defined(__SSE2__)
-// Columns of 4-byte values, rows [r0, r1) -> row-major: 4x4 blocks moved with
-// SSE (the bits are moved, never converted), the edges one value at a time.
+namespace {
+
+// Rows r..r+3 of columns c..c+3 (4-byte values), written to the four rows
+// of dst (row stride `width`) at column c by `store` (_mm_storeu_ps or
+// _mm_stream_ps): a 4x4 block moved with SSE, the bits never converted.
+template <typename Store>
+inline void Block4x4(const std::vector<const uint32_t*>& cols, int64_t c, int64_t r, int64_t width,
+                     uint32_t* dst, Store store) {
+  auto col = [&](int64_t k) {
+    return reinterpret_cast<const float*>(cols[static_cast<size_t>(c + k)]) + r;
+  };
+  __m128 x0 = _mm_loadu_ps(col(0)), x1 = _mm_loadu_ps(col(1));
+  __m128 x2 = _mm_loadu_ps(col(2)), x3 = _mm_loadu_ps(col(3));
+  _MM_TRANSPOSE4_PS(x0, x1, x2, x3);
+  auto* out = reinterpret_cast<float*>(dst + r * width + c);
+  store(out, x0);
+  store(out + width, x1);
+  store(out + 2 * width, x2);
+  store(out + 3 * width, x3);
+}
+
+}  // namespace
+
+// Columns of 4-byte values, rows [r0, r1) -> row-major: 4x4 blocks, the
+// edges one value at a time.
 void Transpose4Byte(const std::vector<const uint32_t*>& cols, int64_t r0, int64_t r1, int64_t width,
                     uint32_t* dst) {
   const auto w = static_cast<int64_t>(cols.size());
+  const auto store = [](float* p, __m128 v) { _mm_storeu_ps(p, v); };
   int64_t c = 0;
   for (; c + 4 <= w; c += 4) {
-    const auto* a = reinterpret_cast<const float*>(cols[static_cast<size_t>(c)]);
-    const auto* b = reinterpret_cast<const float*>(cols[static_cast<size_t>(c + 1)]);
-    const auto* e = reinterpret_cast<const float*>(cols[static_cast<size_t>(c + 2)]);
-    const auto* f = reinterpret_cast<const float*>(cols[static_cast<size_t>(c + 3)]);
     int64_t r = r0;
-    for (; r + 4 <= r1; r += 4) {
-      __m128 x0 = _mm_loadu_ps(a + r), x1 = _mm_loadu_ps(b + r);
-      __m128 x2 = _mm_loadu_ps(e + r), x3 = _mm_loadu_ps(f + r);
-      _MM_TRANSPOSE4_PS(x0, x1, x2, x3);
-      auto* out = reinterpret_cast<float*>(dst + r * width + c);
-      _mm_storeu_ps(out, x0);
-      _mm_storeu_ps(out + width, x1);
-      _mm_storeu_ps(out + 2 * width, x2);
-      _mm_storeu_ps(out + 3 * width, x3);
-    }
+    for (; r + 4 <= r1; r += 4) Block4x4(cols, c, r, width, dst, store);
     for (; r < r1; ++r) {
       for (int64_t k = 0; k < 4; ++k) {
         dst[r * width + c + k] = cols[static_cast<size_t>(c + k)][r];
@@ -149,24 +160,11 @@ void Transpose4Byte(const std::vector<const uint32_t*>& cols, int64_t r0, int64_
 void Transpose4ByteStreaming(const std::vector<const uint32_t*>& cols, int64_t rows, int64_t width,
                              uint32_t* dst) {
   const auto w = static_cast<int64_t>(cols.size());
+  const auto stream = [](float* p, __m128 v) { _mm_stream_ps(p, v); };
   int64_t r = 0;
   for (; r + 4 <= rows; r += 4) {
     int64_t c = 0;
-    for (; c + 4 <= w; c += 4) {
-      __m128 x0 = _mm_loadu_ps(reinterpret_cast<const float*>(cols[static_cast<size_t>(c)]) + r);
-      __m128 x1 =
-          _mm_loadu_ps(reinterpret_cast<const float*>(cols[static_cast<size_t>(c + 1)]) + r);
-      __m128 x2 =
-          _mm_loadu_ps(reinterpret_cast<const float*>(cols[static_cast<size_t>(c + 2)]) + r);
-      __m128 x3 =
-          _mm_loadu_ps(reinterpret_cast<const float*>(cols[static_cast<size_t>(c + 3)]) + r);
-      _MM_TRANSPOSE4_PS(x0, x1, x2, x3);
-      auto* out = reinterpret_cast<float*>(dst + r * width + c);
-      _mm_stream_ps(out, x0);
-      _mm_stream_ps(out + width, x1);
-      _mm_stream_ps(out + 2 * width, x2);
-      _mm_stream_ps(out + 3 * width, x3);
-    }
+    for (; c + 4 <= w; c += 4) Block4x4(cols, c, r, width, dst, stream);
     for (; c < w; ++c) {
       for (int64_t k = 0; k < 4; ++k)
         dst[(r + k) * width + c] = cols[static_cast<size_t>(c)][r + k];
