@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -117,6 +118,14 @@ int64_t OffsetOf(const Record& r, Part part) {
 // the folder are not the tier's.
 bool IsEntryOrTemp(const std::string& name) {
   return name.size() > 4 && name.compare(name.size() - 4, 4, ".sfd") == 0;
+}
+
+// An entry's lock file (LockEntry): 16 hex digits + ".lock" (not the
+// folder's own kLockName).
+bool IsLock(const std::string& name) {
+  if (name.size() != 21 || name.compare(16, 5, ".lock") != 0) return false;
+  return std::all_of(name.begin(), name.begin() + 16,
+                     [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; });
 }
 
 void Append(std::string* out, const void* data, size_t n) {
@@ -479,6 +488,17 @@ arrow::Result<int64_t> DecodedTier::Clear() {
   for (const auto& entry : std::filesystem::directory_iterator(impl_->dir_, ec)) {
     std::error_code file_ec;
     const std::string name = entry.path().filename().string();
+    if (IsLock(name)) {
+      // Removed under its lock (lockers check that the path still names the
+      // inode they locked); one held by a loader now stays.
+      auto locked = storage_internal::OpenLocked(entry.path().string(), O_RDWR,
+                                                 storage_internal::LockMode::kExclusive,
+                                                 storage_internal::LockWait::kNoWait);
+      if (locked.ok() && locked->outcome == storage_internal::LockOutcome::kLocked) {
+        std::filesystem::remove(entry.path(), file_ec);
+      }
+      continue;
+    }
     if (!IsEntryOrTemp(name) || IsTemp(name) || !entry.is_regular_file(file_ec)) continue;
     const auto size = entry.file_size(file_ec);
     if (file_ec || !std::filesystem::remove(entry.path(), file_ec) || file_ec) continue;

@@ -207,6 +207,33 @@ TEST(DecodedTier, AWaiterWithOtherWorkDoesItInsteadOfSleeping) {
   EXPECT_EQ(calls, 0);  // free at once: no help asked
 }
 
+TEST(DecodedTier, ClearRemovesLockFilesButNotAHeldOne) {
+  testing::TempDir dir;
+  auto tier = DecodedTier::Open(dir.path().string(), 0).ValueOrDie();
+  auto count_locks = [&] {
+    int n = 0;
+    for (const auto& e : fs::directory_iterator(dir.path())) {
+      n += e.path().extension() == ".lock" && e.path().filename() != "shardfeed.lock";
+    }
+    return n;
+  };
+  {
+    auto a = tier->impl()->LockEntry("a", nullptr).ValueOrDie();
+    tier->impl()->Store("a", {Int64Column(0, 10)}, 10);
+  }
+  auto held = tier->impl()->LockEntry("b", nullptr).ValueOrDie();
+  ASSERT_EQ(count_locks(), 2);
+  ASSERT_TRUE(tier->Clear().ok());
+  EXPECT_EQ(count_locks(), 1);  // b's, held
+  EXPECT_FALSE(tier->impl()->Load("a").ValueOrDie().has_value());
+  held = storage_internal::LockedFd{};
+  ASSERT_TRUE(tier->Clear().ok());
+  EXPECT_EQ(count_locks(), 0);
+  // The protocol still works on a cleared folder.
+  EXPECT_EQ(tier->impl()->LockEntry("a", nullptr).ValueOrDie().outcome,
+            storage_internal::LockOutcome::kLocked);
+}
+
 TEST(DecodedTier, NoLockFileMeansNoLockNotAnError) {
   testing::TempDir dir;
   auto tier = DecodedTier::Open(dir.path().string(), 0).ValueOrDie();
