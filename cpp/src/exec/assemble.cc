@@ -177,9 +177,6 @@ void Transpose4ByteStreaming(const std::vector<const uint32_t*>& cols, int64_t r
 }
 #endif
 
-// Slabs this narrow (a fused stack's kFusedColumns) take the streaming kernel.
-constexpr size_t kFusedSlab = 16;
-
 arrow::Status TransposeStack(const Layout& layout, const OutputPlan& plan,
                              const std::vector<DecodedColumn>& columns, int64_t rows, uint8_t* out,
                              size_t first, size_t last) {
@@ -204,7 +201,8 @@ arrow::Status TransposeStack(const Layout& layout, const OutputPlan& plan,
     // Members [first, last) are the columns from `first` on of each row.
     auto* dst = reinterpret_cast<uint32_t*>(out) + first;
     constexpr int64_t kStreamAbove = int64_t{8} << 20;  // bytes: past the caches
-    if (last - first <= kFusedSlab && rows * plan.width * 4 >= kStreamAbove &&
+    // A fused stack's slab (kFusedColumns members) or narrower: the streaming kernel.
+    if (last - first <= kFusedColumns && rows * plan.width * 4 >= kStreamAbove &&
         reinterpret_cast<uintptr_t>(dst) % 16 == 0 && plan.width % 4 == 0) {
       Transpose4ByteStreaming(cols, rows, plan.width, dst);
       return arrow::Status::OK();

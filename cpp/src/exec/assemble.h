@@ -2,6 +2,7 @@
 // straight into the buffer that Python will see.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -19,6 +20,11 @@ struct GatherInput {
   std::vector<int32_t> slot;                  // per sample: index into `slots`
   std::vector<int64_t> row;                   // per sample: row inside that row group
 };
+
+// Members of a fused stack read at a time (stack_matrix.h: FusedStacks), and
+// the slab width TransposeStack writes with streaming stores into a large
+// matrix.
+inline constexpr size_t kFusedColumns = 16;
 
 // Writes the stack `plan` of one decoded row group as a row-major [rows, width]
 // matrix of the stack's dtype before its own transforms (matrix_dtype) into `out`, so that

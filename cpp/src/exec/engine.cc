@@ -194,7 +194,8 @@ class EngineImpl final : public Engine {
     hooks_.clock = clock_;
     hooks_.tier = options_.decoded_tier;
     // A window's matrices are freed together: keep as many as fit in half
-    // the limit (at most kIdleMatrices) for the decodes that follow.
+    // the limit (at most kIdleMatrices, or one of any size) for the decodes
+    // that follow.
     constexpr int kIdleMatrices = 4;
     hooks_.matrices =
         std::make_shared<MatrixPool>(budget_, kIdleMatrices, options_.memory_limit / 2);

@@ -8,6 +8,7 @@
 
 #include <arrow/result.h>
 
+#include "exec/assemble.h"
 #include "exec/matrix_pool.h"
 #include "transform/column.h"
 #include "transform/layout.h"
@@ -38,8 +39,7 @@ arrow::Status FillStackMembers(const Layout& layout, const OutputPlan& plan,
 // matrix is what the decoded tier stores (tier_entry.h).  Decode fuses them
 // in row groups too large to pre-buffer (footprint.h: PreBuffered).
 std::vector<bool> FusedStacks(const Layout& layout);
-// Members of a fused stack read at a time.
-inline constexpr size_t kFusedColumns = 16;
+// (kFusedColumns, the members of a fused stack read at a time: assemble.h.)
 
 // The stack's own transforms, in list order, on its matrix (see ApplyTransform
 // for first_row and selected).  Errors name the transform.
