@@ -30,10 +30,12 @@ inline constexpr size_t kFusedColumns = 16;
 // matrix of the stack's dtype before its own transforms (matrix_dtype) into `out`, so that
 // gathering a shuffled batch copies one contiguous row per sample instead of touching `width`
 // columns.  Only members [first, last) of the stack (their columns must be
-// there; the others' are not read).
+// there; the others' are not read).  `out` may be a part of a larger matrix
+// (rows of a tile: tile_read.h) whose size in rows, `matrix_rows` (default:
+// rows), decides whether streaming stores pay.
 arrow::Status TransposeStack(const Layout& layout, const OutputPlan& plan,
                              const std::vector<DecodedColumn>& columns, int64_t rows, uint8_t* out,
-                             size_t first = 0, size_t last = SIZE_MAX);
+                             size_t first = 0, size_t last = SIZE_MAX, int64_t matrix_rows = -1);
 
 // Buffers come from `arena` when it has room (see OutputBuffer::Make).
 arrow::Result<std::shared_ptr<Batch>> Assemble(const Layout& layout, const GatherInput& input,

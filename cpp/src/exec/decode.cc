@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -28,6 +29,7 @@
 #include "exec/footprint.h"
 #include "exec/stack_matrix.h"
 #include "exec/tier_entry.h"
+#include "exec/tile_read.h"
 #include "shardfeed/status.h"
 #include "storage/open.h"
 #include "tier/decoded_tier_internal.h"
@@ -448,6 +450,64 @@ arrow::Status ReadColumns(const Catalog& catalog, int32_t rg_index, const Layout
   return arrow::Status::OK();
 }
 
+// The leaf columns of the fused stack `plan`'s members when the tile read
+// (tile_read.h) can take every one of them, else none.
+std::vector<int> TileLeaves(const Catalog& catalog, int32_t rg_index, const Layout& layout,
+                            const OutputPlan& plan, const RowGroupReader& opened) {
+  const auto& rg = catalog.row_groups()[static_cast<size_t>(rg_index)];
+  const auto& file = catalog.files()[static_cast<size_t>(rg.file)];
+  const auto metadata = opened.reader->parquet_reader()->metadata();
+  std::vector<int> leaves;
+  for (int s : plan.sources) {
+    const auto f = static_cast<size_t>(s);
+    const int field = layout.fields[f];
+    const int in_file = file.field_map.empty() ? field : file.field_map[static_cast<size_t>(field)];
+    const auto leaf =
+        TileLeaf(layout, f, in_file, opened.reader->manifest(), *metadata, plan.matrix_dtype);
+    if (!leaf) return {};
+    leaves.push_back(*leaf);
+  }
+  return leaves;
+}
+
+// Members [first, last) of the fused stack `plan` (their leaves: `leaves`)
+// read by the tile read into `matrix`: false when one holds a null (the
+// caller then reads them the generic way).
+arrow::Result<bool> ReadTiled(const Catalog& catalog, int32_t rg_index, const Layout& layout,
+                              const OutputPlan& plan, size_t first, size_t last,
+                              std::span<const int> leaves, const DecodeHooks& hooks,
+                              const std::string& context, const RowGroupReader& opened,
+                              DecodedColumn* matrix) {
+  const auto& rg = catalog.row_groups()[static_cast<size_t>(rg_index)];
+  const auto& file = catalog.files()[static_cast<size_t>(rg.file)];
+  auto* reader = opened.reader->parquet_reader();
+  const auto t_decode = Clock::now();
+  const int64_t io_before = opened.io_ns->load();
+  size_t failed = 0;
+  auto outcome =
+      ReadMembersTiled(*reader, layout, plan, first, last, leaves.subspan(first, last - first),
+                       rg.num_rows, matrix->owned->mutable_data(), &failed);
+  if (!outcome.ok()) {
+    // As in ReadTable: a file rewritten during the read says so.
+    if (!hooks.open) {
+      ARROW_RETURN_NOT_OK(WithContext(
+          CheckUnchanged(*catalog.filesystem(), file, hooks.remote_timeout, StopOf(hooks)),
+          context));
+    }
+    const ErrorContext where{file.rel_path, rg.row_group, "", ""};
+    const auto f = static_cast<size_t>(plan.sources[first + std::min(failed, last - first - 1)]);
+    return opened.Failed(outcome.status(), where.WithColumn(layout.field_names[f]));
+  }
+  if (!hooks.open && catalog.is_local()) {
+    ARROW_RETURN_NOT_OK(WithContext(CheckUnchanged(*catalog.filesystem(), file), context));
+  }
+  const auto t_end = Clock::now();
+  const int64_t io = opened.io_ns->load() - io_before;
+  hooks.clock->AddSpan(Stage::kDecode, t_decode, t_end,
+                       std::max<int64_t>(0, (t_end - t_decode).count() - io), 0, 0, rg_index);
+  return *outcome == TileOutcome::kDone;
+}
+
 }  // namespace
 
 arrow::Result<std::shared_ptr<const DecodedRowGroup>> DecodeRowGroup(const Catalog& catalog,
@@ -501,22 +561,47 @@ arrow::Result<std::shared_ptr<const DecodedRowGroup>> DecodeRowGroup(const Catal
       hooks.clock->Add(Stage::kRead, t_load, 0, num_rows, rg_index);
     }
   }
+  std::optional<RowGroupReader> opened;
+  if (!cached) {
+    ARROW_ASSIGN_OR_RAISE(opened, OpenRowGroup(catalog, rg_index, hooks, context));
+  }
   // Stacks whose columns are read a few at a time, straight into the matrix:
-  // in a row group too large to pre-buffer (read column by column anyway),
-  // where holding it twice, as arrays and as matrix, costs the most.
-  const std::vector<bool> fused =
-      cached || PreBuffered(rg.total_bytes) ? std::vector<bool>() : FusedStacks(layout);
+  // by the tile read when every member qualifies (tile_read.h), else, in a
+  // row group too large to pre-buffer (read column by column anyway), where
+  // holding it twice, as arrays and as matrix, costs the most, the generic
+  // way.  A pre-buffered row group's tiled stacks are read in one more
+  // coalesced read, after the other columns'.
+  const bool pre_buffered = PreBuffered(rg.total_bytes);
+  std::vector<bool> fused = cached ? std::vector<bool>() : FusedStacks(layout);
+  std::vector<std::vector<int>> tile_leaves(fused.size());
+  std::vector<int> prefetch;
+  for (size_t o = 0; o < fused.size(); ++o) {
+    if (!fused[o]) continue;
+    if (!filtered)
+      tile_leaves[o] = TileLeaves(catalog, rg_index, layout, layout.outputs[o], *opened);
+    if (pre_buffered && tile_leaves[o].empty()) fused[o] = false;
+    if (pre_buffered) prefetch.insert(prefetch.end(), tile_leaves[o].begin(), tile_leaves[o].end());
+  }
   std::vector<bool> read_whole(layout.fields.size(), true);
   for (size_t o = 0; o < fused.size(); ++o) {
     if (!fused[o]) continue;
     for (int f : layout.outputs[o].sources) read_whole[static_cast<size_t>(f)] = false;
   }
-  std::optional<RowGroupReader> opened;
   if (!cached) {
-    ARROW_ASSIGN_OR_RAISE(opened, OpenRowGroup(catalog, rg_index, hooks, context));
     Slow(hooks, "decode");
     ARROW_RETURN_NOT_OK(ReadColumns(catalog, rg_index, layout, hooks, context, decoded->rows.get(),
                                     *opened, read_whole, true, &decoded->columns));
+  }
+  if (!prefetch.empty()) {
+    try {
+      const parquet::ArrowReaderProperties defaults;
+      opened->reader->parquet_reader()->PreBuffer({0}, prefetch, defaults.io_context(),
+                                                  defaults.cache_options());
+    } catch (...) {
+      const ErrorContext where{file.rel_path, rg.row_group, "", ""};
+      return opened->Failed(
+          ParquetExceptionStatus(std::current_exception(), {}, IoOutcome::kReadOk), where);
+    }
   }
   const auto t_transform = Clock::now();
   Slow(hooks, "transform");
@@ -559,6 +644,12 @@ arrow::Result<std::shared_ptr<const DecodedRowGroup>> DecodeRowGroup(const Catal
     const size_t n = plan.sources.size();
     for (size_t first = 0; first < n; first += kFusedColumns) {
       const size_t last = std::min(n, first + kFusedColumns);
+      if (!tile_leaves[o].empty()) {  // (a filter's rows: the generic read takes them)
+        ARROW_ASSIGN_OR_RAISE(const bool tiled,
+                              ReadTiled(catalog, rg_index, layout, plan, first, last,
+                                        tile_leaves[o], hooks, context, *opened, &matrices[o]));
+        if (tiled) continue;
+      }
       std::vector<bool> wanted(layout.fields.size(), false);
       for (size_t c = first; c < last; ++c) wanted[static_cast<size_t>(plan.sources[c])] = true;
       ARROW_RETURN_NOT_OK(ReadColumns(catalog, rg_index, layout, hooks, context,

@@ -1,0 +1,185 @@
+#include "exec/tile_read.h"
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <arrow/type.h>
+#include <parquet/column_reader.h>
+#include <parquet/metadata.h>
+#include <parquet/schema.h>
+#include <parquet/statistics.h>
+
+#include "exec/assemble.h"
+#include "shardfeed/status.h"
+#include "util/parquet_error.h"
+
+namespace shardfeed {
+
+namespace {
+
+// Values bytes per stored byte beyond which a column is not tile-read.
+constexpr int64_t kMaxExpansion = 64;
+
+// The dtype an Arrow type id reads as without conversion, and the physical
+// type it must come from.
+std::optional<std::pair<DType, parquet::Type::type>> PlainNumber(arrow::Type::type id) {
+  switch (id) {
+    case arrow::Type::FLOAT:
+      return std::pair{DType::kFloat32, parquet::Type::FLOAT};
+    case arrow::Type::DOUBLE:
+      return std::pair{DType::kFloat64, parquet::Type::DOUBLE};
+    case arrow::Type::INT32:
+      return std::pair{DType::kInt32, parquet::Type::INT32};
+    case arrow::Type::INT64:
+      return std::pair{DType::kInt64, parquet::Type::INT64};
+    default:
+      return std::nullopt;
+  }
+}
+
+// Reads `want` values of one member into `out`: kNulls at a null, an error
+// when the column ends early or a page makes no progress.
+template <typename ParquetType>
+arrow::Result<TileOutcome> ReadTile(parquet::ColumnReader* column, int64_t want, int16_t* defs,
+                                    uint8_t* out) {
+  using T = typename ParquetType::c_type;
+  auto* reader = static_cast<parquet::TypedColumnReader<ParquetType>*>(column);
+  const bool optional = reader->descr()->max_definition_level() > 0;
+  auto* values = reinterpret_cast<T*>(out);
+  int64_t got = 0;
+  while (got < want) {
+    if (!reader->HasNext()) {
+      return Error(ErrorKind::kInvalidData, "the column chunk ended early");
+    }
+    int64_t values_read = 0;
+    const int64_t levels = reader->ReadBatch(want - got, optional ? defs : nullptr, nullptr,
+                                             values + got, &values_read);
+    if (values_read != levels) return TileOutcome::kNulls;
+    if (levels <= 0) return Error(ErrorKind::kInvalidData, "a page gave no values");
+    got += levels;
+  }
+  return TileOutcome::kDone;
+}
+
+arrow::Result<TileOutcome> ReadTileOf(DType dtype, parquet::ColumnReader* column, int64_t want,
+                                      int16_t* defs, uint8_t* out) {
+  switch (dtype) {
+    case DType::kFloat32:
+      return ReadTile<parquet::FloatType>(column, want, defs, out);
+    case DType::kFloat64:
+      return ReadTile<parquet::DoubleType>(column, want, defs, out);
+    case DType::kInt32:
+      return ReadTile<parquet::Int32Type>(column, want, defs, out);
+    case DType::kInt64:
+      return ReadTile<parquet::Int64Type>(column, want, defs, out);
+    default:
+      return Error(ErrorKind::kInvalidArgument, "the tile read takes no such dtype");
+  }
+}
+
+// TileLeaf, throwing where Parquet's accessors do.
+std::optional<int> TileLeafOrThrow(const Layout& layout, size_t field, int in_file,
+                                   const parquet::arrow::SchemaManifest& manifest,
+                                   const parquet::FileMetaData& metadata, DType matrix_dtype) {
+  if (in_file < 0 || static_cast<size_t>(in_file) >= manifest.schema_fields.size()) return {};
+  if (!layout.field_transforms[field].empty() || layout.field_from_strings[field]) return {};
+  if (layout.field_raw_dtypes[field] != matrix_dtype ||
+      layout.field_dtypes[field] != matrix_dtype) {
+    return {};
+  }
+  const auto& schema_field = manifest.schema_fields[static_cast<size_t>(in_file)];
+  if (!schema_field.is_leaf() || !schema_field.field) return {};
+  const auto plain = PlainNumber(schema_field.field->type()->id());
+  if (!plain || plain->first != matrix_dtype) return {};
+  const int leaf = schema_field.column_index;
+  if (leaf < 0 || leaf >= metadata.num_columns() || metadata.num_row_groups() < 1) return {};
+  const auto* descr = metadata.schema()->Column(leaf);
+  if (descr->physical_type() != plain->second || descr->max_repetition_level() != 0) return {};
+  const auto row_group = metadata.RowGroup(0);
+  const auto chunk = row_group->ColumnChunk(leaf);
+  if (chunk->type() != plain->second) return {};
+  // The matrix is made for the footer's row count before the pages have
+  // told theirs: beyond kMaxExpansion bytes of values per stored byte (a
+  // footer's lie, or runs of constants) the generic read, which reads the
+  // pages first, takes the column.
+  const int64_t rows = row_group->num_rows();
+  const int64_t stored = std::max<int64_t>(chunk->total_compressed_size(), 1);
+  if (rows < 0 || rows / kMaxExpansion > stored / static_cast<int64_t>(DTypeSize(matrix_dtype))) {
+    return {};
+  }
+  if (descr->max_definition_level() > 0 && chunk->is_stats_set()) {
+    // Known nulls: the generic read, without a tile read wasted first.
+    const auto stats = chunk->statistics();
+    if (stats && stats->HasNullCount() && stats->null_count() > 0) return {};
+  }
+  return leaf;
+}
+
+}  // namespace
+
+std::optional<int> TileLeaf(const Layout& layout, size_t field, int in_file,
+                            const parquet::arrow::SchemaManifest& manifest,
+                            const parquet::FileMetaData& metadata, DType matrix_dtype) {
+  // Parquet's accessors throw on a footer they find inconsistent (a chunk's
+  // type unlike its column's): the generic read then says what is wrong.
+  try {
+    return TileLeafOrThrow(layout, field, in_file, manifest, metadata, matrix_dtype);
+  } catch (...) {
+    return std::nullopt;
+  }
+}
+
+arrow::Result<TileOutcome> ReadMembersTiled(parquet::ParquetFileReader& file, const Layout& layout,
+                                            const OutputPlan& plan, size_t first, size_t last,
+                                            std::span<const int> leaves, int64_t rows,
+                                            uint8_t* matrix, size_t* failed) {
+  const size_t n = last - first;
+  if (leaves.size() != n) {
+    return Error(ErrorKind::kInvalidArgument, "ReadMembersTiled: a leaf per member");
+  }
+  const size_t elem = DTypeSize(plan.matrix_dtype);
+  const size_t row_bytes = static_cast<size_t>(plan.width) * elem;
+  *failed = 0;
+  BEGIN_PARQUET_CATCH
+  auto row_group = file.RowGroup(0);
+  std::vector<std::shared_ptr<parquet::ColumnReader>> readers(n);
+  for (size_t j = 0; j < n; ++j) {
+    *failed = j;
+    readers[j] = row_group->Column(leaves[j]);
+  }
+  // One buffer per member, and the transpose's view of them by field.
+  std::vector<uint8_t> tile(n * static_cast<size_t>(kTileRows) * elem);
+  std::vector<int16_t> defs(static_cast<size_t>(kTileRows));
+  std::vector<DecodedColumn> columns(layout.fields.size());
+  for (size_t j = 0; j < n; ++j) {
+    auto& column = columns[static_cast<size_t>(plan.sources[first + j])];
+    column.dtype = plan.matrix_dtype;
+    column.values = tile.data() + j * static_cast<size_t>(kTileRows) * elem;
+  }
+  for (int64_t r0 = 0; r0 < rows; r0 += kTileRows) {
+    const int64_t want = std::min(kTileRows, rows - r0);
+    for (size_t j = 0; j < n; ++j) {
+      *failed = j;
+      auto* out = tile.data() + j * static_cast<size_t>(kTileRows) * elem;
+      ARROW_ASSIGN_OR_RAISE(
+          auto outcome, ReadTileOf(plan.matrix_dtype, readers[j].get(), want, defs.data(), out));
+      if (outcome == TileOutcome::kNulls) return outcome;
+    }
+    ARROW_RETURN_NOT_OK(TransposeStack(layout, plan, columns, want,
+                                       matrix + static_cast<size_t>(r0) * row_bytes, first, last,
+                                       rows));
+  }
+  for (size_t j = 0; j < n; ++j) {
+    *failed = j;
+    if (readers[j]->HasNext()) {
+      return Error(ErrorKind::kInvalidData,
+                   "more values than the footer's " + std::to_string(rows) + " rows");
+    }
+  }
+  END_PARQUET_CATCH(ErrorContext{}, IoOutcome::kReadOk)
+  return TileOutcome::kDone;
+}
+
+}  // namespace shardfeed

@@ -1,0 +1,130 @@
+"""Stacks decoded a tile at a time (cpp/src/exec/tile_read.h): the same values as NumPy.
+
+A stack whose members are plain numbers of its own dtype, with no transform, is read by
+Parquet's column readers a tile of rows at a time straight into the matrix; a member with a
+null, a filter, or another type takes the generic read.  Whatever the writer did (pages,
+dictionaries, statistics, compression, row-group and tile boundaries), the matrix must hold
+exactly the file's values, nulls filled.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+import shardfeed
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+DTYPES = {
+    "float32": pa.float32(),
+    "float64": pa.float64(),
+    "int32": pa.int32(),
+    "int64": pa.int64(),
+}
+FILL = -7
+
+
+def expected(table: pa.Table, members: list[str], dtype: str) -> np.ndarray:
+    columns = [table.column(m).fill_null(FILL).to_numpy() for m in members]
+    return np.stack(columns, axis=1).astype(dtype, copy=False)
+
+
+def read_stack(path: Path, members: list[str], **kw: object) -> np.ndarray:
+    ld = shardfeed.Loader(
+        path,
+        batch_size=997,
+        shuffle=False,
+        drop_last=False,
+        columns=[],
+        stack={"s": members},
+        fill_null=FILL,
+        output="numpy",
+        **kw,
+    )
+    return np.concatenate([b["s"] for b in ld])
+
+
+@st.composite
+def tables(draw: st.DrawFn) -> tuple[pa.Table, str, dict[str, object]]:
+    dtype = draw(st.sampled_from(sorted(DTYPES)))
+    width = draw(st.integers(1, 20))  # across the 16-member groups
+    rows = draw(st.integers(1, 5000))  # across the 2048-row tiles
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    distinct = draw(st.sampled_from([3, 1000, None]))  # dictionary-friendly or not
+    columns = {}
+    for j in range(width):
+        if distinct is None:
+            values = rng.standard_normal(rows) * 1000
+        else:
+            values = rng.integers(-distinct, distinct, rows).astype(np.float64)
+        array = pa.array(values.astype(dtype))
+        nulls = draw(st.sampled_from(["required", "optional", "optional", "some"]))
+        if nulls == "some":  # a null somewhere: the generic read, from there or from the start
+            mask = np.zeros(rows, dtype=bool)
+            mask[draw(st.integers(0, rows - 1))] = True
+            array = pa.array(values.astype(dtype), mask=mask)
+        field = pa.field(f"c{j}", DTYPES[dtype], nullable=nulls != "required")
+        columns[field] = array
+    table = pa.Table.from_arrays(list(columns.values()), schema=pa.schema(list(columns)))
+    writer = {
+        "row_group_size": draw(st.sampled_from([rows, 1000, 2049])),
+        "data_page_size": draw(st.sampled_from([64, 4096, 1 << 20])),
+        "use_dictionary": draw(st.booleans()),
+        "write_statistics": draw(st.booleans()),  # without, a null is found by reading
+        "compression": draw(st.sampled_from(["none", "snappy", "zstd"])),
+        "data_page_version": draw(st.sampled_from(["1.0", "2.0"])),
+    }
+    return table, dtype, writer
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(case=tables())
+def test_tile_read_equals_numpy(tmp_path: Path, case: tuple[pa.Table, str, dict[str, object]]):
+    table, dtype, writer = case
+    path = tmp_path / "t.parquet"
+    pq.write_table(table, path, **writer)  # type: ignore[arg-type]
+    members = table.column_names
+    got = read_stack(path, members, num_threads=2)
+    assert got.dtype == np.dtype(dtype)
+    np.testing.assert_array_equal(got, expected(table, members, dtype))
+
+
+def test_tile_read_with_filter_and_members_in_any_order(tmp_path: Path):
+    rng = np.random.default_rng(5)
+    rows = 6000
+    table = pa.table({f"c{j}": rng.standard_normal(rows).astype(np.float32) for j in range(18)})
+    table = table.append_column("k", pa.array(np.arange(rows) % 5))
+    path = tmp_path / "t.parquet"
+    pq.write_table(table, path, row_group_size=2500)
+    members = [f"c{j}" for j in (17, 3, 0, 9, 16, 1, 2, 4, 5, 6, 7, 8, 10, 11, 12, 13, 14, 15)]
+    np.testing.assert_array_equal(read_stack(path, members), expected(table, members, "float32"))
+    kept = table.filter(pc.equal(table.column("k"), 2))
+    filtered = read_stack(path, members, filter=[("k", "==", 2)])
+    np.testing.assert_array_equal(filtered, expected(kept, members, "float32"))
+
+
+def test_a_column_with_fewer_values_than_its_footer_is_invalid_data(tmp_path: Path):
+    """Row groups whose footer claims more rows than a stacked member's pages hold."""
+    from . import thrift_footer as tf
+
+    rows = 3000
+    table = pa.table({f"c{j}": np.arange(rows, dtype=np.float32) + j for j in range(3)})
+    path = tmp_path / "short.parquet"
+    pq.write_table(table, path, row_group_size=rows, write_statistics=False)
+    body, meta = tf.read_footer(path)
+    group = tf.row_groups(meta)[0]
+    tf.set_i64(group, tf.RG_NUM_ROWS, rows + 10)
+    for chunk in group[tf.RG_COLUMNS][1][1]:
+        cm = chunk[tf.CC_META][1]
+        tf.set_i64(cm, tf.CM_NUM_VALUES, rows + 10)
+    tf.set_i64(meta, tf.FILE_NUM_ROWS, rows + 10)
+    tf.write_footer(path, body, meta)
+    with pytest.raises(shardfeed.InvalidDataError, match=r"short\.parquet', row group 0.*'c0'"):
+        read_stack(path, ["c0", "c1", "c2"])
