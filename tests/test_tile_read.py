@@ -19,6 +19,7 @@ import pytest
 import shardfeed
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from shardfeed.transforms import FillNull
 
 DTYPES = {
     "float32": pa.float32(),
@@ -29,12 +30,20 @@ DTYPES = {
 FILL = -7
 
 
-def expected(table: pa.Table, members: list[str], dtype: str) -> np.ndarray:
-    columns = [table.column(m).fill_null(FILL).to_numpy() for m in members]
+def expected(table: pa.Table, members: list[str], dtype: str, fills: list[int]) -> np.ndarray:
+    columns = [table.column(m).fill_null(f).to_numpy() for m, f in zip(members, fills, strict=True)]
     return np.stack(columns, axis=1).astype(dtype, copy=False)
 
 
-def read_stack(path: Path, members: list[str], **kw: object) -> np.ndarray:
+def read_stack(
+    path: Path, members: list[str], stack_fill: bool = False, **kw: object
+) -> np.ndarray:
+    """The stack "s" of `members`; nulls filled by fill_null=FILL, or by the stack's
+    FillNull with one value per member (FILL - j)."""
+    if stack_fill:
+        kw["transforms"] = [FillNull("s", value=[FILL - j for j in range(len(members))])]
+    else:
+        kw["fill_null"] = FILL
     ld = shardfeed.Loader(
         path,
         batch_size=997,
@@ -42,15 +51,18 @@ def read_stack(path: Path, members: list[str], **kw: object) -> np.ndarray:
         drop_last=False,
         columns=[],
         stack={"s": members},
-        fill_null=FILL,
         output="numpy",
         **kw,
     )
     return np.concatenate([b["s"] for b in ld])
 
 
+def fills(members: list[str], stack_fill: bool) -> list[int]:
+    return [FILL - j if stack_fill else FILL for j in range(len(members))]
+
+
 @st.composite
-def tables(draw: st.DrawFn) -> tuple[pa.Table, str, dict[str, object]]:
+def tables(draw: st.DrawFn) -> tuple[pa.Table, str, dict[str, object], bool]:
     dtype = draw(st.sampled_from(sorted(DTYPES)))
     width = draw(st.integers(1, 20))  # across the 16-member groups
     rows = draw(st.integers(1, 5000))  # across the 2048-row tiles
@@ -64,9 +76,10 @@ def tables(draw: st.DrawFn) -> tuple[pa.Table, str, dict[str, object]]:
             values = rng.integers(-distinct, distinct, rows).astype(np.float64)
         array = pa.array(values.astype(dtype))
         nulls = draw(st.sampled_from(["required", "optional", "optional", "some"]))
-        if nulls == "some":  # a null somewhere: the generic read, from there or from the start
+        if nulls == "some":  # a null, or many, filled as the tile is read
             mask = np.zeros(rows, dtype=bool)
             mask[draw(st.integers(0, rows - 1))] = True
+            mask |= rng.random(rows) < draw(st.sampled_from([0.0, 0.01, 0.5, 1.0]))
             array = pa.array(values.astype(dtype), mask=mask)
         field = pa.field(f"c{j}", DTYPES[dtype], nullable=nulls != "required")
         columns[field] = array
@@ -79,21 +92,24 @@ def tables(draw: st.DrawFn) -> tuple[pa.Table, str, dict[str, object]]:
         "compression": draw(st.sampled_from(["none", "snappy", "zstd"])),
         "data_page_version": draw(st.sampled_from(["1.0", "2.0"])),
     }
-    return table, dtype, writer
+    return table, dtype, writer, draw(st.booleans())
 
 
 @settings(
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(case=tables())
-def test_tile_read_equals_numpy(tmp_path: Path, case: tuple[pa.Table, str, dict[str, object]]):
-    table, dtype, writer = case
+def test_tile_read_equals_numpy(
+    tmp_path: Path, case: tuple[pa.Table, str, dict[str, object], bool]
+):
+    table, dtype, writer, stack_fill = case
     path = tmp_path / "t.parquet"
     pq.write_table(table, path, **writer)  # type: ignore[arg-type]
     members = table.column_names
-    got = read_stack(path, members, num_threads=2)
+    got = read_stack(path, members, stack_fill, num_threads=2)
     assert got.dtype == np.dtype(dtype)
-    np.testing.assert_array_equal(got, expected(table, members, dtype))
+    want = expected(table, members, dtype, fills(members, stack_fill))
+    np.testing.assert_array_equal(got, want)
 
 
 def test_tile_read_with_filter_and_members_in_any_order(tmp_path: Path):
@@ -104,10 +120,13 @@ def test_tile_read_with_filter_and_members_in_any_order(tmp_path: Path):
     path = tmp_path / "t.parquet"
     pq.write_table(table, path, row_group_size=2500)
     members = [f"c{j}" for j in (17, 3, 0, 9, 16, 1, 2, 4, 5, 6, 7, 8, 10, 11, 12, 13, 14, 15)]
-    np.testing.assert_array_equal(read_stack(path, members), expected(table, members, "float32"))
+    want = expected(table, members, "float32", fills(members, False))
+    np.testing.assert_array_equal(read_stack(path, members), want)
     kept = table.filter(pc.equal(table.column("k"), 2))
     filtered = read_stack(path, members, filter=[("k", "==", 2)])
-    np.testing.assert_array_equal(filtered, expected(kept, members, "float32"))
+    np.testing.assert_array_equal(
+        filtered, expected(kept, members, "float32", fills(members, False))
+    )
 
 
 def test_a_column_with_fewer_values_than_its_footer_is_invalid_data(tmp_path: Path):
@@ -128,3 +147,21 @@ def test_a_column_with_fewer_values_than_its_footer_is_invalid_data(tmp_path: Pa
     tf.write_footer(path, body, meta)
     with pytest.raises(shardfeed.InvalidDataError, match=r"short\.parquet', row group 0.*'c0'"):
         read_stack(path, ["c0", "c1", "c2"])
+
+
+@pytest.mark.parametrize("write_statistics", [True, False])
+def test_a_null_without_a_fill_names_its_column_and_row(tmp_path: Path, write_statistics: bool):
+    """Without statistics the tile read finds the null itself, then the generic read names it."""
+    rows = 5000
+    mask = np.arange(rows) == 3000
+    table = pa.table(
+        {"c0": np.ones(rows, np.float32), "c1": pa.array(np.ones(rows, np.float32), mask=mask)}
+    )
+    path = tmp_path / "nulls.parquet"
+    pq.write_table(table, path, write_statistics=write_statistics)
+    ld = shardfeed.Loader(
+        path, batch_size=500, shuffle=False, columns=[], stack={"s": ["c0", "c1"]}
+    )
+    with pytest.raises(shardfeed.InvalidDataError, match=r"column 'c1'.*null value at row 3000"):
+        for _ in ld:
+            pass

@@ -13,6 +13,7 @@
 
 #include "exec/assemble.h"
 #include "shardfeed/status.h"
+#include "util/dtype_dispatch.h"
 #include "util/parquet_error.h"
 
 namespace shardfeed {
@@ -39,14 +40,15 @@ std::optional<std::pair<DType, parquet::Type::type>> PlainNumber(arrow::Type::ty
   }
 }
 
-// Reads `want` values of one member into `out`: kNulls at a null, an error
-// when the column ends early or a page makes no progress.
+// Reads `want` values of one member into `out`, nulls replaced by `fill`:
+// kNulls at a null when there is no fill, an error when the column ends
+// early or a page makes no progress.
 template <typename ParquetType>
 arrow::Result<TileOutcome> ReadTile(parquet::ColumnReader* column, int64_t want, int16_t* defs,
-                                    uint8_t* out) {
+                                    const std::optional<double>& fill, uint8_t* out) {
   using T = typename ParquetType::c_type;
   auto* reader = static_cast<parquet::TypedColumnReader<ParquetType>*>(column);
-  const bool optional = reader->descr()->max_definition_level() > 0;
+  const int16_t defined = reader->descr()->max_definition_level();
   auto* values = reinterpret_cast<T*>(out);
   int64_t got = 0;
   while (got < want) {
@@ -54,29 +56,47 @@ arrow::Result<TileOutcome> ReadTile(parquet::ColumnReader* column, int64_t want,
       return Error(ErrorKind::kInvalidData, "the column chunk ended early");
     }
     int64_t values_read = 0;
-    const int64_t levels = reader->ReadBatch(want - got, optional ? defs : nullptr, nullptr,
+    const int64_t levels = reader->ReadBatch(want - got, defined > 0 ? defs : nullptr, nullptr,
                                              values + got, &values_read);
-    if (values_read != levels) return TileOutcome::kNulls;
     if (levels <= 0) return Error(ErrorKind::kInvalidData, "a page gave no values");
+    if (values_read != levels) {
+      if (!fill || values_read > levels) return TileOutcome::kNulls;
+      // The values came dense: spread them to their rows from the back,
+      // the nulls' rows filled (as FillNullValues and the stack's fill do).
+      const T value = SaturatingCast<T>(*fill);
+      int64_t k = values_read;
+      for (int64_t i = levels - 1; i >= 0; --i) {
+        values[got + i] = defs[i] == defined && k > 0 ? values[got + --k] : value;
+      }
+      if (k != 0) return Error(ErrorKind::kInvalidData, "definition levels unlike the values");
+    }
     got += levels;
   }
   return TileOutcome::kDone;
 }
 
 arrow::Result<TileOutcome> ReadTileOf(DType dtype, parquet::ColumnReader* column, int64_t want,
-                                      int16_t* defs, uint8_t* out) {
+                                      int16_t* defs, const std::optional<double>& fill,
+                                      uint8_t* out) {
   switch (dtype) {
     case DType::kFloat32:
-      return ReadTile<parquet::FloatType>(column, want, defs, out);
+      return ReadTile<parquet::FloatType>(column, want, defs, fill, out);
     case DType::kFloat64:
-      return ReadTile<parquet::DoubleType>(column, want, defs, out);
+      return ReadTile<parquet::DoubleType>(column, want, defs, fill, out);
     case DType::kInt32:
-      return ReadTile<parquet::Int32Type>(column, want, defs, out);
+      return ReadTile<parquet::Int32Type>(column, want, defs, fill, out);
     case DType::kInt64:
-      return ReadTile<parquet::Int64Type>(column, want, defs, out);
+      return ReadTile<parquet::Int64Type>(column, want, defs, fill, out);
     default:
       return Error(ErrorKind::kInvalidArgument, "the tile read takes no such dtype");
   }
+}
+
+// What a null of member `field` becomes: the stack's FillNull when it takes
+// the member's nulls (`fill`: that member's value), else the column's.
+std::optional<double> MemberFill(const Layout& layout, size_t field, double stack_fill) {
+  if (layout.field_nulls_to_stack[field]) return stack_fill;
+  return layout.field_fill_null[field];
 }
 
 // TileLeaf, throwing where Parquet's accessors do.
@@ -109,8 +129,9 @@ std::optional<int> TileLeafOrThrow(const Layout& layout, size_t field, int in_fi
   if (rows < 0 || rows / kMaxExpansion > stored / static_cast<int64_t>(DTypeSize(matrix_dtype))) {
     return {};
   }
-  if (descr->max_definition_level() > 0 && chunk->is_stats_set()) {
-    // Known nulls: the generic read, without a tile read wasted first.
+  if (descr->max_definition_level() > 0 && !MemberFill(layout, field, 0) && chunk->is_stats_set()) {
+    // Known nulls and no fill: the generic read (which names the first
+    // null), without a tile read wasted first.
     const auto stats = chunk->statistics();
     if (stats && stats->HasNullCount() && stats->null_count() > 0) return {};
   }
@@ -153,6 +174,11 @@ arrow::Result<TileOutcome> ReadMembersTiled(parquet::ParquetFileReader& file, co
   std::vector<uint8_t> tile(n * static_cast<size_t>(kTileRows) * elem);
   std::vector<int16_t> defs(static_cast<size_t>(kTileRows));
   std::vector<DecodedColumn> columns(layout.fields.size());
+  std::vector<std::optional<double>> fills(n);
+  for (size_t j = 0; j < n; ++j) {
+    const auto f = static_cast<size_t>(plan.sources[first + j]);
+    fills[j] = MemberFill(layout, f, plan.fill.empty() ? 0.0 : plan.fill[first + j]);
+  }
   for (size_t j = 0; j < n; ++j) {
     auto& column = columns[static_cast<size_t>(plan.sources[first + j])];
     column.dtype = plan.matrix_dtype;
@@ -163,8 +189,8 @@ arrow::Result<TileOutcome> ReadMembersTiled(parquet::ParquetFileReader& file, co
     for (size_t j = 0; j < n; ++j) {
       *failed = j;
       auto* out = tile.data() + j * static_cast<size_t>(kTileRows) * elem;
-      ARROW_ASSIGN_OR_RAISE(
-          auto outcome, ReadTileOf(plan.matrix_dtype, readers[j].get(), want, defs.data(), out));
+      ARROW_ASSIGN_OR_RAISE(auto outcome, ReadTileOf(plan.matrix_dtype, readers[j].get(), want,
+                                                     defs.data(), fills[j], out));
       if (outcome == TileOutcome::kNulls) return outcome;
     }
     ARROW_RETURN_NOT_OK(TransposeStack(layout, plan, columns, want,

@@ -4,11 +4,13 @@
 // The generic read makes an Arrow array per column (values, plus a validity
 // bitmap built from the definition levels) and then transposes the arrays
 // into the matrix: the decoded values go through main memory twice.  When the
-// members are plain numbers of the matrix's own type, with no transform and
-// no null, Parquet's column readers can instead decode kTileRows values of
+// members are plain numbers of the matrix's own type with no transform of
+// their own, Parquet's column readers can instead decode kTileRows values of
 // each member into a small buffer that stays in cache, transposed into the
-// matrix at once; no bitmap is built.  What does not qualify, or turns out
-// to hold a null, is read the generic way: the values are the same.
+// matrix at once; no bitmap is built, and nulls are filled as they are read
+// (the column's fill_null, or the stack's FillNull).  What does not qualify,
+// or holds a null with no fill, is read the generic way: the values are the
+// same.
 #pragma once
 
 #include <cstddef>
@@ -33,7 +35,7 @@ inline constexpr int64_t kTileRows = 2048;
 // file) when the tile read can decode it into a matrix of `matrix_dtype`:
 // a flat column whose Arrow type is that dtype with no conversion (float32 /
 // float64 / int32 / int64 from FLOAT / DOUBLE / INT32 / INT64), with no
-// transform, whose statistics, when they count nulls, count none.
+// transform; without a fill, one whose statistics count no null.
 std::optional<int> TileLeaf(const Layout& layout, size_t field, int in_file,
                             const parquet::arrow::SchemaManifest& manifest,
                             const parquet::FileMetaData& metadata, DType matrix_dtype);
@@ -41,12 +43,12 @@ std::optional<int> TileLeaf(const Layout& layout, size_t field, int in_file,
 // How a tile read ended.
 enum class TileOutcome {
   kDone,   // every member's rows are in the matrix
-  kNulls,  // a member holds a null: read the group the generic way
+  kNulls,  // a member holds a null and has no fill: read the group the generic way
 };
 
 // Decodes the `rows` rows of members [first, last) of stack `plan` (their
 // leaf columns in `leaves`, of row group 0 of `file`) into the matrix's
-// columns first..last-1.  A column with fewer or more values than `rows` is
+// columns first..last-1, nulls filled.  A column with fewer or more values than `rows` is
 // InvalidData naming it; on an error *failed is the member (index into
 // leaves) whose read failed.
 arrow::Result<TileOutcome> ReadMembersTiled(parquet::ParquetFileReader& file, const Layout& layout,
