@@ -24,6 +24,7 @@
 #include "storage/folder.h"
 #include "storage/posix_file.h"
 #include "storage/temp_file.h"
+#include "tier/verified_stamp.h"
 #include "util/hash.h"
 
 namespace shardfeed {
@@ -199,11 +200,15 @@ std::string DecodedTier::Impl::PathOf(const std::string& key) const {
   return dir_ + "/" + Hex64(Hash64(key)) + ".sfd";
 }
 
+std::string DecodedTier::Impl::LockPathOf(const std::string& key) const {
+  return dir_ + "/" + Hex64(Hash64(key)) + ".lock";
+}
+
 arrow::Result<storage_internal::LockedFd> DecodedTier::Impl::LockEntry(
     const std::string& key, const std::function<bool()>& stopped,
     const std::function<bool()>& help) const {
   using storage_internal::LockMode, storage_internal::LockWait, storage_internal::LockOutcome;
-  const std::string path = dir_ + "/" + Hex64(Hash64(key)) + ".lock";
+  const std::string path = LockPathOf(key);
   const auto t0 = std::chrono::steady_clock::now();
   auto delay = std::chrono::milliseconds(1);
   for (;;) {
@@ -269,7 +274,9 @@ arrow::Result<std::optional<std::vector<DecodedColumn>>> DecodedTier::Impl::Load
   for (const Record& r : records) {
     if (!ValidRecord(r, size)) return corrupt();
   }
-  // 4. The buffers' digest, the first time this process loads this entry.
+  // 4. The buffers' digest, the first time this process loads this entry,
+  // unless the entry's stamp says this very file was checked by another
+  // process (verified_stamp.h); a check leaves the stamp.
   const std::string verified_id = key + '|' + std::to_string(data_digest);
   bool verified = just_stored;
   if (!verified) {
@@ -277,8 +284,13 @@ arrow::Result<std::optional<std::vector<DecodedColumn>>> DecodedTier::Impl::Load
     verified = verified_.count(verified_id) > 0;
   }
   if (!verified) {
-    auto at = [&](size_t k, Part part) { return p + OffsetOf(records[k], part); };
-    if (DataDigest(records, at) != data_digest) return corrupt();
+    const std::string stamp = LockPathOf(key);
+    if (!StampMatches(stamp, file->file_descriptor(), data_digest)) {
+      auto at = [&](size_t k, Part part) { return p + OffsetOf(records[k], part); };
+      ++digests_checked_;
+      if (DataDigest(records, at) != data_digest) return corrupt();
+      WriteStamp(stamp, file->file_descriptor(), data_digest);
+    }
     std::lock_guard<std::mutex> lock(mu_);
     verified_.insert(verified_id);
   }

@@ -11,8 +11,9 @@
 // miss.  Nothing in an entry is trusted: every load checks the header's digest
 // before it uses a field, then every offset and size against the file (with
 // unsigned, overflow-checked arithmetic) and every list against its values;
-// the buffers' digest is checked the first time a process loads the entry.  A
-// damaged entry is a miss (counted as corrupt), decoded again and replaced.
+// the buffers' digest is checked the first time a process loads the entry
+// (once per node and file: verified_stamp.h).  A damaged entry is a miss
+// (counted as corrupt), decoded again and replaced.
 // Files are written to a temporary name and renamed into place; temporaries of
 // dead writers are removed when a tier opens (the flock protocol of
 // storage/temp_file.h, shared with the file cache).
@@ -70,11 +71,15 @@ struct DecodedTier::Impl {
 
   DecodedTierStats stats() const;
   std::string PathOf(const std::string& key) const;
+  // The entry's lock file, which also holds its verified stamp
+  // (verified_stamp.h).
+  std::string LockPathOf(const std::string& key) const;
 
   const std::string dir_;
   const int64_t limit_;
   std::atomic<int64_t> used_;
   std::atomic<int64_t> hits_{0}, misses_{0}, stored_{0}, skipped_{0}, corrupt_{0};
+  std::atomic<int64_t> digests_checked_{0};  // entries whose buffers this process hashed
   std::atomic<bool> warned_{false};
   std::mutex mu_;
   std::set<std::string> verified_;  // entries whose digest this process checked

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include <arrow/buffer.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -100,6 +101,49 @@ TEST(DecodedTier, ADamagedEntryIsDiscarded) {
   EXPECT_FALSE((*tier->impl()->Load("key")).has_value());
   tier->impl()->Store("key", {Int64Column(0, 1000)}, 1000);
   EXPECT_TRUE((*tier->impl()->Load("key")).has_value());
+}
+
+TEST(DecodedTier, AnEntryCheckedByOneProcessIsNotHashedByTheNext) {
+  testing::TempDir dir;
+  const std::string folder = (dir.path() / "tier").string();
+  (*DecodedTier::Open(folder, 0))->impl()->Store("key", {Int64Column(0, 1000)}, 1000);
+  // Each Open stands for another process (its own set of checked entries).
+  auto first = *DecodedTier::Open(folder, 0);
+  ASSERT_TRUE((*first->impl()->Load("key")).has_value());
+  EXPECT_EQ(first->impl()->digests_checked_, 1);  // checked, and stamped
+  ASSERT_TRUE((*first->impl()->Load("key")).has_value());
+  EXPECT_EQ(first->impl()->digests_checked_, 1);  // once per process, as before
+  auto second = *DecodedTier::Open(folder, 0);
+  ASSERT_TRUE((*second->impl()->Load("key")).has_value());
+  EXPECT_EQ(second->impl()->digests_checked_, 0);  // the stamp says this file was checked
+
+  // A value flipped in place, even with the old modification time put back,
+  // changes the file's change time: the stamp no longer matches.
+  const auto entries = Entries(folder);
+  ASSERT_EQ(entries.size(), 1u);
+  struct stat before {};
+  ASSERT_EQ(::stat(entries[0].c_str(), &before), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  {
+    std::fstream f(entries[0], std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(fs::file_size(entries[0]) - 100));
+    f.put('\x5a');
+  }
+  const struct timespec times[2] = {before.st_atim, before.st_mtim};
+  ASSERT_EQ(::utimensat(AT_FDCWD, entries[0].c_str(), times, 0), 0);
+  auto third = *DecodedTier::Open(folder, 0);
+  auto loaded = third->impl()->Load("key");
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_FALSE(loaded->has_value());
+  EXPECT_EQ(third->stats().corrupt, 1);
+
+  // A torn or foreign stamp is ignored: the entry is checked again.
+  third->impl()->Store("key", {Int64Column(0, 1000)}, 1000);
+  const std::string stamp = third->impl()->LockPathOf("key");
+  testing::WriteText(stamp, std::string(72, '\x01'));
+  auto fourth = *DecodedTier::Open(folder, 0);
+  ASSERT_TRUE((*fourth->impl()->Load("key")).has_value());
+  EXPECT_EQ(fourth->impl()->digests_checked_, 1);
 }
 
 TEST(DecodedTier, OpenRemovesOnlyTempsWithoutALiveWriter) {
