@@ -60,15 +60,19 @@ arrow::Result<TileOutcome> ReadTile(parquet::ColumnReader* column, int64_t want,
                                              values + got, &values_read);
     if (levels <= 0) return Error(ErrorKind::kInvalidData, "a page gave no values");
     if (values_read != levels) {
-      if (!fill || values_read > levels) return TileOutcome::kNulls;
-      // The values came dense: spread them to their rows from the back,
-      // the nulls' rows filled (as FillNullValues and the stack's fill do).
+      if (defined == 0 || values_read > levels ||
+          std::count(defs, defs + levels, defined) != values_read) {
+        return Error(ErrorKind::kInvalidData, "definition levels unlike the values");
+      }
+      if (!fill) return TileOutcome::kNulls;
+      // The values came dense: spread them to their rows from the back (a
+      // value never moves down), the nulls' rows filled as FillNullValues
+      // and the stack's fill do.
       const T value = SaturatingCast<T>(*fill);
       int64_t k = values_read;
       for (int64_t i = levels - 1; i >= 0; --i) {
-        values[got + i] = defs[i] == defined && k > 0 ? values[got + --k] : value;
+        values[got + i] = defs[i] == defined ? values[got + --k] : value;
       }
-      if (k != 0) return Error(ErrorKind::kInvalidData, "definition levels unlike the values");
     }
     got += levels;
   }
