@@ -2,10 +2,12 @@
 
 #include <filesystem>
 #include <fstream>
+#include <string>
 
 #include <gtest/gtest.h>
 #include <parquet/metadata.h>
 
+#include "exec/tile_read.h"
 #include "shardfeed/status.h"
 #include "util/test_util.h"
 
@@ -14,18 +16,32 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// "id" and "x" of WriteIdFile as columns.
+OutputOptions Columns() {
+  OutputOptions options;
+  options.columns = {"id", "x"};
+  options.all_columns = false;
+  return options;
+}
+
+// The same, each as a stack of its own (read by the tile read: tile_read.h).
+OutputOptions Stacks() {
+  OutputOptions options;
+  options.all_columns = false;
+  options.stacks = {{"ids", {"id"}}, {"xs", {"x"}}};
+  return options;
+}
+
 struct Fixture {
   testing::TempDir dir;
   std::shared_ptr<Catalog> catalog;
   Layout layout;
   DecodeHooks hooks;
 
-  explicit Fixture(int64_t rows = 100, int64_t row_group = 40) {
+  explicit Fixture(int64_t rows = 100, int64_t row_group = 40,
+                   const OutputOptions& options = Columns()) {
     testing::WriteIdFile(dir.path() / "data" / "a.parquet", 0, rows, row_group);
     catalog = *Catalog::Open({(dir.path() / "data").string()});
-    OutputOptions options;
-    options.columns = {"id", "x"};
-    options.all_columns = false;
     layout = *MakeLayout(*catalog->schema(), options);
     hooks.clock = std::make_shared<StageClock>(false);
   }
@@ -52,27 +68,76 @@ TEST(Decode, ARowGroupDecodesToItsValues) {
   }
 }
 
-TEST(Decode, ACorruptPageIsInvalidDataNamingFileRowGroupAndColumn) {
-  Fixture f;
-  auto footer = RowGroupFooter(f.catalog->row_groups()[2]).ValueOrDie();
-  auto chunk = footer->RowGroup(0)->ColumnChunk(0);  // "id"
+// Overwrites column `column`'s chunk of row group `rg` with `byte`s, then
+// catalogues the folder again (a file rewritten after cataloguing is
+// reported as changed) and decodes `rg`: an InvalidData naming the file, the
+// row group and the column is expected.
+void ExpectCorruptChunkNamed(Fixture& f, int32_t rg, int column, char byte,
+                             const std::string& name) {
+  auto footer = RowGroupFooter(f.catalog->row_groups()[static_cast<size_t>(rg)]).ValueOrDie();
+  auto chunk = footer->RowGroup(0)->ColumnChunk(column);
   const int64_t start =
       chunk->has_dictionary_page() ? chunk->dictionary_page_offset() : chunk->data_page_offset();
   {
     std::fstream out(f.file(), std::ios::in | std::ios::out | std::ios::binary);
     out.seekp(start);
-    for (int64_t i = 0; i < chunk->total_compressed_size(); ++i) out.put('\xff');
+    for (int64_t i = 0; i < chunk->total_compressed_size(); ++i) out.put(byte);
   }
-  // Catalogued again: a file rewritten after cataloguing is reported as changed.
   f.catalog = *Catalog::Open({(f.dir.path() / "data").string()});
   ASSERT_TRUE(f.Decode(0).ok());  // the other row groups are intact
-  auto decoded = f.Decode(2);
+  auto decoded = f.Decode(rg);
   ASSERT_FALSE(decoded.ok());
   EXPECT_EQ(KindOf(decoded.status()), ErrorKind::kInvalidData) << decoded.status();
   const std::string message = decoded.status().message();
   EXPECT_NE(message.find("a.parquet"), std::string::npos) << message;
-  EXPECT_NE(message.find("row group 2"), std::string::npos) << message;
-  EXPECT_NE(message.find("column 'id'"), std::string::npos) << message;
+  EXPECT_NE(message.find("row group " + std::to_string(rg)), std::string::npos) << message;
+  EXPECT_NE(message.find("column '" + name + "'"), std::string::npos) << message;
+}
+
+TEST(Decode, ACorruptPageIsInvalidDataNamingFileRowGroupAndColumn) {
+  Fixture f;
+  ExpectCorruptChunkNamed(f, 2, 0, '\xff', "id");
+}
+
+TEST(Decode, ACorruptPageOfAStackIsInvalidDataNamingFileRowGroupAndColumn) {
+  Fixture f(100, 40, Stacks());
+  ExpectCorruptChunkNamed(f, 2, 1, '\x7f', "x");
+}
+
+TEST(Decode, StacksOfPlainNumbersHoldTheirValuesAcrossTiles) {
+  const int64_t rows = 3 * kTileRows + 5, group = 2 * kTileRows + 1;
+  Fixture f(rows, group, Stacks());
+  ASSERT_EQ(f.catalog->row_groups().size(), 2u);
+  for (int32_t rg = 0; rg < 2; ++rg) {
+    auto decoded = f.Decode(rg);
+    ASSERT_TRUE(decoded.ok()) << decoded.status();
+    const auto& d = **decoded;
+    ASSERT_EQ(d.stacks.size(), 2u);
+    ASSERT_EQ(d.stacks[0]->size(), d.num_rows * 8);
+    const auto* ids = reinterpret_cast<const int64_t*>(d.stacks[0]->data());
+    const auto* xs = reinterpret_cast<const float*>(d.stacks[1]->data());
+    for (int64_t i = 0; i < d.num_rows; ++i) {
+      ASSERT_EQ(ids[i], d.first_row + i);
+      ASSERT_EQ(xs[i], static_cast<float>(d.first_row + i) / 2);
+    }
+  }
+}
+
+TEST(Decode, TheTileReadTakesOnlyPlainNumbersOfTheMatrixType) {
+  Fixture f(10, 10, Stacks());
+  auto footer = RowGroupFooter(f.catalog->row_groups()[0]).ValueOrDie();
+  parquet::arrow::SchemaManifest manifest;
+  ASSERT_TRUE(parquet::arrow::SchemaManifest::Make(footer->schema(), footer->key_value_metadata(),
+                                                   parquet::default_arrow_reader_properties(),
+                                                   &manifest)
+                  .ok());
+  // Fields of the layout: id (0), x (1); the file's columns: id, x, v.
+  EXPECT_EQ(TileLeaf(f.layout, 0, 0, manifest, *footer, DType::kInt64), 0);
+  EXPECT_EQ(TileLeaf(f.layout, 1, 1, manifest, *footer, DType::kFloat32), 1);
+  EXPECT_FALSE(TileLeaf(f.layout, 1, 1, manifest, *footer, DType::kFloat64));   // a cast
+  EXPECT_FALSE(TileLeaf(f.layout, 1, 2, manifest, *footer, DType::kFloat32));   // a list
+  EXPECT_FALSE(TileLeaf(f.layout, 1, -1, manifest, *footer, DType::kFloat32));  // not in the file
+  EXPECT_FALSE(TileLeaf(f.layout, 1, 7, manifest, *footer, DType::kFloat32));
 }
 
 TEST(Decode, AFileRemovedAfterCataloguingIsReportedAsChanged) {
