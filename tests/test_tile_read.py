@@ -84,14 +84,24 @@ def tables(draw: st.DrawFn) -> tuple[pa.Table, str, dict[str, object], bool]:
         field = pa.field(f"c{j}", DTYPES[dtype], nullable=nulls != "required")
         columns[field] = array
     table = pa.Table.from_arrays(list(columns.values()), schema=pa.schema(list(columns)))
-    writer = {
+    writer: dict[str, object] = {
         "row_group_size": draw(st.sampled_from([rows, 1000, 2049])),
         "data_page_size": draw(st.sampled_from([64, 4096, 1 << 20])),
-        "use_dictionary": draw(st.booleans()),
         "write_statistics": draw(st.booleans()),  # without, a null is found by reading
         "compression": draw(st.sampled_from(["none", "snappy", "zstd"])),
         "data_page_version": draw(st.sampled_from(["1.0", "2.0"])),
     }
+    # Dictionary pages (falling back to plain ones mid-chunk when the dictionary
+    # outgrows its limit), or the encodings ML data uses for numbers.
+    encodings = ["dictionary", "plain", "BYTE_STREAM_SPLIT"]
+    if dtype.startswith("int"):
+        encodings.append("DELTA_BINARY_PACKED")
+    encoding = draw(st.sampled_from(encodings))
+    writer["use_dictionary"] = encoding == "dictionary"
+    if encoding == "dictionary":
+        writer["dictionary_pagesize_limit"] = draw(st.sampled_from([256, 1 << 20]))
+    elif encoding != "plain":
+        writer["column_encoding"] = encoding
     return table, dtype, writer, draw(st.booleans())
 
 
