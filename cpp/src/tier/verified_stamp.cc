@@ -50,7 +50,7 @@ bool StampMatches(const std::string& stamp_path, int fd, uint64_t data_digest) {
 void WriteStamp(const std::string& stamp_path, int fd, uint64_t data_digest) {
   Stamp stamp{};
   if (!Identity(fd, data_digest, &stamp)) return;
-  const int out = ::open(stamp_path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+  const int out = ::open(stamp_path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
   if (out < 0) return;
   const ssize_t n = ::pwrite(out, stamp.data(), sizeof(stamp), 0);
   (void)n;  // a short write leaves a stamp whose own digest fails
