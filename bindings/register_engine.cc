@@ -82,6 +82,8 @@ class EngineHandle {
     d["row_groups_decoded"] = s.row_groups_decoded;
     d["rows_decoded"] = s.rows_decoded;
     d["bytes_decoded"] = s.bytes_decoded;
+    d["stack_columns_tiled"] = s.stack_columns_tiled;
+    d["stack_columns_generic"] = s.stack_columns_generic;
     d["batches"] = s.batches;
     d["rows_delivered"] = s.rows_delivered;
     d["threads"] = s.threads;

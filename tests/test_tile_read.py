@@ -175,3 +175,28 @@ def test_a_null_without_a_fill_names_its_column_and_row(tmp_path: Path, write_st
     with pytest.raises(shardfeed.InvalidDataError, match=r"column 'c1'.*null value at row 3000"):
         for _ in ld:
             pass
+
+
+def test_stats_count_the_stack_columns_each_read_decoded(tmp_path: Path):
+    """The fast path is observable: every member of a plain stack is tile-read; a member
+    with a transform of its own, or a filter, sends the stack through Arrow."""
+    from shardfeed.transforms import Log1p
+
+    rows, width = 5000, 18
+    rng = np.random.default_rng(3)
+    table = pa.table({f"c{j}": rng.random(rows).astype(np.float32) for j in range(width)})
+    table = table.append_column("k", pa.array(np.arange(rows) % 5))
+    path = tmp_path / "t.parquet"
+    pq.write_table(table, path, row_group_size=2000)  # 3 row groups
+    members = [f"c{j}" for j in range(width)]
+
+    def counts(**kw: object) -> tuple[int, int]:
+        ld = shardfeed.Loader(path, batch_size=500, columns=[], stack={"s": members}, **kw)
+        for _ in ld:
+            pass
+        s = ld.stats()
+        return s["stack_columns_tiled"], s["stack_columns_generic"]
+
+    assert counts() == (3 * width, 0)
+    assert counts(transforms=[Log1p("c5")]) == (0, 3 * width)
+    assert counts(filter=[("k", "==", 1)]) == (0, 3 * width)

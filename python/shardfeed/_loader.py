@@ -185,7 +185,11 @@ class Loader(Stream):
         consumer as they may run (the consumer is the bottleneck),
         ``consumer_wait_seconds`` time the consumer waited for its next batch (the
         loader is).  Also ``elapsed_seconds``, ``threads``,
-        ``row_groups_decoded``, ``rows_delivered`` and ``peak_live_row_groups``.
+        ``row_groups_decoded``, ``rows_delivered`` and ``peak_live_row_groups``;
+        ``stack_columns_tiled`` / ``stack_columns_generic``: stack member columns
+        decoded straight into the matrix a tile at a time, or through Arrow (a
+        member with a transform of its own, under a filter, of another dtype than
+        the stack's, or with nulls and no fill), summed over row groups.
         ``memory``: the budget of ``memory_limit`` in bytes -- ``limit_bytes``,
         ``peak_bytes`` (all of it at once) and its parts ``peak_decoding_bytes``
         (reserved for row groups being decoded), ``peak_decoded_bytes``,

@@ -194,6 +194,8 @@ def profile(
         "wall_seconds": wall,
         "step_ms": step_ms,
         "row_groups_decoded": int(stats["row_groups_decoded"]),
+        "stack_columns_tiled": int(stats["stack_columns_tiled"]),
+        "stack_columns_generic": int(stats["stack_columns_generic"]),
         # The shuffle's strength in row groups (issue 11's measure): None when no two rows
         # of a batch shared a row group.
         "effective_shuffle_window": effective_window(seen, starts),
@@ -250,5 +252,12 @@ def format_table(report: dict[str, Any]) -> str:
         f"expected {(m['expected_peak_bytes'] or 0) / 2**20:,.0f} MiB), shuffle window "
         f"{m['shuffle_window']}, {m['waits']} decodes waited for room"
     )
+    tiled, generic = report["stack_columns_tiled"], report["stack_columns_generic"]
+    if tiled + generic:
+        lines.append(
+            f"stacks: {tiled:,} of {tiled + generic:,} member columns decoded straight into the "
+            "matrix (the rest through Arrow: a transform of their own, a filter, another dtype, "
+            "or nulls without a fill)"
+        )
     lines.append(f"\nverdict: {report['verdict']}")
     return "\n".join(lines)

@@ -109,6 +109,10 @@ struct EngineStats {
   int64_t row_groups_decoded = 0;
   int64_t rows_decoded = 0;
   int64_t bytes_decoded = 0;  // compressed bytes of the decoded column chunks
+  // Stack member columns decoded (once per row group): straight into the
+  // matrix a tile at a time, or through Arrow's arrays.
+  int64_t stack_columns_tiled = 0;
+  int64_t stack_columns_generic = 0;
   int64_t batches = 0;
   int64_t rows_delivered = 0;
   int threads = 0;

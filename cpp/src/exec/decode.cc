@@ -588,6 +588,13 @@ arrow::Result<std::shared_ptr<const DecodedRowGroup>> DecodeRowGroup(const Catal
     for (int f : layout.outputs[o].sources) read_whole[static_cast<size_t>(f)] = false;
   }
   if (!cached) {
+    for (size_t o = 0; o < layout.outputs.size(); ++o) {
+      const auto& plan = layout.outputs[o];
+      if (plan.kind != OutputKind::kStack || (o < fused.size() && fused[o])) continue;
+      hooks.clock->CountStackColumns(0, static_cast<int64_t>(plan.sources.size()));
+    }
+  }
+  if (!cached) {
     Slow(hooks, "decode");
     ARROW_RETURN_NOT_OK(ReadColumns(catalog, rg_index, layout, hooks, context, decoded->rows.get(),
                                     *opened, read_whole, true, &decoded->columns));
@@ -656,6 +663,7 @@ arrow::Result<std::shared_ptr<const DecodedRowGroup>> DecodeRowGroup(const Catal
                                         tile_leaves[o], hooks, context, *opened, &matrices[o]));
         if (tiled) {
           nested_ns += since(t_read);
+          hooks.clock->CountStackColumns(static_cast<int64_t>(last - first), 0);
           continue;
         }
       }
@@ -665,6 +673,7 @@ arrow::Result<std::shared_ptr<const DecodedRowGroup>> DecodeRowGroup(const Catal
                                       decoded->rows.get(), *opened, wanted, false,
                                       &decoded->columns));
       nested_ns += since(t_read);
+      hooks.clock->CountStackColumns(0, static_cast<int64_t>(last - first));
       for (size_t c = first; c < last; ++c) {
         const auto f = static_cast<size_t>(plan.sources[c]);
         ARROW_RETURN_NOT_OK(apply(f, layout.field_transforms[f].size()));

@@ -285,6 +285,8 @@ class EngineImpl final : public Engine {
     s.row_groups_decoded = row_groups_decoded_;
     s.rows_decoded = rows_decoded_;
     s.bytes_decoded = bytes_decoded_;
+    s.stack_columns_tiled = clock_->stack_columns_tiled();
+    s.stack_columns_generic = clock_->stack_columns_generic();
     s.batches = batches_;
     s.rows_delivered = rows_delivered_;
     s.threads = num_threads_;

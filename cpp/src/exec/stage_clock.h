@@ -54,6 +54,15 @@ class StageClock {
   int64_t rows(Stage s) const { return rows_[Index(s)].load(); }
   std::vector<TraceEvent> trace() const;
 
+  // Stack member columns decoded (per row group): by the tile read
+  // (exec/tile_read.h) or the generic one.
+  void CountStackColumns(int64_t tiled, int64_t generic) {
+    stack_columns_tiled_ += tiled;
+    stack_columns_generic_ += generic;
+  }
+  int64_t stack_columns_tiled() const { return stack_columns_tiled_.load(); }
+  int64_t stack_columns_generic() const { return stack_columns_generic_.load(); }
+
   // The calling thread's worker number, for the trace.
   static void SetWorker(int worker);
 
@@ -65,6 +74,7 @@ class StageClock {
   std::array<std::atomic<int64_t>, kStages> ns_{};
   std::array<std::atomic<int64_t>, kStages> bytes_{};
   std::array<std::atomic<int64_t>, kStages> rows_{};
+  std::atomic<int64_t> stack_columns_tiled_{0}, stack_columns_generic_{0};
   const bool trace_;
   const std::chrono::steady_clock::time_point origin_;
   mutable std::mutex mu_;
