@@ -19,7 +19,7 @@ import pytest
 import shardfeed
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from shardfeed.transforms import FillNull
+from shardfeed.transforms import Clip, FillNull
 
 DTYPES = {
     "float32": pa.float32(),
@@ -137,6 +137,13 @@ def test_tile_read_with_filter_and_members_in_any_order(tmp_path: Path):
     np.testing.assert_array_equal(
         filtered, expected(kept, members, "float32", fills(members, False))
     )
+    # A transform of its own on one member: its group of 16 goes through Arrow, the
+    # other group is still tiled, and the matrix holds both.
+    clipped = table.set_column(
+        3, "c3", pc.min_element_wise(pc.max_element_wise(table["c3"], -0.5), 0.5)
+    )
+    got = read_stack(path, members, transforms=[Clip("c3", min=-0.5, max=0.5)])
+    np.testing.assert_array_equal(got, expected(clipped, members, "float32", fills(members, False)))
 
 
 def test_a_column_with_fewer_values_than_its_footer_is_invalid_data(tmp_path: Path):
@@ -179,7 +186,7 @@ def test_a_null_without_a_fill_names_its_column_and_row(tmp_path: Path, write_st
 
 def test_stats_count_the_stack_columns_each_read_decoded(tmp_path: Path):
     """The fast path is observable: every member of a plain stack is tile-read; a member
-    with a transform of its own, or a filter, sends the stack through Arrow."""
+    with a transform of its own sends its group of 16 through Arrow, a filter the stack."""
     from shardfeed.transforms import Log1p
 
     rows, width = 5000, 18
@@ -198,5 +205,5 @@ def test_stats_count_the_stack_columns_each_read_decoded(tmp_path: Path):
         return s["stack_columns_tiled"], s["stack_columns_generic"]
 
     assert counts() == (3 * width, 0)
-    assert counts(transforms=[Log1p("c5")]) == (0, 3 * width)
+    assert counts(transforms=[Log1p("c5")]) == (3 * 2, 3 * 16)  # c16, c17 still tiled
     assert counts(filter=[("k", "==", 1)]) == (0, 3 * width)

@@ -1,5 +1,6 @@
 #include "exec/decode.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -450,8 +451,8 @@ arrow::Status ReadColumns(const Catalog& catalog, int32_t rg_index, const Layout
   return arrow::Status::OK();
 }
 
-// The leaf columns of the fused stack `plan`'s members when the tile read
-// (tile_read.h) can take every one of them, else none.
+// The leaf column of each member of the fused stack `plan` that the tile read
+// (tile_read.h) can take, -1 for the others.
 std::vector<int> TileLeaves(const Catalog& catalog, int32_t rg_index, const Layout& layout,
                             const OutputPlan& plan, const RowGroupReader& opened) {
   const auto& rg = catalog.row_groups()[static_cast<size_t>(rg_index)];
@@ -464,10 +465,18 @@ std::vector<int> TileLeaves(const Catalog& catalog, int32_t rg_index, const Layo
     const int in_file = file.field_map.empty() ? field : file.field_map[static_cast<size_t>(field)];
     const auto leaf =
         TileLeaf(layout, f, in_file, opened.reader->manifest(), *metadata, plan.matrix_dtype);
-    if (!leaf) return {};
-    leaves.push_back(*leaf);
+    leaves.push_back(leaf.value_or(-1));
   }
   return leaves;
+}
+
+// Whether the tile read takes members [first, last) (their leaves: `leaves`,
+// empty when none is taken).
+bool GroupTiled(const std::vector<int>& leaves, size_t first, size_t last) {
+  if (leaves.empty()) return false;
+  return std::all_of(leaves.begin() + static_cast<std::ptrdiff_t>(first),
+                     leaves.begin() + static_cast<std::ptrdiff_t>(last),
+                     [](int leaf) { return leaf >= 0; });
 }
 
 // Members [first, last) of the fused stack `plan` (their leaves: `leaves`)
@@ -565,27 +574,33 @@ arrow::Result<std::shared_ptr<const DecodedRowGroup>> DecodeRowGroup(const Catal
   if (!cached) {
     ARROW_ASSIGN_OR_RAISE(opened, OpenRowGroup(catalog, rg_index, hooks, context));
   }
-  // Stacks whose columns are read a few at a time, straight into the matrix:
-  // by the tile read when every member qualifies (tile_read.h), else, in a
-  // row group too large to pre-buffer (read column by column anyway), where
-  // holding it twice, as arrays and as matrix, costs the most, the generic
-  // way.  A pre-buffered row group's tiled stacks are read in one more
-  // coalesced read, after the other columns'.
+  // Stacks whose columns are read a few at a time (kFusedColumns members),
+  // straight into the matrix: by the tile read where every member of the
+  // group qualifies (tile_read.h); the other groups the generic way, through
+  // Arrow's arrays.  In a row group too large to pre-buffer those are read a
+  // group at a time too, so that it is held once (matrix), not twice (arrays
+  // and matrix); in a pre-buffered one they come with the other columns, and
+  // the tiled groups in one more coalesced read.
   const bool pre_buffered = PreBuffered(rg.total_bytes);
   std::vector<bool> fused = cached ? std::vector<bool>() : FusedStacks(layout);
   std::vector<std::vector<int>> tile_leaves(fused.size());
+  std::vector<bool> read_whole(layout.fields.size(), true);
   std::vector<int> prefetch;
   for (size_t o = 0; o < fused.size(); ++o) {
     if (!fused[o]) continue;
-    if (!filtered)
-      tile_leaves[o] = TileLeaves(catalog, rg_index, layout, layout.outputs[o], *opened);
-    if (pre_buffered && tile_leaves[o].empty()) fused[o] = false;
-    if (pre_buffered) prefetch.insert(prefetch.end(), tile_leaves[o].begin(), tile_leaves[o].end());
-  }
-  std::vector<bool> read_whole(layout.fields.size(), true);
-  for (size_t o = 0; o < fused.size(); ++o) {
-    if (!fused[o]) continue;
-    for (int f : layout.outputs[o].sources) read_whole[static_cast<size_t>(f)] = false;
+    const auto& plan = layout.outputs[o];
+    if (!filtered) tile_leaves[o] = TileLeaves(catalog, rg_index, layout, plan, *opened);
+    bool any_tiled = false;
+    for (size_t first = 0; first < plan.sources.size(); first += kFusedColumns) {
+      const size_t last = std::min(plan.sources.size(), first + kFusedColumns);
+      const bool tiled = GroupTiled(tile_leaves[o], first, last);
+      any_tiled = any_tiled || tiled;
+      for (size_t c = first; c < last; ++c) {
+        read_whole[static_cast<size_t>(plan.sources[c])] = pre_buffered && !tiled;
+        if (pre_buffered && tiled) prefetch.push_back(tile_leaves[o][c]);
+      }
+    }
+    if (pre_buffered && !any_tiled) fused[o] = false;  // made from its arrays, as before
   }
   if (!cached) {
     for (size_t o = 0; o < layout.outputs.size(); ++o) {
@@ -657,7 +672,7 @@ arrow::Result<std::shared_ptr<const DecodedRowGroup>> DecodeRowGroup(const Catal
     for (size_t first = 0; first < n; first += kFusedColumns) {
       const size_t last = std::min(n, first + kFusedColumns);
       const auto t_read = Clock::now();
-      if (!tile_leaves[o].empty()) {  // (a filter's rows: the generic read takes them)
+      if (GroupTiled(tile_leaves[o], first, last)) {  // (not under a filter)
         ARROW_ASSIGN_OR_RAISE(const bool tiled,
                               ReadTiled(catalog, rg_index, layout, plan, first, last,
                                         tile_leaves[o], hooks, context, *opened, &matrices[o]));
@@ -667,11 +682,20 @@ arrow::Result<std::shared_ptr<const DecodedRowGroup>> DecodeRowGroup(const Catal
           continue;
         }
       }
+      // (Read already with the other columns, unless the tile read met a null
+      // without a fill or the row group is read a group at a time.)
       std::vector<bool> wanted(layout.fields.size(), false);
-      for (size_t c = first; c < last; ++c) wanted[static_cast<size_t>(plan.sources[c])] = true;
-      ARROW_RETURN_NOT_OK(ReadColumns(catalog, rg_index, layout, hooks, context,
-                                      decoded->rows.get(), *opened, wanted, false,
-                                      &decoded->columns));
+      bool unread = false;
+      for (size_t c = first; c < last; ++c) {
+        const auto f = static_cast<size_t>(plan.sources[c]);
+        wanted[f] = true;
+        unread = unread || !read_whole[f];
+      }
+      if (unread) {
+        ARROW_RETURN_NOT_OK(ReadColumns(catalog, rg_index, layout, hooks, context,
+                                        decoded->rows.get(), *opened, wanted, false,
+                                        &decoded->columns));
+      }
       nested_ns += since(t_read);
       hooks.clock->CountStackColumns(0, static_cast<int64_t>(last - first));
       for (size_t c = first; c < last; ++c) {
