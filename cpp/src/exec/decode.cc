@@ -730,12 +730,13 @@ arrow::Result<std::shared_ptr<const DecodedRowGroup>> DecodeRowGroup(const Catal
       for (int s : layout.outputs[o].sources) ARROW_RETURN_NOT_OK(nulls(static_cast<size_t>(s)));
       ARROW_RETURN_NOT_OK(make_matrix(o));
     }
-    hooks.tier->impl()->Store(tier_key, EntryRecords(entry, decoded->columns, matrices), num_rows);
+    const auto stored = hooks.tier->impl()->Store(
+        tier_key, EntryRecords(entry, decoded->columns, matrices), num_rows);
     entry_lock = storage_internal::LockedFd{};
-    if (hooks.map_stored) {
+    if (hooks.map_stored && stored) {
       // What was just stored, mapped: the decoded copies go (a failed store
       // or load keeps them).
-      auto reloaded = hooks.tier->impl()->Load(tier_key, /*just_stored=*/true);
+      auto reloaded = hooks.tier->impl()->Load(tier_key, stored);
       std::vector<DecodedColumn> columns, mapped;
       if (reloaded.ok() && *reloaded &&
           TakeEntryRecords(&**reloaded, layout, entry, num_rows, &columns, &mapped)) {

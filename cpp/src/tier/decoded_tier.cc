@@ -229,7 +229,8 @@ arrow::Result<storage_internal::LockedFd> DecodedTier::Impl::LockEntry(
 }
 
 arrow::Result<std::optional<std::vector<DecodedColumn>>> DecodedTier::Impl::Load(
-    const std::string& key, bool just_stored) {
+    const std::string& key, std::optional<uint64_t> stored_digest) {
+  const bool just_stored = stored_digest.has_value();
   const std::string path = PathOf(key);
   auto maybe_file = arrow::io::MemoryMappedFile::Open(path, arrow::io::FileMode::READ);
   auto miss = [&]() -> std::optional<std::vector<DecodedColumn>> {
@@ -276,10 +277,14 @@ arrow::Result<std::optional<std::vector<DecodedColumn>>> DecodedTier::Impl::Load
   }
   // 4. The buffers' digest, the first time this process loads this entry,
   // unless the entry's stamp says this very file was checked by another
-  // process (verified_stamp.h); a check leaves the stamp.
+  // process (verified_stamp.h); a check leaves the stamp.  An entry this
+  // process wrote carries the digest of its own buffers (Store): it counts as
+  // checked in this process (not for others: it gets no stamp).  A file with
+  // another digest in its place (a racing writer, damage to the header) is
+  // checked.
   const std::string verified_id = key + '|' + std::to_string(data_digest);
-  bool verified = just_stored;
-  if (!verified) {
+  bool verified = false;
+  {
     std::lock_guard<std::mutex> lock(mu_);
     verified = verified_.count(verified_id) > 0;
   }
@@ -370,8 +375,9 @@ arrow::Status WriteEntry(const std::string& dir, const std::string& path, const 
 
 }  // namespace
 
-void DecodedTier::Impl::Store(const std::string& key, const std::vector<DecodedColumn>& columns,
-                              int64_t rows) {
+std::optional<uint64_t> DecodedTier::Impl::Store(const std::string& key,
+                                                 const std::vector<DecodedColumn>& columns,
+                                                 int64_t rows) {
   // Header first, then buffers at aligned offsets computed up front.
   std::string header(kMagic, 8);
   const uint64_t key_len = key.size(), n = columns.size();
@@ -409,7 +415,7 @@ void DecodedTier::Impl::Store(const std::string& key, const std::vector<DecodedC
   do {
     if (limit_ > 0 && used + total > limit_) {
       ++skipped_;
-      return;
+      return std::nullopt;
     }
   } while (!used_.compare_exchange_weak(used, used + total));
   for (const auto& r : records) Append(&header, &r, sizeof(r));
@@ -434,9 +440,16 @@ void DecodedTier::Impl::Store(const std::string& key, const std::vector<DecodedC
       std::cerr << "shardfeed: cannot write the decoded cache in '" << dir_
                 << "' (disk full?): " << status.message() << "; reading without it\n";
     }
-    return;
+    return std::nullopt;
   }
   stored_ += total;
+  // Digested from this process's own buffers: a later load of a file with
+  // this key and digest is not hashed again here (see Load, step 4).
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    verified_.insert(key + '|' + std::to_string(data_digest));
+  }
+  return data_digest;
 }
 
 void SealDecodedTierEntryForTesting(std::string* entry) {

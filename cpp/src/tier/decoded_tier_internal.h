@@ -48,11 +48,13 @@ struct DecodedTier::Impl {
   static std::string Key(const Catalog& catalog, int32_t rg, const Layout& layout);
 
   // The columns of an entry, backed by a read-only memory map; nullopt on a miss.
-  // `just_stored`: the entry this thread has just written (Store), mapped in
-  // place of the decoded copy: its buffers' digest was computed from them a
-  // moment ago (every other check is made), and it counts as neither hit nor miss.
-  arrow::Result<std::optional<std::vector<DecodedColumn>>> Load(const std::string& key,
-                                                                bool just_stored = false);
+  // `stored_digest`: what Store returned for the entry this thread has just
+  // written, mapped in place of the decoded copy: such a load counts as
+  // neither hit nor miss.  (Entries this process wrote are not hashed again
+  // when the mapped file carries the digest it wrote; every other check is
+  // made.)
+  arrow::Result<std::optional<std::vector<DecodedColumn>>> Load(
+      const std::string& key, std::optional<uint64_t> stored_digest = std::nullopt);
   // The entry's lock ("<hash>.lock" beside it, flock: across processes and
   // threads), taken before its Load and held until a miss is decoded and
   // stored, so that the processes and threads of a node sharing the tier
@@ -67,7 +69,10 @@ struct DecodedTier::Impl {
                                                       const std::function<bool()>& stopped,
                                                       const std::function<bool()>& help = {}) const;
   // Stores the columns; a failure to write degrades to not storing (counted).
-  void Store(const std::string& key, const std::vector<DecodedColumn>& columns, int64_t rows);
+  // Returns the buffers' digest written, nullopt when it wrote nothing (the
+  // limit, or a failed write).
+  std::optional<uint64_t> Store(const std::string& key, const std::vector<DecodedColumn>& columns,
+                                int64_t rows);
 
   DecodedTierStats stats() const;
   std::string PathOf(const std::string& key) const;
@@ -82,7 +87,7 @@ struct DecodedTier::Impl {
   std::atomic<int64_t> digests_checked_{0};  // entries whose buffers this process hashed
   std::atomic<bool> warned_{false};
   std::mutex mu_;
-  std::set<std::string> verified_;  // entries whose digest this process checked
+  std::set<std::string> verified_;  // entries whose digest this process checked or wrote
 };
 
 // Test hook (the fuzz target): rewrites the two digests of an entry's bytes to

@@ -146,6 +146,35 @@ TEST(DecodedTier, AnEntryCheckedByOneProcessIsNotHashedByTheNext) {
   EXPECT_EQ(fourth->impl()->digests_checked_, 1);
 }
 
+TEST(DecodedTier, WhatThisProcessStoredIsTrustedOnlyIfItIsWhatItWrote) {
+  testing::TempDir dir;
+  const std::string folder = (dir.path() / "tier").string();
+  auto tier = *DecodedTier::Open(folder, 0);
+  const auto digest = tier->impl()->Store("key", {Int64Column(0, 1000)}, 1000);
+  ASSERT_TRUE(digest.has_value());
+  ASSERT_TRUE((*tier->impl()->Load("key", digest)).has_value());
+  ASSERT_TRUE((*tier->impl()->Load("key")).has_value());  // a later epoch
+  EXPECT_EQ(tier->impl()->digests_checked_, 0);           // its own buffers' digest, never hashed
+
+  // A damaged file in the place of what a store claims: hashed, and a miss.
+  const auto entries = Entries(folder);
+  ASSERT_EQ(entries.size(), 1u);
+  {
+    std::fstream f(entries[0], std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(fs::file_size(entries[0]) - 100));
+    f.put('\x5a');
+  }
+  auto other = *DecodedTier::Open(folder, 0);
+  auto loaded = other->impl()->Load("key", *digest + 1);  // another write's digest
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_FALSE(loaded->has_value());
+  EXPECT_EQ(other->impl()->digests_checked_, 1);
+
+  // A store refused by the limit returns no digest.
+  auto small = *DecodedTier::Open((dir.path() / "small").string(), 100);
+  EXPECT_FALSE(small->impl()->Store("key", {Int64Column(0, 1000)}, 1000).has_value());
+}
+
 TEST(DecodedTier, OpenRemovesOnlyTempsWithoutALiveWriter) {
   testing::TempDir dir;
   const std::string folder = (dir.path() / "tier").string();
