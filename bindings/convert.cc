@@ -1,12 +1,11 @@
 #include "convert.h"
 
-#include <nanobind/ndarray.h>
-
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "numpy_array.h"
 #include "shardfeed/status.h"
 
 namespace nb = nanobind;
@@ -42,30 +41,6 @@ const char* ClassName(const arrow::Status& status) {
   return "StorageError";
 }
 
-nb::dlpack::dtype ToDLPack(DType t) {
-  using nb::dlpack::dtype_code;
-  const auto bits = static_cast<uint8_t>(DTypeSize(t) * 8);
-  switch (t) {
-    case DType::kBool:
-      return {static_cast<uint8_t>(dtype_code::Bool), 8, 1};
-    case DType::kInt8:
-    case DType::kInt16:
-    case DType::kInt32:
-    case DType::kInt64:
-      return {static_cast<uint8_t>(dtype_code::Int), bits, 1};
-    case DType::kUInt8:
-    case DType::kUInt16:
-    case DType::kUInt32:
-    case DType::kUInt64:
-      return {static_cast<uint8_t>(dtype_code::UInt), bits, 1};
-    case DType::kFloat16:
-    case DType::kFloat32:
-    case DType::kFloat64:
-      return {static_cast<uint8_t>(dtype_code::Float), bits, 1};
-  }
-  return {};
-}
-
 }  // namespace
 
 void RegisterErrorTranslator() {
@@ -88,13 +63,7 @@ void RegisterErrorTranslator() {
 nb::dict BatchToDict(const Batch& batch) {
   nb::dict out;
   for (const auto& array : batch.arrays) {
-    auto* holder = new std::shared_ptr<OutputBuffer>(array.buffer);
-    nb::capsule owner(
-        holder, [](void* p) noexcept { delete static_cast<std::shared_ptr<OutputBuffer>*>(p); });
-    std::vector<size_t> shape(array.shape.begin(), array.shape.end());
-    nb::ndarray<nb::numpy> nd(array.buffer->data(), shape.size(), shape.data(), owner, nullptr,
-                              ToDLPack(array.dtype));
-    out[array.name.c_str()] = nd.cast();
+    out[array.name.c_str()] = WrapBuffer(array.buffer, array.shape, array.dtype);
   }
   return out;
 }

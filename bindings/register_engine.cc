@@ -110,6 +110,8 @@ class EngineHandle {
     memory["peak_idle_bytes"] = s.memory_peak_idle;
     memory["matrices_reused"] = s.matrices_reused;
     memory["matrices_allocated"] = s.matrices_allocated;
+    memory["batch_buffers_reused"] = s.batch_buffers_reused;
+    memory["batch_buffers_allocated"] = s.batch_buffers_allocated;
     memory["waits"] = s.memory_waits;
     memory["wait_seconds"] = s.memory_wait_seconds;
     memory["over_limit"] = s.memory_over_limit;

@@ -317,6 +317,48 @@ def test_wide_stacks_read_a_few_columns_at_a_time_give_the_same_values(tmp_path)
     assert np.array_equal(np.concatenate([b["x"] for b in whole]), got)
 
 
+def test_batch_buffers_the_consumer_drops_are_reused_and_kept_ones_never_are(tmp_path):
+    """Batch buffers come back to the engine when the consumer drops a batch, and the
+    next batches are built in them (``batch_buffers_reused``): a batch the consumer still
+    holds is never written again, whatever its outputs' sizes (a variable-length list
+    column gives buffers of a different size in every batch)."""
+    rng = np.random.default_rng(11)
+    n = 30_000
+    lengths = rng.integers(0, 9, n)
+    cols: dict[str, Any] = {f"f{i}": rng.standard_normal(n, dtype=np.float32) for i in range(6)}
+    cols["label"] = np.arange(n, dtype=np.int64) * 3
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
+    values = pa.array(rng.integers(0, 1000, int(offsets[-1]), dtype=np.int32))
+    table = pa.table(cols).append_column("ids", pa.ListArray.from_arrays(offsets, values))
+    root = tmp_path / "recycle"
+    root.mkdir()
+    pq.write_table(table, root / "r.parquet", row_group_size=5000)
+    features = [f"f{i}" for i in range(6)]
+    loader = shardfeed.Loader(
+        root, columns=["label", "ids"], batch_size=700, shuffle=True, seed=4,
+        stack={"x": features}, output="numpy", with_sample_id=True, num_threads=2,
+    )  # fmt: skip
+    x = np.column_stack([cols[f] for f in features])
+    kept: list[tuple[dict[str, np.ndarray], dict[str, np.ndarray]]] = []
+    arrays = batches = 0
+    for i, b in enumerate(loader):
+        ids = b["sample_id"]
+        np.testing.assert_array_equal(b["x"], x[ids])
+        np.testing.assert_array_equal(b["label"], cols["label"][ids])
+        np.testing.assert_array_equal(b["ids_lengths"], lengths[ids])
+        arrays += len(b)
+        batches += 1
+        if i % 3 == 0:  # held to the end: its buffers must not be handed out again
+            kept.append((b, {k: np.array(v, copy=True) for k, v in b.items()}))
+    assert batches == len(loader)
+    for held, copy in kept:
+        for name, value in copy.items():
+            np.testing.assert_array_equal(held[name], value, err_msg=name)
+    m = loader.stats()["memory"]
+    assert m["batch_buffers_reused"] > 0, m
+    assert m["batch_buffers_reused"] + m["batch_buffers_allocated"] == arrays, m
+
+
 def test_reused_stack_matrices_hold_only_their_own_row_groups_values(tmp_path):
     """A window's freed stack matrices are handed to the next decodes of the same size
     (``matrices_reused``) rather than fresh pages: every row of every batch must still be

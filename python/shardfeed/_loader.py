@@ -196,7 +196,10 @@ class Loader(Stream):
         ``peak_batch_bytes`` (built, not yet taken); apart from them
         ``peak_idle_bytes`` (freed stack matrices kept for the next decodes,
         ``matrices_reused`` of ``matrices_reused + matrices_allocated`` taken
-        from them); ``waits``/``wait_seconds``
+        from them, and buffers of batches the consumer dropped, kept for later
+        batches: ``batch_buffers_reused`` of ``batch_buffers_reused +
+        batch_buffers_allocated`` batch arrays built in one; both 0 with
+        ``pin_memory``); ``waits``/``wait_seconds``
         (decodes that waited for room), ``over_limit`` (decodes for the next
         batch that went past the limit), ``ready_batches`` (built batches kept at
         most); and the prediction made from the footers: ``shuffle_window``,

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "exec/assemble.h"
+#include "exec/batch_recycler.h"
 #include "exec/decode.h"
 #include "exec/footprint.h"
 #include "exec/memory_budget.h"
@@ -199,6 +200,16 @@ class EngineImpl final : public Engine {
     constexpr int kIdleMatrices = 4;
     hooks_.matrices =
         std::make_shared<MatrixPool>(budget_, kIdleMatrices, options_.memory_limit / 2);
+    // Batch buffers come back from the consumer to a recycler (unless they are
+    // the caller's pinned memory): at most a sixteenth of the limit idle.
+    arena_ = options_.output_arena;
+    if (!arena_) {
+      constexpr int64_t kIdleBatchBytesUnlimited = int64_t{64} << 20;
+      recycler_ = std::make_shared<BatchRecycler>(budget_, options_.memory_limit > 0
+                                                               ? options_.memory_limit / 16
+                                                               : kIdleBatchBytesUnlimited);
+      arena_ = recycler_;
+    }
     hooks_.map_stored = schedule_->plan().options().global_shuffle;
     hooks_.filter = options_.filter;
     if (!catalog_->is_local()) hooks_.io_stage = Stage::kFetch;
@@ -241,8 +252,13 @@ class EngineImpl final : public Engine {
     }
     ++next_unit_;
     consumer_unit_.store(next_unit_);
-    if (item->ok() && **item) budget_->Release(MemoryBudget::kBatches, BatchBytes(***item));
-    budget_->Wake();  // the consumer's next unit has moved on
+    // The consumer's next unit has moved on: waiters look again (Release wakes
+    // them too; one wake-up, not two, is what next() pays).
+    if (item->ok() && **item) {
+      budget_->Release(MemoryBudget::kBatches, BatchBytes(***item));
+    } else {
+      budget_->Wake();
+    }
     if (!item->ok()) {
       error_ = item->status();
       StopWorkers();
@@ -311,6 +327,11 @@ class EngineImpl final : public Engine {
     const auto pooled = hooks_.matrices->counts();
     s.matrices_reused = pooled.reused;
     s.matrices_allocated = pooled.allocated;
+    if (recycler_) {
+      const auto recycled = recycler_->counts();
+      s.batch_buffers_reused = recycled.reused;
+      s.batch_buffers_allocated = recycled.allocated;
+    }
     s.memory_waits = m.waits;
     s.memory_wait_seconds = m.wait_seconds;
     s.memory_over_limit = m.urgent_over_limit;
@@ -455,7 +476,7 @@ class EngineImpl final : public Engine {
     }
     if (!status.ok()) return status;
     const auto t0 = Clock::now();
-    auto batch = Assemble(layout_, in, b, options_.output_arena);
+    auto batch = Assemble(layout_, in, b, arena_);
     if (options_.debug_slow_stage == "assemble" && options_.debug_slow_us > 0) {
       std::this_thread::sleep_for(std::chrono::microseconds(options_.debug_slow_us));
     }
@@ -557,7 +578,9 @@ class EngineImpl final : public Engine {
   const std::shared_ptr<const std::vector<RowGroupFootprint>> footprints_;
   // Shared with the decoded row groups' deleters, which may outlive the engine.
   std::shared_ptr<MemoryBudget> budget_;
-  const int64_t capacity_;  // built batches kept at most
+  std::shared_ptr<BatchRecycler> recycler_;  // null with options_.output_arena
+  std::shared_ptr<OutputArena> arena_;       // where batch buffers come from
+  const int64_t capacity_;                   // built batches kept at most
   RowGroupStore store_;
   ReorderBuffer<Item> built_;  // built units, until the consumer takes them in order
   std::vector<std::thread> threads_;

@@ -22,7 +22,8 @@ void MemoryBudget::Release(Kind kind, int64_t bytes) {
     of_[kind] -= bytes;
     if (kind != kIdle) used_ -= bytes;
   }
-  changed_.notify_all();
+  // Idle bytes are not `used`: no waiter's bytes fit now that did not before.
+  if (kind != kIdle) changed_.notify_all();
 }
 
 void MemoryBudget::Convert(Kind from, int64_t from_bytes, Kind to, int64_t to_bytes) {

@@ -79,7 +79,10 @@ class ReorderBuffer {
     built_.erase(it);
     ++taken_;
     lock.unlock();
-    room_.notify_all();
+    // One unit taken makes room for one claim: waking one worker is enough,
+    // and it is what the consumer pays for in next() (waking every idle worker
+    // costs an interrupt per CPU, about 7 us each on a VM).
+    room_.notify_one();
     return item;
   }
 

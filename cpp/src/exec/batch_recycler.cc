@@ -1,0 +1,118 @@
+#include "exec/batch_recycler.h"
+
+#include <bit>
+#include <utility>
+
+#include "util/memory.h"
+
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SHARDFEED_ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+#define SHARDFEED_ASAN 1
+#endif
+#ifdef SHARDFEED_ASAN
+#include <sanitizer/asan_interface.h>
+#endif
+
+namespace shardfeed {
+namespace {
+
+constexpr size_t kMinClass = 4096;
+constexpr int64_t kAlignment = 64;
+
+// An idle block is out of bounds for AddressSanitizer: a batch array used
+// after its buffer came back here is reported as it would be after a free.
+void Poison(uint8_t* data, size_t size) {
+#ifdef SHARDFEED_ASAN
+  ASAN_POISON_MEMORY_REGION(data, size);
+#else
+  (void)data;
+  (void)size;
+#endif
+}
+
+void Unpoison(uint8_t* data, size_t size) {
+#ifdef SHARDFEED_ASAN
+  ASAN_UNPOISON_MEMORY_REGION(data, size);
+#else
+  (void)data;
+  (void)size;
+#endif
+}
+
+void FreeAll(const std::vector<std::pair<size_t, uint8_t*>>& blocks) {
+  for (const auto& [size, data] : blocks) {
+    Unpoison(data, size);
+    EnginePool()->Free(data, static_cast<int64_t>(size), kAlignment);
+  }
+}
+
+}  // namespace
+
+BatchRecycler::BatchRecycler(std::shared_ptr<MemoryBudget> budget, int64_t max_idle_bytes)
+    : budget_(std::move(budget)), max_idle_bytes_(max_idle_bytes) {}
+
+BatchRecycler::~BatchRecycler() {
+  FreeAll(to_free_);
+  FreeAll(idle_);
+  if (counts_.idle_bytes > 0) budget_->Release(MemoryBudget::kIdle, counts_.idle_bytes);
+}
+
+size_t BatchRecycler::SizeClass(size_t size) {
+  if (size <= kMinClass) return kMinClass;
+  const size_t step = std::max(kMinClass, std::bit_floor(size) / 8);
+  return (size + step - 1) / step * step;
+}
+
+uint8_t* BatchRecycler::Allocate(size_t size) {
+  const size_t cls = SizeClass(size);
+  std::vector<Block> to_free;
+  uint8_t* data = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    to_free.swap(to_free_);
+    // The newest idle block of this class: the most likely still in cache.
+    for (auto it = idle_.rbegin(); it != idle_.rend(); ++it) {
+      if (it->first == cls) {
+        data = it->second;
+        idle_.erase(std::next(it).base());
+        counts_.idle_bytes -= static_cast<int64_t>(cls);
+        ++counts_.reused;
+        budget_->Release(MemoryBudget::kIdle, static_cast<int64_t>(cls));
+        break;
+      }
+    }
+    if (data == nullptr) ++counts_.allocated;
+  }
+  FreeAll(to_free);
+  if (data != nullptr) {
+    Unpoison(data, cls);
+    return data;
+  }
+  if (!EnginePool()->Allocate(static_cast<int64_t>(cls), kAlignment, &data).ok()) return nullptr;
+  return data;
+}
+
+void BatchRecycler::Free(uint8_t* data, size_t size) {
+  const size_t cls = SizeClass(size);
+  Poison(data, cls);
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto bytes = static_cast<int64_t>(cls);
+  if (idle_.empty() || counts_.idle_bytes + bytes <= max_idle_bytes_) {
+    idle_.emplace_back(cls, data);
+    counts_.idle_bytes += bytes;
+    budget_->Add(MemoryBudget::kIdle, bytes);
+  } else {
+    to_free_.emplace_back(cls, data);
+  }
+}
+
+BatchRecycler::Counts BatchRecycler::counts() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return counts_;
+}
+
+}  // namespace shardfeed
