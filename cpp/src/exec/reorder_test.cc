@@ -2,6 +2,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <random>
 #include <thread>
 #include <vector>
@@ -70,6 +72,58 @@ TEST(ReorderBuffer, AFullBufferAsksForHelpBeforeSleeping) {
   EXPECT_EQ(unit, 2);
   EXPECT_EQ(asked, (std::vector<int64_t>{2, 2, 2, 2}));
   EXPECT_GT(waited, 0);
+}
+
+// Take() wakes one sleeping worker, but every sleeper still gets to look for
+// work ahead: two pieces of it appear while three workers sleep, and they are
+// done by two workers at once (each waits for the other), not one after the
+// other by the worker that claims the unit.
+TEST(ReorderBuffer, EverySleepingWorkerGetsToWorkAheadAfterATake) {
+  ReorderBuffer<int> buffer(100, 1);
+  std::mutex mu;
+  std::condition_variable cv;
+  int work = 0;     // pieces of work ahead, offered after the workers sleep
+  int arrived = 0;  // helpers inside a piece
+  bool together = false;
+  auto help = [&](int64_t) {
+    std::unique_lock<std::mutex> lock(mu);
+    if (work == 0) return false;
+    --work;
+    ++arrived;
+    cv.notify_all();
+    together = cv.wait_for(lock, std::chrono::seconds(10), [&] { return arrived >= 2; });
+    return true;
+  };
+  std::atomic<int> claimed{0};
+  std::vector<std::thread> workers;
+  for (int w = 0; w < 3; ++w) {
+    workers.emplace_back([&] {
+      int64_t waited = 0;
+      for (;;) {
+        const int64_t unit = buffer.Claim(help, &waited);
+        if (unit < 0) return;
+        ++claimed;
+        buffer.Put(unit, 0);
+      }
+    });
+  }
+  // Unit 0 claimed and built; the three then sleep (the buffer holds one).
+  bool timed_out = false;
+  while (claimed.load() < 1) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    work = 2;
+  }
+  ASSERT_TRUE(buffer.Take(nullptr, &timed_out).has_value());
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    EXPECT_TRUE(cv.wait_for(lock, std::chrono::seconds(10), [&] { return arrived >= 2; }));
+  }
+  buffer.Stop();
+  for (auto& t : workers) t.join();
+  EXPECT_TRUE(together);
+  EXPECT_EQ(work, 0);
 }
 
 TEST(ReorderBuffer, StopWakesWorkersAndTheConsumer) {
