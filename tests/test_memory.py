@@ -359,6 +359,65 @@ def test_batch_buffers_the_consumer_drops_are_reused_and_kept_ones_never_are(tmp
     assert m["batch_buffers_reused"] + m["batch_buffers_allocated"] == arrays, m
 
 
+@pytest.fixture(scope="module")
+def recycle_data(tmp_path_factory):
+    """6,000 rows: a stack of 5 float32 columns, an int64 label, a list<int32> of 0-8."""
+    rng = np.random.default_rng(12)
+    n = 6000
+    lengths = rng.integers(0, 9, n)
+    cols: dict[str, Any] = {f"f{i}": rng.standard_normal(n, dtype=np.float32) for i in range(5)}
+    cols["label"] = np.arange(n, dtype=np.int64) * 7
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
+    values = rng.integers(0, 1000, int(offsets[-1]), dtype=np.int32)
+    table = pa.table(cols).append_column("ids", pa.ListArray.from_arrays(offsets, pa.array(values)))
+    root = tmp_path_factory.mktemp("recycle")
+    pq.write_table(table, root / "r.parquet", row_group_size=1100)
+    return root, cols, offsets, values
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    batch_size=st.integers(1, 900),
+    limit=st.sampled_from([4096, 300_000, 0]),
+    threads=st.integers(1, 3),
+    hold=st.lists(st.booleans(), min_size=1, max_size=6),
+    drop_last=st.booleans(),
+)
+def test_held_batches_stay_intact_whatever_the_consumer_keeps(
+    recycle_data, batch_size, limit, threads, hold, drop_last
+):
+    """Whichever batches the consumer keeps (``hold``, cycled) and drops, with batch sizes,
+    limits (a tiny one keeps one idle buffer at most) and thread counts drawn: each batch
+    holds its own rows, and a kept batch is never written again after later ones."""
+    root, cols, offsets, values = recycle_data
+    loader = shardfeed.Loader(
+        root, columns=["label", "ids"], batch_size=batch_size, shuffle=True, seed=3,
+        stack={"x": [f"f{i}" for i in range(5)]}, output="numpy", with_sample_id=True,
+        num_threads=threads, memory_limit=limit, drop_last=drop_last,
+    )  # fmt: skip
+    x = np.column_stack([cols[f"f{i}"] for i in range(5)])
+    kept = []
+    arrays = 0
+    for i, b in enumerate(loader):
+        ids = b["sample_id"]
+        np.testing.assert_array_equal(b["x"], x[ids])
+        np.testing.assert_array_equal(b["label"], cols["label"][ids])
+        width = b["ids"].shape[1]
+        for row, sid in enumerate(ids[:50]):
+            want = values[offsets[sid] : offsets[sid + 1]]
+            assert b["ids_lengths"][row] == len(want)
+            np.testing.assert_array_equal(b["ids"][row, : len(want)], want)
+            assert not b["ids"][row, len(want) : width].any()
+        arrays += len(b)
+        if hold[i % len(hold)]:
+            kept.append((b, {k: np.array(v, copy=True) for k, v in b.items()}))
+    for held, copy in kept:
+        for name, value in copy.items():
+            np.testing.assert_array_equal(held[name], value, err_msg=name)
+    m = loader.stats()["memory"]
+    assert m["batch_buffers_reused"] + m["batch_buffers_allocated"] == arrays, m
+
+
 def test_reused_stack_matrices_hold_only_their_own_row_groups_values(tmp_path):
     """A window's freed stack matrices are handed to the next decodes of the same size
     (``matrices_reused``) rather than fresh pages: every row of every batch must still be
