@@ -84,6 +84,7 @@ class EngineHandle {
     d["bytes_decoded"] = s.bytes_decoded;
     d["stack_columns_tiled"] = s.stack_columns_tiled;
     d["stack_columns_generic"] = s.stack_columns_generic;
+    d["decode_parts_shared"] = s.decode_parts_shared;
     d["batches"] = s.batches;
     d["rows_delivered"] = s.rows_delivered;
     d["threads"] = s.threads;

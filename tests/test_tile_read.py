@@ -207,3 +207,43 @@ def test_stats_count_the_stack_columns_each_read_decoded(tmp_path: Path):
     assert counts() == (3 * width, 0)
     assert counts(transforms=[Log1p("c5")]) == (3 * 2, 3 * 16)  # c16, c17 still tiled
     assert counts(filter=[("k", "==", 1)]) == (0, 3 * width)
+
+
+def test_workers_waiting_for_a_row_group_take_parts_of_its_decode(tmp_path: Path):
+    """Row groups large against the limit (a window of one, no decoding ahead): the
+    workers that need the row group being decoded take its tile reads, 16 columns each
+    (``decode_parts_shared``), instead of waiting while one core works.  The stream is
+    the one of a single thread, null fills and a member through Arrow included."""
+    from shardfeed.transforms import Log1p
+
+    from .conftest import digest
+
+    rows, width = 6000, 80
+    rng = np.random.default_rng(8)
+    cols = {f"c{j:02d}": rng.random(rows).astype(np.float32) for j in range(width)}
+    table = pa.table(cols)
+    holes = pa.array(rng.random(rows).astype(np.float32), mask=rng.random(rows) < 0.1)
+    table = table.set_column(3, "c03", holes)
+    path = tmp_path / "wide.parquet"
+    pq.write_table(table, path, row_group_size=3000)
+    members = [f"c{j:02d}" for j in range(width)]
+
+    def loader(threads: int) -> shardfeed.Loader:
+        ld = shardfeed.Loader(
+            path, batch_size=250, columns=[], stack={"s": members}, num_threads=threads,
+            memory_limit="1536KiB", fill_null=-1.0, transforms=[Log1p("c70")],
+            with_sample_id=True, output="numpy", seed=5,
+        )  # fmt: skip
+        return ld
+
+    shared = loader(2)
+    # Each part sleeps 30 ms (a test hook): the second worker, waiting for the row
+    # group, gets some of the 4 tiled groups (the fifth, with c70, goes through Arrow).
+    shared._settings.extra.update(debug_slow_stage="tile", debug_slow_us=30_000)
+    got = digest(shared)
+    s = shared.stats()
+    assert s["decode_parts_shared"] > 0, s
+    assert (s["stack_columns_tiled"], s["stack_columns_generic"]) == (2 * 64, 2 * 16)
+    assert got == digest(loader(1))
+    ids = np.concatenate([b["sample_id"] for b in loader(2)])
+    assert np.array_equal(np.sort(ids), np.arange(rows))

@@ -189,7 +189,10 @@ class Loader(Stream):
         ``stack_columns_tiled`` / ``stack_columns_generic``: stack member columns
         decoded straight into the matrix a tile at a time, or through Arrow (a
         member with a transform of its own, under a filter, of another dtype than
-        the stack's, or with nulls and no fill), summed over row groups.
+        the stack's, or with nulls and no fill), summed over row groups;
+        ``decode_parts_shared``: parts of a row group's decode (a stack's tile
+        reads, 16 columns each) run by a worker waiting for that row group
+        rather than by the one decoding it.
         ``memory``: the budget of ``memory_limit`` in bytes -- ``limit_bytes``,
         ``peak_bytes`` (all of it at once) and its parts ``peak_decoding_bytes``
         (reserved for row groups being decoded), ``peak_decoded_bytes``,

@@ -196,6 +196,7 @@ def profile(
         "row_groups_decoded": int(stats["row_groups_decoded"]),
         "stack_columns_tiled": int(stats["stack_columns_tiled"]),
         "stack_columns_generic": int(stats["stack_columns_generic"]),
+        "decode_parts_shared": int(stats["decode_parts_shared"]),
         # The shuffle's strength in row groups (issue 11's measure): None when no two rows
         # of a batch shared a row group.
         "effective_shuffle_window": effective_window(seen, starts),
@@ -258,6 +259,12 @@ def format_table(report: dict[str, Any]) -> str:
             f"stacks: {tiled:,} of {tiled + generic:,} member columns decoded straight into the "
             "matrix (the rest through Arrow: a transform of their own, a filter, another dtype, "
             "or nulls without a fill)"
+            + (
+                f"; {report['decode_parts_shared']:,} tile reads run by workers waiting for "
+                "their row group"
+                if report["decode_parts_shared"]
+                else ""
+            )
         )
     lines.append(f"\nverdict: {report['verdict']}")
     return "\n".join(lines)

@@ -113,6 +113,9 @@ struct EngineStats {
   // matrix a tile at a time, or through Arrow's arrays.
   int64_t stack_columns_tiled = 0;
   int64_t stack_columns_generic = 0;
+  // Parts of a row group's decode (a stack's tile reads) run by a worker that
+  // waited for that row group rather than by the one decoding it.
+  int64_t decode_parts_shared = 0;
   int64_t batches = 0;
   int64_t rows_delivered = 0;
   int threads = 0;

@@ -4,6 +4,9 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
+#include <memory>
+#include <new>
 #include <optional>
 #include <span>
 #include <string>
@@ -664,20 +667,67 @@ arrow::Result<std::shared_ptr<const DecodedRowGroup>> DecodeRowGroup(const Catal
   // A fused stack: kFusedColumns members at a time are read, transformed,
   // null-filled and written into the matrix, then dropped, so that a large
   // row group is held once (its matrix), not twice (its arrays and matrix).
+  //
+  // The tile reads come first, as parts that the workers waiting for this row
+  // group may take (shared_work.h); their outcomes are then taken group by
+  // group in order, so the error reported is the one a read in order meets.
+  struct TilePart {
+    size_t o, first, last;
+    arrow::Status status;
+    bool tiled = false;
+  };
+  std::vector<TilePart> parts;
   for (size_t o = 0; o < fused.size(); ++o) {
     if (!fused[o]) continue;
     const auto& plan = layout.outputs[o];
     ARROW_ASSIGN_OR_RAISE(matrices[o], NewStackMatrix(plan, num_rows, hooks.matrices.get()));
+    for (size_t first = 0; first < plan.sources.size(); first += kFusedColumns) {
+      const size_t last = std::min(plan.sources.size(), first + kFusedColumns);
+      if (GroupTiled(tile_leaves[o], first, last)) parts.push_back({o, first, last, {}, false});
+    }
+  }
+  if (!parts.empty()) {
+    const auto t_tiles = Clock::now();
+    auto run = [&](size_t k) -> arrow::Status {
+      TilePart& part = parts[k];  // (each part's own fields: no two threads share one)
+      Slow(hooks, "tile");
+      try {
+        auto tiled =
+            ReadTiled(catalog, rg_index, layout, layout.outputs[part.o], part.first, part.last,
+                      tile_leaves[part.o], hooks, context, *opened, &matrices[part.o]);
+        if (tiled.ok()) {
+          part.tiled = *tiled;
+        } else {
+          part.status = tiled.status();
+        }
+      } catch (const std::bad_alloc&) {
+        part.status = arrow::Status::OutOfMemory(context + ": out of memory");
+      } catch (const std::exception& e) {
+        part.status = Error(ErrorKind::kInvalidData, context + ": " + e.what());
+      }
+      return arrow::Status::OK();
+    };
+    if (parts.size() > 1 && hooks.share) {
+      auto work = std::make_shared<SharedWork>(parts.size(), run);
+      hooks.share(work);
+      ARROW_RETURN_NOT_OK(work->Finish());
+    } else {
+      for (size_t k = 0; k < parts.size(); ++k) ARROW_RETURN_NOT_OK(run(k));
+    }
+    nested_ns += since(t_tiles);
+  }
+  size_t next_part = 0;
+  for (size_t o = 0; o < fused.size(); ++o) {
+    if (!fused[o]) continue;
+    const auto& plan = layout.outputs[o];
     const size_t n = plan.sources.size();
     for (size_t first = 0; first < n; first += kFusedColumns) {
       const size_t last = std::min(n, first + kFusedColumns);
       const auto t_read = Clock::now();
-      if (GroupTiled(tile_leaves[o], first, last)) {  // (not under a filter)
-        ARROW_ASSIGN_OR_RAISE(const bool tiled,
-                              ReadTiled(catalog, rg_index, layout, plan, first, last,
-                                        tile_leaves[o], hooks, context, *opened, &matrices[o]));
-        if (tiled) {
-          nested_ns += since(t_read);
+      if (next_part < parts.size() && parts[next_part].o == o && parts[next_part].first == first) {
+        const TilePart& part = parts[next_part++];
+        ARROW_RETURN_NOT_OK(part.status);
+        if (part.tiled) {
           hooks.clock->CountStackColumns(static_cast<int64_t>(last - first), 0);
           continue;
         }

@@ -14,6 +14,7 @@
 
 #include "exec/decoded_row_group.h"
 #include "exec/matrix_pool.h"
+#include "exec/shared_work.h"
 #include "exec/stage_clock.h"
 #include "shardfeed/catalog.h"
 #include "shardfeed/decoded_tier.h"
@@ -46,6 +47,9 @@ struct DecodeHooks {
   // While another process holds a tier entry this decode needs: decode
   // something else meanwhile (true if it did).  Empty: wait.
   std::function<bool()> help;
+  // Offers parts of this decode to the workers waiting for its row group
+  // (shared_work.h).  Empty: this worker runs them all.
+  std::function<void(std::shared_ptr<SharedWork>)> share;
 };
 
 // Reads and normalizes row group `rg_index` of the catalog.  Every error names

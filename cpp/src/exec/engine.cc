@@ -41,16 +41,19 @@ class RowGroupStore {
     bool loading = true;
     arrow::Status status;
     std::shared_ptr<const DecodedRowGroup> data;
+    std::shared_ptr<SharedWork> work;  // parts of the decode that waiters may take
   };
 
   // Returns the decoded row group, decoding it here if no one else is:
-  // `reserve()` first books its memory (false: the loader stopped), then
-  // `decode()` runs; when another worker created the slot meanwhile the
-  // booking goes back through `unreserve()`.  While another worker decodes
+  // `reserve()` first books its memory (false: the loader stopped, or another
+  // worker made the slot meanwhile: Decoding() says so), then `decode()` runs;
+  // when another worker made the slot meanwhile the booking goes back through
+  // `unreserve()`.  While another worker decodes
   // it, `help()` may decode a row group needed soon (returning true if it
-  // did) instead of idling.  The slot is made only once the memory is booked:
-  // a worker that waits for memory holds no slot that the consumer's next
-  // unit could be waiting on.
+  // did) instead of idling, after taking the parts of that decode it offers
+  // (Offer).  The slot is made only once the memory is booked: a worker that
+  // waits for memory holds no slot that the consumer's next unit could be
+  // waiting on.  `decode(slot)` gets the slot, to offer parts in.
   template <typename ReserveFn, typename UnreserveFn, typename DecodeFn, typename HelpFn>
   arrow::Result<std::shared_ptr<const DecodedRowGroup>> Get(int64_t window, int64_t uses,
                                                             int32_t rg, ReserveFn&& reserve,
@@ -62,36 +65,61 @@ class RowGroupStore {
       slot = it->second;
     } else {
       lock.unlock();
-      if (!reserve()) return arrow::Status::Cancelled("loader stopped");
+      const bool booked = reserve();
       lock.lock();
       auto& entry = Entry(window, uses);
       if (auto again = entry.slots.find(rg); again != entry.slots.end()) {
         slot = again->second;
-        lock.unlock();
-        unreserve();
-        lock.lock();
+        if (booked) {
+          lock.unlock();
+          unreserve();
+          lock.lock();
+        }
+      } else if (!booked) {
+        return arrow::Status::Cancelled("loader stopped");
       } else {
         slot = std::make_shared<Slot>();
         entry.slots.emplace(rg, slot);
+        Made(window, rg);
         lock.unlock();
-        auto result = decode();
+        if (on_made_) on_made_();
+        auto result = decode(slot);
         Fill(slot, result);
         return result;
       }
     }
+    auto offered = [&] { return slot->work && slot->work->has_work(); };
     while (slot->loading && !stopped_) {
+      if (offered()) {
+        const auto work = slot->work;
+        lock.unlock();
+        while (work->RunOne()) helped_parts_.fetch_add(1);
+        lock.lock();
+        continue;
+      }
       lock.unlock();
       const bool helped = help();
       lock.lock();
-      if (!helped) ready_.wait(lock, [&] { return !slot->loading || stopped_; });
+      if (!helped) ready_.wait(lock, [&] { return !slot->loading || stopped_ || offered(); });
     }
     if (slot->loading) return arrow::Status::Cancelled("loader stopped");
     if (!slot->status.ok()) return slot->status;
     return slot->data;
   }
 
-  explicit RowGroupStore(int64_t num_windows)
-      : released_(static_cast<size_t>(std::max<int64_t>(num_windows, 0)), false) {}
+  RowGroupStore(int64_t num_windows, size_t num_row_groups)
+      : released_(static_cast<size_t>(std::max<int64_t>(num_windows, 0)), false),
+        decoding_(new std::atomic<int64_t>[num_row_groups]()) {}
+
+  // Called (outside the store's lock) each time a slot is made: the engine
+  // wakes the workers waiting for memory, whose wait Decoding() may end.
+  void OnMade(std::function<void()> fn) { on_made_ = std::move(fn); }
+
+  // Whether `window` has a slot for `rg` now (lock-free: asked under the
+  // memory budget's lock).
+  bool Decoding(int64_t window, int32_t rg) const {
+    return decoding_[static_cast<size_t>(rg)].load() == window + 1;
+  }
 
   // Whether Claim(window, ..., rg) would make a slot now.
   bool Claimable(int64_t window, int32_t rg) {
@@ -112,12 +140,21 @@ class RowGroupStore {
     if (entry.slots.count(rg)) return nullptr;
     auto slot = std::make_shared<Slot>();
     entry.slots.emplace(rg, slot);
+    Made(window, rg);
     return slot;
+  }
+
+  // Parts of the slot's decode for the workers waiting for it to take.
+  void Offer(const std::shared_ptr<Slot>& slot, std::shared_ptr<SharedWork> work) {
+    std::lock_guard<std::mutex> lock(mu_);
+    slot->work = std::move(work);
+    ready_.notify_all();
   }
 
   void Fill(const std::shared_ptr<Slot>& slot,
             const arrow::Result<std::shared_ptr<const DecodedRowGroup>>& result) {
     std::lock_guard<std::mutex> lock(mu_);
+    slot->work.reset();
     if (result.ok()) {
       slot->data = *result;
     } else {
@@ -132,6 +169,7 @@ class RowGroupStore {
     std::lock_guard<std::mutex> lock(mu_);
     auto& entry = Entry(window, uses);
     if (--entry.remaining <= 0) {
+      for (const auto& [rg, slot] : entry.slots) decoding_[static_cast<size_t>(rg)].store(0);
       windows_.erase(window);
       released_[static_cast<size_t>(window)] = true;
     }
@@ -142,6 +180,12 @@ class RowGroupStore {
     stopped_ = true;
     ready_.notify_all();
   }
+
+  // (Under the lock.)
+  void Made(int64_t window, int32_t rg) { decoding_[static_cast<size_t>(rg)].store(window + 1); }
+
+  // Parts of other workers' decodes run by workers waiting for them.
+  int64_t helped_parts() const { return helped_parts_.load(); }
 
  private:
   struct WindowEntry {
@@ -158,6 +202,10 @@ class RowGroupStore {
   std::condition_variable ready_;
   std::map<int64_t, WindowEntry> windows_;
   std::vector<bool> released_;  // per window: every unit overlapping it is done
+  std::atomic<int64_t> helped_parts_{0};
+  // Per row group: 1 + the window whose slot for it exists, 0 for none.
+  std::unique_ptr<std::atomic<int64_t>[]> decoding_;
+  std::function<void()> on_made_;
   bool stopped_ = false;
 };
 
@@ -190,7 +238,7 @@ class EngineImpl final : public Engine {
         capacity_(ReadyBatchCapacity(
             EstimateBatchBytes(*footprints_, *catalog_, schedule_->plan().options().batch_size),
             num_threads_, options_.queue_depth, options_.memory_limit)),
-        store_(schedule_->num_windows()),
+        store_(schedule_->num_windows(), catalog_->row_groups().size()),
         built_(schedule_->num_units(), capacity_) {
     hooks_.clock = clock_;
     hooks_.tier = options_.decoded_tier;
@@ -219,6 +267,7 @@ class EngineImpl final : public Engine {
     hooks_.verify_page_checksums = options_.verify_page_checksums;
     hooks_.stop = &stop_;
     hooks_.help = [this] { return HelpWhileLocked(); };
+    store_.OnMade([this] { budget_->Wake(); });
     const int n = num_threads_;
     if (options_.file_cache && !catalog_->is_local()) UseFileCache();
     for (int w = 0; w < n; ++w)
@@ -303,6 +352,7 @@ class EngineImpl final : public Engine {
     s.bytes_decoded = bytes_decoded_;
     s.stack_columns_tiled = clock_->stack_columns_tiled();
     s.stack_columns_generic = clock_->stack_columns_generic();
+    s.decode_parts_shared = store_.helped_parts();
     s.batches = batches_;
     s.rows_delivered = rows_delivered_;
     s.threads = num_threads_;
@@ -402,7 +452,8 @@ class EngineImpl final : public Engine {
           budget_->Release(MemoryBudget::kDecoding, reserved);
           continue;
         }
-        store_.Fill(slot, Decode(rg, reserved));
+        budget_->Wake();  // a worker waiting for memory to decode rg now waits for this
+        store_.Fill(slot, Decode(rg, reserved, slot));
         return true;
       }
     }
@@ -458,11 +509,17 @@ class EngineImpl final : public Engine {
             [&] {
               // What the consumer's next unit needs is decoded whatever the
               // budget says: the budget never stops the stream.
-              return budget_->Reserve(MemoryBudget::kDecoding, reserved,
-                                      [&] { return unit <= consumer_unit_.load(); });
+              // A worker that made the slot meanwhile decodes it: this one
+              // then waits for it, and takes parts of the decode.
+              return budget_->Reserve(
+                  MemoryBudget::kDecoding, reserved, [&] { return unit <= consumer_unit_.load(); },
+                  [&] { return store_.Decoding(w, s.row_group); });
             },
             [&] { budget_->Release(MemoryBudget::kDecoding, reserved); },
-            [&] { return Decode(s.row_group, reserved); }, [&] { return HelpDecode(unit); });
+            [&](const std::shared_ptr<RowGroupStore::Slot>& slot) {
+              return Decode(s.row_group, reserved, slot);
+            },
+            [&] { return HelpDecode(unit); });
         if (!maybe.ok()) {
           status = maybe.status();
           break;
@@ -496,7 +553,8 @@ class EngineImpl final : public Engine {
   // Decodes row group `rg`, for which `reserved` bytes are booked as
   // kDecoding: they become the decoded row group's own size, given back when
   // the last holder drops it (or all of them when the decode fails).
-  arrow::Result<std::shared_ptr<const DecodedRowGroup>> Decode(int32_t rg, int64_t reserved) {
+  arrow::Result<std::shared_ptr<const DecodedRowGroup>> Decode(
+      int32_t rg, int64_t reserved, const std::shared_ptr<RowGroupStore::Slot>& slot) {
     // An exception must not leave the slot loading (its waiters would hang) nor
     // end the worker thread (std::terminate): it becomes this row group's error.
     const auto& entry = catalog_->row_groups()[static_cast<size_t>(rg)];
@@ -504,8 +562,13 @@ class EngineImpl final : public Engine {
                                 catalog_->files()[static_cast<size_t>(entry.file)].rel_path +
                                 "', row group " + std::to_string(entry.row_group);
     const PlanOptions& plan = schedule_->plan().options();
+    // The workers that wait for this row group may take parts of its decode.
+    DecodeHooks hooks = hooks_;
+    hooks.share = [this, &slot](std::shared_ptr<SharedWork> work) {
+      store_.Offer(slot, std::move(work));
+    };
     auto result = Guarded(context, [&] {
-      return DecodeRowGroup(*catalog_, rg, layout_, RandomKey{plan.seed, plan.epoch}, hooks_);
+      return DecodeRowGroup(*catalog_, rg, layout_, RandomKey{plan.seed, plan.epoch}, hooks);
     });
     if (!result.ok()) {
       budget_->Release(MemoryBudget::kDecoding, reserved);

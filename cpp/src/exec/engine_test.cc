@@ -259,6 +259,89 @@ TEST_F(EngineTest, MissingColumnIsAnError) {
   EXPECT_NE(r.status().message().find("nope"), std::string::npos);
 }
 
+// Writes `rows` rows of `width` float32 columns c00, c01, ...: c<j> = row * 100 + j.
+void WriteWideFile(const std::filesystem::path& path, int64_t rows, int width,
+                   int64_t row_group_size) {
+  std::vector<std::shared_ptr<arrow::Field>> fields;
+  std::vector<std::shared_ptr<arrow::Array>> columns;
+  for (int j = 0; j < width; ++j) {
+    arrow::FloatBuilder b;
+    for (int64_t r = 0; r < rows; ++r) (void)b.Append(static_cast<float>(r * 100 + j));
+    fields.push_back(arrow::field((j < 10 ? "c0" : "c") + std::to_string(j), arrow::float32()));
+    columns.push_back(b.Finish().ValueOrDie());
+  }
+  auto table = arrow::Table::Make(arrow::schema(fields), columns);
+  auto out = arrow::io::FileOutputStream::Open(path.string()).ValueOrDie();
+  ASSERT_TRUE(
+      parquet::arrow::WriteTable(*table, arrow::default_memory_pool(), out, row_group_size).ok());
+  ASSERT_TRUE(out->Close().ok());
+}
+
+// Row groups large against the limit (a window of one, nothing decoded ahead):
+// the worker waiting for the row group being decoded takes parts of its decode
+// (a stack's tile reads, 16 columns each), writing into the same matrix.  The
+// stream is the one thread's, and every row is its own values.
+TEST(EngineSharedDecode, WaitingWorkersTakePartsOfTheDecodeAndTheStreamHoldsIt) {
+  TempDir dir;
+  constexpr int kWidth = 48;
+  constexpr int64_t kRows = 12000;
+  WriteWideFile(dir.path() / "wide.parquet", kRows, kWidth, 3000);
+  auto catalog = Catalog::Open({dir.path().string()}).ValueOrDie();
+  PlanOptions p;
+  p.batch_size = 250;
+  p.seed = 3;
+  p.shuffle = true;
+  p.window_row_groups = 1;
+  EngineOptions o;
+  o.output.all_columns = false;
+  o.output.with_sample_id = true;
+  StackSpec stack;
+  stack.name = "s";
+  for (int j = 0; j < kWidth; ++j)
+    stack.columns.push_back((j < 10 ? "c0" : "c") + std::to_string(j));
+  o.output.stacks = {stack};
+  auto run = [&](int threads, int64_t limit, int slow_us, int64_t* shared) -> std::vector<float> {
+    o.num_threads = threads;
+    o.memory_limit = limit;
+    o.debug_slow_stage = slow_us > 0 ? "tile" : "";
+    o.debug_slow_us = slow_us;
+    auto plan = EpochPlan::Make(catalog->RowGroupRows(), p).ValueOrDie();
+    auto engine = Engine::Make(catalog, plan, o).ValueOrDie();
+    std::vector<float> values;
+    int64_t rows = 0;
+    while (true) {
+      auto batch = engine->Next().ValueOrDie();
+      if (!batch) break;
+      const OutputArray* ids = nullptr;
+      const OutputArray* matrix = nullptr;
+      for (const auto& a : batch->arrays) (a.name == "s" ? matrix : ids) = &a;
+      EXPECT_TRUE(ids != nullptr && matrix != nullptr);
+      for (int64_t r = 0; r < ids->shape[0]; ++r) {
+        const int64_t id = ids->buffer->As<int64_t>()[r];
+        for (int j = 0; j < kWidth; ++j) {
+          const float got = matrix->buffer->As<float>()[r * kWidth + j];
+          if (got != static_cast<float>(id * 100 + j)) {
+            ADD_FAILURE() << "row " << id << ", column " << j << ": " << got;
+            return values;
+          }
+          values.push_back(got);
+        }
+      }
+      rows += ids->shape[0];
+    }
+    EXPECT_EQ(rows, kRows);
+    if (shared) *shared = engine->stats().decode_parts_shared;
+    return values;
+  };
+  const auto base = run(1, 0, 0, nullptr);
+  int64_t shared = 0;
+  // Each part sleeps 20 ms (a test hook): the other worker, waiting for the
+  // row group (a matrix is 576 KB, the limit less than two), takes some.
+  EXPECT_EQ(run(2, 900'000, 20'000, &shared), base);
+  EXPECT_GT(shared, 0);
+  EXPECT_EQ(run(3, 1, 0, nullptr), base);
+}
+
 TEST(EngineErrors, CorruptRowGroupReachesTheConsumerAtItsPosition) {
   TempDir dir;
   const auto path = dir.path() / "c.parquet";

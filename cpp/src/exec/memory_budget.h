@@ -20,6 +20,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
+#include <utility>
 
 namespace shardfeed {
 
@@ -45,13 +46,14 @@ class MemoryBudget {
   // Books `bytes` if they fit (always, without a limit); false otherwise.
   bool TryReserve(Kind kind, int64_t bytes);
 
-  // Books `bytes`, first waiting until they fit.  `urgent()` is asked (under
-  // the budget's lock, so it must not take the budget's lock itself) each time
-  // the budget changes or Wake() is called: once true the bytes are booked at
-  // once, over the limit if need be.  False, with nothing booked, when the
-  // budget is stopped.
-  template <typename Urgent>
-  bool Reserve(Kind kind, int64_t bytes, Urgent&& urgent) {
+  // Books `bytes`, first waiting until they fit.  `urgent()` and `abandon()`
+  // are asked (under the budget's lock, so they must not take the budget's
+  // lock, nor any lock held while the budget's is taken) each time the budget
+  // changes or Wake() is called: once urgent() is true the bytes are booked at
+  // once, over the limit if need be; once abandon() is, nothing is booked.
+  // False, with nothing booked, when the budget is stopped or abandon() said so.
+  template <typename Urgent, typename Abandon>
+  bool Reserve(Kind kind, int64_t bytes, Urgent&& urgent, Abandon&& abandon) {
     std::unique_lock<std::mutex> lock(mu_);
     if (Fits(bytes)) {
       BookLocked(kind, bytes);
@@ -59,14 +61,23 @@ class MemoryBudget {
     }
     const auto t0 = std::chrono::steady_clock::now();
     ++waits_;
-    changed_.wait(lock, [&] { return stopped_ || Fits(bytes) || urgent(); });
+    bool abandoned = false;
+    changed_.wait(lock, [&] {
+      if (stopped_ || Fits(bytes) || urgent()) return true;
+      abandoned = abandon();
+      return abandoned;
+    });
     wait_ns_ +=
         std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
             .count();
-    if (stopped_) return false;
+    if (stopped_ || abandoned) return false;
     if (!Fits(bytes)) ++urgent_over_limit_;
     BookLocked(kind, bytes);
     return true;
+  }
+  template <typename Urgent>
+  bool Reserve(Kind kind, int64_t bytes, Urgent&& urgent) {
+    return Reserve(kind, bytes, std::forward<Urgent>(urgent), [] { return false; });
   }
 
   // Books `bytes` whatever the limit (what is already held, e.g. a built batch).

@@ -77,6 +77,19 @@ TEST(MemoryBudget, ReserveWaitsForRoomOrUrgencyOrStop) {
   EXPECT_EQ(b.snapshot().used, 130);
   EXPECT_EQ(b.snapshot().urgent_over_limit, 1);
 
+  // Abandon: once the predicate says so (after Wake), nothing booked, false.
+  std::atomic<bool> taken_over{false};
+  std::thread abandoning([&] {
+    got = b.Reserve(
+        MemoryBudget::kDecoding, 80, [] { return false; }, [&] { return taken_over.load(); });
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  taken_over = true;
+  b.Wake();
+  abandoning.join();
+  EXPECT_FALSE(got.load());
+  EXPECT_EQ(b.snapshot().used, 130);
+
   // Stop: nothing booked, false.
   std::thread stopped([&] { got = b.Reserve(MemoryBudget::kDecoding, 80, [] { return false; }); });
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
