@@ -49,11 +49,11 @@ class RowGroupStore {
   // worker made the slot meanwhile: Decoding() says so), then `decode()` runs;
   // when another worker made the slot meanwhile the booking goes back through
   // `unreserve()`.  While another worker decodes
-  // it, `help()` may decode a row group needed soon (returning true if it
-  // did) instead of idling, after taking the parts of that decode it offers
-  // (Offer).  The slot is made only once the memory is booked: a worker that
-  // waits for memory holds no slot that the consumer's next unit could be
-  // waiting on.  `decode(slot)` gets the slot, to offer parts in.
+  // it, `help(soon)` may decode a row group needed soon (returning true if it
+  // did; `soon`: that decode is about to end) instead of idling, after taking the parts of that
+  // decode it offers (Offer).  The slot is made only once the memory is booked: a worker that waits
+  // for memory holds no slot that the consumer's next unit could be waiting on.  `decode(slot)`
+  // gets the slot, to offer parts in.
   template <typename ReserveFn, typename UnreserveFn, typename DecodeFn, typename HelpFn>
   arrow::Result<std::shared_ptr<const DecodedRowGroup>> Get(int64_t window, int64_t uses,
                                                             int32_t rg, ReserveFn&& reserve,
@@ -97,8 +97,11 @@ class RowGroupStore {
         lock.lock();
         continue;
       }
+      // Every part taken, the decode ends soon: a row group of the next
+      // window decoded now would delay this worker's own unit by as much.
+      const bool soon = slot->work != nullptr;
       lock.unlock();
-      const bool helped = help();
+      const bool helped = help(soon);
       lock.lock();
       if (!helped) ready_.wait(lock, [&] { return !slot->loading || stopped_ || offered(); });
     }
@@ -428,17 +431,19 @@ class EngineImpl final : public Engine {
     built_.Stop();
   }
 
-  // Decodes one row group that the current or the next window of unit `unit`
-  // will need and that nobody has claimed; false if there is none.  Never
-  // reaches into a window that may already be released (all of whose units
-  // have started).  A worker waiting for a row group of its own unit helps
-  // too: while the consumer waits for that unit, work on the next window
-  // comes forward rather than idling (the pass's throughput), at the cost of
-  // the unit's latency early in a pass.
-  bool HelpDecode(int64_t unit) {
+  // Decodes one row group that the current or (with `next_window`) the next
+  // window of unit `unit` will need and that nobody has claimed; false if
+  // there is none.  Never reaches into a window that may already be released
+  // (all of whose units have started).  A worker waiting for a row group of
+  // its own unit helps too: while the consumer waits for that unit, work on
+  // the next window comes forward rather than idling (the pass's throughput),
+  // at the cost of the unit's latency -- but not when the row group it waits
+  // for is about to be decoded (its shared parts all taken): the second
+  // batch of a pass waited 36-64 ms for a decode of the next window.
+  bool HelpDecode(int64_t unit, bool next_window = true) {
     if (stop_.load()) return false;
     const int64_t w_cur = schedule_->WindowOf(schedule_->UnitSpan(unit).begin);
-    const int64_t w_end = std::min(w_cur + 1, schedule_->num_windows() - 1);
+    const int64_t w_end = std::min(w_cur + (next_window ? 1 : 0), schedule_->num_windows() - 1);
     for (int64_t w = w_cur; w <= w_end; ++w) {
       const Interval units = schedule_->UnitRange(w);
       if (units.empty() || (w != w_cur && units.last <= max_started_.load())) continue;
@@ -519,7 +524,7 @@ class EngineImpl final : public Engine {
             [&](const std::shared_ptr<RowGroupStore::Slot>& slot) {
               return Decode(s.row_group, reserved, slot);
             },
-            [&] { return HelpDecode(unit); });
+            [&](bool soon) { return HelpDecode(unit, /*next_window=*/!soon); });
         if (!maybe.ok()) {
           status = maybe.status();
           break;
