@@ -317,22 +317,35 @@ def test_wide_stacks_read_a_few_columns_at_a_time_give_the_same_values(tmp_path)
     assert np.array_equal(np.concatenate([b["x"] for b in whole]), got)
 
 
+def _write_list_table(
+    root: Path, seed: int, rows: int, features: int, label_step: int, row_group_size: int
+) -> tuple[dict[str, Any], np.ndarray, np.ndarray]:
+    """``root/r.parquet``: float32 columns f0.. (a stack), an int64 ``label`` (row index x
+    ``label_step``) and ``ids``, a list<int32> of 0-8 values.  Returns the columns, the
+    list offsets and the list values."""
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(0, 9, rows)
+    cols: dict[str, Any] = {
+        f"f{i}": rng.standard_normal(rows, dtype=np.float32) for i in range(features)
+    }
+    cols["label"] = np.arange(rows, dtype=np.int64) * label_step
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
+    values = rng.integers(0, 1000, int(offsets[-1]), dtype=np.int32)
+    table = pa.table(cols).append_column("ids", pa.ListArray.from_arrays(offsets, pa.array(values)))
+    pq.write_table(table, root / "r.parquet", row_group_size=row_group_size)
+    return cols, offsets, values
+
+
 def test_batch_buffers_the_consumer_drops_are_reused_and_kept_ones_never_are(tmp_path):
     """Batch buffers come back to the engine when the consumer drops a batch, and the
     next batches are built in them (``batch_buffers_reused``): a batch the consumer still
     holds is never written again, whatever its outputs' sizes (a variable-length list
     column gives buffers of a different size in every batch)."""
-    rng = np.random.default_rng(11)
-    n = 30_000
-    lengths = rng.integers(0, 9, n)
-    cols: dict[str, Any] = {f"f{i}": rng.standard_normal(n, dtype=np.float32) for i in range(6)}
-    cols["label"] = np.arange(n, dtype=np.int64) * 3
-    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
-    values = pa.array(rng.integers(0, 1000, int(offsets[-1]), dtype=np.int32))
-    table = pa.table(cols).append_column("ids", pa.ListArray.from_arrays(offsets, values))
     root = tmp_path / "recycle"
     root.mkdir()
-    pq.write_table(table, root / "r.parquet", row_group_size=5000)
+    cols, offsets, _ = _write_list_table(root, seed=11, rows=30_000, features=6, label_step=3,
+                                         row_group_size=5000)  # fmt: skip
+    lengths = np.diff(offsets)
     features = [f"f{i}" for i in range(6)]
     loader = shardfeed.Loader(
         root, columns=["label", "ids"], batch_size=700, shuffle=True, seed=4,
@@ -362,16 +375,9 @@ def test_batch_buffers_the_consumer_drops_are_reused_and_kept_ones_never_are(tmp
 @pytest.fixture(scope="module")
 def recycle_data(tmp_path_factory):
     """6,000 rows: a stack of 5 float32 columns, an int64 label, a list<int32> of 0-8."""
-    rng = np.random.default_rng(12)
-    n = 6000
-    lengths = rng.integers(0, 9, n)
-    cols: dict[str, Any] = {f"f{i}": rng.standard_normal(n, dtype=np.float32) for i in range(5)}
-    cols["label"] = np.arange(n, dtype=np.int64) * 7
-    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
-    values = rng.integers(0, 1000, int(offsets[-1]), dtype=np.int32)
-    table = pa.table(cols).append_column("ids", pa.ListArray.from_arrays(offsets, pa.array(values)))
     root = tmp_path_factory.mktemp("recycle")
-    pq.write_table(table, root / "r.parquet", row_group_size=1100)
+    cols, offsets, values = _write_list_table(root, seed=12, rows=6000, features=5, label_step=7,
+                                              row_group_size=1100)  # fmt: skip
     return root, cols, offsets, values
 
 

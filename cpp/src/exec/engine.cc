@@ -46,14 +46,15 @@ class RowGroupStore {
 
   // Returns the decoded row group, decoding it here if no one else is:
   // `reserve()` first books its memory (false: the loader stopped, or another
-  // worker made the slot meanwhile: Decoding() says so), then `decode()` runs;
-  // when another worker made the slot meanwhile the booking goes back through
-  // `unreserve()`.  While another worker decodes
-  // it, `help(soon)` may decode a row group needed soon (returning true if it
-  // did; `soon`: that decode is about to end) instead of idling, after taking the parts of that
-  // decode it offers (Offer).  The slot is made only once the memory is booked: a worker that waits
-  // for memory holds no slot that the consumer's next unit could be waiting on.  `decode(slot)`
-  // gets the slot, to offer parts in.
+  // worker made the slot meanwhile: Decoding() says so), then `decode(slot)`
+  // runs (it may offer parts of the decode in the slot: Offer); when another
+  // worker made the slot meanwhile the booking goes back through
+  // `unreserve()`.  While another worker decodes it, this one takes the parts
+  // offered, then `help(soon)` may decode a row group needed soon (returning
+  // true if it did; `soon`: the decode waited for is about to end) instead of
+  // idling.  The slot is made only once the memory is booked: a worker that
+  // waits for memory holds no slot that the consumer's next unit could be
+  // waiting on.
   template <typename ReserveFn, typename UnreserveFn, typename DecodeFn, typename HelpFn>
   arrow::Result<std::shared_ptr<const DecodedRowGroup>> Get(int64_t window, int64_t uses,
                                                             int32_t rg, ReserveFn&& reserve,
@@ -82,7 +83,6 @@ class RowGroupStore {
         entry.slots.emplace(rg, slot);
         Made(window, rg);
         lock.unlock();
-        if (on_made_) on_made_();
         auto result = decode(slot);
         Fill(slot, result);
         return result;
@@ -113,10 +113,6 @@ class RowGroupStore {
   RowGroupStore(int64_t num_windows, size_t num_row_groups)
       : released_(static_cast<size_t>(std::max<int64_t>(num_windows, 0)), false),
         decoding_(new std::atomic<int64_t>[num_row_groups]()) {}
-
-  // Called (outside the store's lock) each time a slot is made: the engine
-  // wakes the workers waiting for memory, whose wait Decoding() may end.
-  void OnMade(std::function<void()> fn) { on_made_ = std::move(fn); }
 
   // Whether `window` has a slot for `rg` now (lock-free: asked under the
   // memory budget's lock).
@@ -184,13 +180,13 @@ class RowGroupStore {
     ready_.notify_all();
   }
 
-  // (Under the lock.)
-  void Made(int64_t window, int32_t rg) { decoding_[static_cast<size_t>(rg)].store(window + 1); }
-
   // Parts of other workers' decodes run by workers waiting for them.
   int64_t helped_parts() const { return helped_parts_.load(); }
 
  private:
+  // (Under the lock.)
+  void Made(int64_t window, int32_t rg) { decoding_[static_cast<size_t>(rg)].store(window + 1); }
+
   struct WindowEntry {
     int64_t remaining = 0;
     std::unordered_map<int32_t, std::shared_ptr<Slot>> slots;
@@ -208,7 +204,6 @@ class RowGroupStore {
   std::atomic<int64_t> helped_parts_{0};
   // Per row group: 1 + the window whose slot for it exists, 0 for none.
   std::unique_ptr<std::atomic<int64_t>[]> decoding_;
-  std::function<void()> on_made_;
   bool stopped_ = false;
 };
 
@@ -270,7 +265,6 @@ class EngineImpl final : public Engine {
     hooks_.verify_page_checksums = options_.verify_page_checksums;
     hooks_.stop = &stop_;
     hooks_.help = [this] { return HelpWhileLocked(); };
-    store_.OnMade([this] { budget_->Wake(); });
     const int n = num_threads_;
     if (options_.file_cache && !catalog_->is_local()) UseFileCache();
     for (int w = 0; w < n; ++w)
@@ -457,7 +451,6 @@ class EngineImpl final : public Engine {
           budget_->Release(MemoryBudget::kDecoding, reserved);
           continue;
         }
-        budget_->Wake();  // a worker waiting for memory to decode rg now waits for this
         store_.Fill(slot, Decode(rg, reserved, slot));
         return true;
       }
@@ -555,11 +548,15 @@ class EngineImpl final : public Engine {
                              catalog_->row_groups()[static_cast<size_t>(rg)].total_bytes);
   }
 
-  // Decodes row group `rg`, for which `reserved` bytes are booked as
-  // kDecoding: they become the decoded row group's own size, given back when
-  // the last holder drops it (or all of them when the decode fails).
+  // Decodes row group `rg` into its newly made `slot`, for which `reserved`
+  // bytes are booked as kDecoding: they become the decoded row group's own
+  // size, given back when the last holder drops it (or all of them when the
+  // decode fails).
   arrow::Result<std::shared_ptr<const DecodedRowGroup>> Decode(
       int32_t rg, int64_t reserved, const std::shared_ptr<RowGroupStore::Slot>& slot) {
+    // A worker waiting for memory to decode `rg` itself now waits for the slot
+    // instead (RowGroupStore::Decoding ends its Reserve).
+    budget_->Wake();
     // An exception must not leave the slot loading (its waiters would hang) nor
     // end the worker thread (std::terminate): it becomes this row group's error.
     const auto& entry = catalog_->row_groups()[static_cast<size_t>(rg)];
