@@ -173,6 +173,11 @@ void RegisterArena(nb::module_& m) {
 
 void RegisterEngine(nb::module_& m) {
   RegisterArena(m);
+  nb::class_<EngineLeftovers>(m, "EngineLeftovers",
+                              "Idle matrices and batch buffers one engine leaves to the next.")
+      .def(nb::init<>())
+      .def_prop_ro("bytes", &EngineLeftovers::bytes, "Bytes held now (between engines).")
+      .def("clear", &EngineLeftovers::Clear, "Frees what it holds.");
   nb::class_<EngineOptions>(m, "EngineOptions")
       .def(nb::init<>())
       .def_rw("output", &EngineOptions::output)
@@ -200,6 +205,7 @@ void RegisterEngine(nb::module_& m) {
             o.output_arena = std::move(arena);
           },
           nb::arg("arena").none())
+      .def_rw("leftovers", &EngineOptions::leftovers, nb::arg("leftovers").none())
       .def(
           "validate", [](const EngineOptions& o) { Check(o.Validate()); },
           "Raises InvalidArgumentError for a setting out of range.");

@@ -457,3 +457,38 @@ def test_reused_stack_matrices_hold_only_their_own_row_groups_values(tmp_path):
         assert m["matrices_reused"] > 0, m
         assert m["matrices_reused"] + m["matrices_allocated"] == groups, m
         assert 0 < m["peak_idle_bytes"] <= m["limit_bytes"] / 2, m
+
+
+def test_the_next_epoch_decodes_into_the_memory_the_last_one_left(tmp_path):
+    """Between epochs a Loader keeps the idle stack matrices and batch buffers of the last
+    epoch's engine for the next one (decoding into fresh pages made each epoch's first row
+    groups cost two to three times the others): the next epoch allocates no matrix, and its
+    batches are the ones a fresh Loader gives for that epoch.  (One mixing window of two
+    row groups: each epoch decodes two matrices, none while another is idle.)"""
+    rng = np.random.default_rng(8)
+    rows, groups, width = 5000, 2, 24
+    cols = {f"f{i:02d}": rng.standard_normal(rows * groups, dtype=np.float32) for i in range(width)}
+    root = tmp_path / "epochs"
+    root.mkdir()
+    pq.write_table(pa.table(cols), root / "e.parquet", row_group_size=rows)
+    args: dict[str, Any] = dict(
+        batch_size=1000, shuffle=True, seed=2, stack={"x": list(cols)}, output="numpy",
+        with_sample_id=True, shuffle_window=2, num_threads=2,
+    )  # fmt: skip
+
+    def epoch_bytes(loader: shardfeed.Loader, epoch: int) -> bytes:
+        loader.set_epoch(epoch)
+        return b"".join(b["sample_id"].tobytes() + b["x"].tobytes() for b in loader)
+
+    loader = shardfeed.Loader(root, **args)
+    first = epoch_bytes(loader, 0)
+    m = loader.stats()["memory"]
+    assert m["matrices_allocated"] == groups and m["matrices_reused"] == 0, m
+    second = epoch_bytes(loader, 1)
+    m = loader.stats()["memory"]
+    assert m["matrices_allocated"] == 0 and m["matrices_reused"] == groups, m
+    assert m["batch_buffers_reused"] > 0, m
+    fresh = shardfeed.Loader(root, **args)
+    assert epoch_bytes(fresh, 1) == second
+    assert fresh.stats()["memory"]["matrices_allocated"] == groups
+    assert epoch_bytes(fresh, 0) == first

@@ -305,6 +305,18 @@ class OutputArena:
 
     def stats(self) -> dict[str, int]: ...
 
+class EngineLeftovers:
+    """Idle matrices and batch buffers one engine leaves to the next."""
+
+    def __init__(self) -> None: ...
+
+    @property
+    def bytes(self) -> int:
+        """Bytes held now (between engines)."""
+
+    def clear(self) -> None:
+        """Frees what it holds."""
+
 class EngineOptions:
     def __init__(self) -> None: ...
 
@@ -409,6 +421,12 @@ class EngineOptions:
 
     @output_arena.setter
     def output_arena(self, arena: OutputArena | None) -> None: ...
+
+    @property
+    def leftovers(self) -> EngineLeftovers: ...
+
+    @leftovers.setter
+    def leftovers(self, leftovers: EngineLeftovers | None) -> None: ...
 
     def validate(self) -> None:
         """Raises InvalidArgumentError for a setting out of range."""

@@ -118,6 +118,8 @@ class Loader(Stream):
         self._last_engine: _core.Engine | None = None
         self._deliver = DeliverClock()
         self._arena: PinnedArena | None = None
+        # The idle matrices and batch buffers of one epoch's engine, for the next.
+        self._leftovers = _core.EngineLeftovers()
         if self._settings.pin_memory:
             # Room for what the engine's queues hold, and a few batches in use.
             held = self._settings.num_threads * (self._settings.prefetch + 1) + 4
@@ -134,6 +136,7 @@ class Loader(Stream):
         self._resume_at = 0
         self._consumed = start
         options = self._settings.engine_options(start_batch=start, caches=self._caches)
+        options.leftovers = self._leftovers
         if self._arena is not None:
             options.output_arena = self._arena.core
         engine = start_engine(self._dataset, self._settings.plan_options(self._epoch), options)
@@ -191,8 +194,8 @@ class Loader(Stream):
         member with a transform of its own, under a filter, of another dtype than
         the stack's, or with nulls and no fill), summed over row groups;
         ``decode_parts_shared``: parts of a row group's decode (a stack's tile
-        reads, 16 columns each) run by a worker waiting for that row group
-        rather than by the one decoding it.
+        reads, 16 columns each) run by a worker waiting for that row group,
+        or with no batch to build, rather than by the one decoding it.
         ``memory``: the budget of ``memory_limit`` in bytes -- ``limit_bytes``,
         ``peak_bytes`` (all of it at once) and its parts ``peak_decoding_bytes``
         (reserved for row groups being decoded), ``peak_decoded_bytes``,

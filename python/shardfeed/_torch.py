@@ -48,6 +48,9 @@ class TorchDataset(Stream, torch.utils.data.IterableDataset):  # type: ignore[ty
         self._pid = os.getpid()
         self._caches: Caches | None = None
         self._start = 0
+        # Per process: what one epoch's engine leaves to the next (persistent workers).
+        self._leftovers: _core.EngineLeftovers | None = None
+        self._leftovers_pid = 0
 
     def _seek(self, epoch: int, batch: int) -> None:
         self._epoch = epoch
@@ -61,6 +64,7 @@ class TorchDataset(Stream, torch.utils.data.IterableDataset):  # type: ignore[ty
         state = self.__dict__.copy()
         state["_dataset"] = None  # the C++ catalog is rebuilt in the worker
         state["_caches"] = None
+        state["_leftovers"] = None
         return state
 
     def _own_dataset(self) -> _core.Dataset:
@@ -93,5 +97,8 @@ class TorchDataset(Stream, torch.utils.data.IterableDataset):  # type: ignore[ty
         if self._caches is None:
             self._caches = Caches.open(self._settings.cache, dataset, self._settings.remote_timeout)
         self._caches.apply(options, self._settings.cache)
+        if self._leftovers is None or self._leftovers_pid != os.getpid():
+            self._leftovers, self._leftovers_pid = _core.EngineLeftovers(), os.getpid()
+        options.leftovers = self._leftovers
         engine = start_engine(dataset, self._settings.plan_options(self._epoch), options)
         yield from iterate(engine, self._settings)

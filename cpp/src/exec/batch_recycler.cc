@@ -1,5 +1,6 @@
 #include "exec/batch_recycler.h"
 
+#include <algorithm>
 #include <bit>
 #include <utility>
 
@@ -85,7 +86,20 @@ uint8_t* BatchRecycler::Allocate(size_t size) {
         break;
       }
     }
-    if (data == nullptr) ++counts_.allocated;
+    if (data == nullptr) {
+      ++counts_.allocated;
+      // Blocks kept past the cap (Free) are not of the size in use now, nor
+      // is anything idle while the budget is over its limit: freed first.
+      int64_t excess = std::max(counts_.idle_bytes - max_idle_bytes_, budget_->Excess());
+      while (excess > 0 && !idle_.empty()) {
+        const Block oldest = idle_.front();
+        idle_.erase(idle_.begin());
+        counts_.idle_bytes -= static_cast<int64_t>(oldest.first);
+        budget_->Release(MemoryBudget::kIdle, static_cast<int64_t>(oldest.first));
+        to_free.push_back(oldest);
+        excess -= static_cast<int64_t>(oldest.first);
+      }
+    }
   }
   FreeAll(to_free);
   if (data != nullptr) {
@@ -99,15 +113,43 @@ uint8_t* BatchRecycler::Allocate(size_t size) {
 void BatchRecycler::Free(uint8_t* data, size_t size) {
   const size_t cls = SizeClass(size);
   Poison(data, cls);
-  std::lock_guard<std::mutex> lock(mu_);
   const auto bytes = static_cast<int64_t>(cls);
-  if (idle_.empty() || counts_.idle_bytes + bytes <= max_idle_bytes_) {
+  // Past the cap, a block is kept while the budget has room for it: at the
+  // end of an epoch the ready batches' blocks are kept for the next epoch's
+  // engine (EngineLeftovers), whose first batches would otherwise fault in
+  // fresh pages.
+  const bool room = budget_->limit() > 0 && budget_->Room() >= bytes;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (idle_.empty() || counts_.idle_bytes + bytes <= max_idle_bytes_ || room) {
     idle_.emplace_back(cls, data);
     counts_.idle_bytes += bytes;
     budget_->Add(MemoryBudget::kIdle, bytes);
   } else {
     to_free_.emplace_back(cls, data);
   }
+}
+
+void BatchRecycler::Adopt(std::vector<Block>* from) {
+  for (const auto& [cls, data] : *from) Free(data, cls);
+  from->clear();
+}
+
+void BatchRecycler::Surrender(std::vector<Block>* to) {
+  std::vector<Block> to_free;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    budget_->Release(MemoryBudget::kIdle, counts_.idle_bytes);
+    counts_.idle_bytes = 0;
+    to->insert(to->end(), idle_.begin(), idle_.end());
+    idle_.clear();
+    to_free.swap(to_free_);
+  }
+  FreeAll(to_free);
+}
+
+void BatchRecycler::FreeBlocks(std::vector<Block>* blocks) {
+  FreeAll(*blocks);
+  blocks->clear();
 }
 
 BatchRecycler::Counts BatchRecycler::counts() const {

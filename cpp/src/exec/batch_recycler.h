@@ -33,7 +33,9 @@ class BatchRecycler : public OutputArena {
     int64_t idle_bytes = 0;
   };
 
-  // Keeps at most `max_idle_bytes` idle, or one buffer whatever its size.
+  // Keeps at most `max_idle_bytes` idle, or one buffer whatever its size, or
+  // more while the budget has room for them (until a block of another size
+  // is needed).
   BatchRecycler(std::shared_ptr<MemoryBudget> budget, int64_t max_idle_bytes);
   ~BatchRecycler() override;
   BatchRecycler(const BatchRecycler&) = delete;
@@ -49,14 +51,23 @@ class BatchRecycler : public OutputArena {
 
   Counts counts() const;
 
+  using Block = std::pair<size_t, uint8_t*>;  // (size class, data)
+
+  // Takes idle blocks left by an earlier engine, within this recycler's cap
+  // (the rest are freed by the next Allocate), booked as kIdle.
+  void Adopt(std::vector<Block>* from);
+  // Moves the idle blocks out (released from the budget; they stay poisoned),
+  // to be adopted by the next engine; frees those it was not keeping.
+  void Surrender(std::vector<Block>* to);
+  // Frees blocks taken from a recycler.
+  static void FreeBlocks(std::vector<Block>* blocks);
+
   // The capacity of a block for `size` bytes: `size` rounded up to an eighth
   // of its power of two (at least 4 KiB), so that batches whose sizes differ
   // a little (variable-length lists) still share blocks.
   static size_t SizeClass(size_t size);
 
  private:
-  using Block = std::pair<size_t, uint8_t*>;  // (size class, data)
-
   const std::shared_ptr<MemoryBudget> budget_;
   const int64_t max_idle_bytes_;
   mutable std::mutex mu_;

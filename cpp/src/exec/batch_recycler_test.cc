@@ -73,6 +73,41 @@ TEST(BatchRecycler, KeepsAtMostItsBytesAndFreesTheRestInTheNextAllocate) {
   EXPECT_EQ(small->counts().reused, 1);
 }
 
+TEST(BatchRecycler, KeepsMorePastItsCapWhileTheBudgetHasRoomAndHandsThemOver) {
+  auto budget = std::make_shared<MemoryBudget>(6 * 8192);
+  auto recycler = std::make_shared<BatchRecycler>(budget, 8192);
+  ASSERT_TRUE(budget->TryReserve(MemoryBudget::kBatches, 2 * 8192));
+  {
+    std::vector<std::shared_ptr<OutputBuffer>> held;
+    for (int i = 0; i < 5; ++i) held.push_back(OutputBuffer::Make(8192, recycler).ValueOrDie());
+  }  // past the cap of one: kept while booked and idle bytes fit in the limit
+  EXPECT_EQ(recycler->counts().idle_bytes, 4 * 8192);
+  EXPECT_EQ(budget->Room(), 0);
+  // A block of another size: those kept past the cap go (they are not of it).
+  { auto other = OutputBuffer::Make(3 * 4096, recycler).ValueOrDie(); }
+  EXPECT_EQ(recycler->counts().idle_bytes, 8192 + 3 * 4096);
+
+  // The idle blocks go to the next engine's recycler (and budget).
+  std::vector<BatchRecycler::Block> left;
+  recycler->Surrender(&left);
+  EXPECT_EQ(recycler->counts().idle_bytes, 0);
+  EXPECT_EQ(budget->snapshot().of[MemoryBudget::kIdle], 0);
+  ASSERT_EQ(left.size(), 2u);
+  auto next_budget = std::make_shared<MemoryBudget>(0);
+  auto next = std::make_shared<BatchRecycler>(next_budget, 1 << 20);
+  next->Adopt(&left);
+  EXPECT_TRUE(left.empty());
+  EXPECT_EQ(next->counts().idle_bytes, 8192 + 3 * 4096);
+  auto again = OutputBuffer::Make(8192, next).ValueOrDie();
+  EXPECT_EQ(next->counts().reused, 1);
+  again->data()[8191] = 1;  // unpoisoned again (ASan checks)
+  // Blocks nobody adopts are freed by their holder.
+  std::vector<BatchRecycler::Block> orphans;
+  next->Surrender(&orphans);
+  BatchRecycler::FreeBlocks(&orphans);
+  EXPECT_TRUE(orphans.empty());
+}
+
 TEST(BatchRecycler, ABufferMayOutliveTheEngineAndTheRecyclerReleasesItsBooking) {
   auto budget = std::make_shared<MemoryBudget>(0);
   auto recycler = std::make_shared<BatchRecycler>(budget, 1 << 20);

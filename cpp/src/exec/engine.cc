@@ -16,6 +16,7 @@
 #include "exec/batch_recycler.h"
 #include "exec/decode.h"
 #include "exec/footprint.h"
+#include "exec/leftovers.h"
 #include "exec/memory_budget.h"
 #include "exec/reorder.h"
 #include "exec/stage_clock.h"
@@ -143,17 +144,44 @@ class RowGroupStore {
     return slot;
   }
 
-  // Parts of the slot's decode for the workers waiting for it to take.
-  void Offer(const std::shared_ptr<Slot>& slot, std::shared_ptr<SharedWork> work) {
+  // Parts of the slot's decode for the workers waiting for it to take, and
+  // for any worker with nothing better to do (RunOfferedPart).
+  void Offer(int64_t window, const std::shared_ptr<Slot>& slot, std::shared_ptr<SharedWork> work) {
     std::lock_guard<std::mutex> lock(mu_);
+    offers_.push_back({window, work});
     slot->work = std::move(work);
     ready_.notify_all();
+  }
+
+  // Runs one part of any decode in progress that offers one, the earliest
+  // window's first; false if none does.  A part is short (16 columns of one
+  // row group): a worker with room to build a unit is back to it soon, where
+  // a whole row group decoded ahead kept it away for as long as the consumer
+  // took to drain the ready batches.
+  bool RunOfferedPart() {
+    std::shared_ptr<SharedWork> work;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      int64_t first = -1;
+      for (const auto& [window, offered] : offers_) {
+        if (offered->has_work() && (first < 0 || window < first)) {
+          first = window;
+          work = offered;
+        }
+      }
+    }
+    if (!work || !work->RunOne()) return false;
+    helped_parts_.fetch_add(1);
+    return true;
   }
 
   void Fill(const std::shared_ptr<Slot>& slot,
             const arrow::Result<std::shared_ptr<const DecodedRowGroup>>& result) {
     std::lock_guard<std::mutex> lock(mu_);
-    slot->work.reset();
+    if (slot->work) {
+      std::erase_if(offers_, [&](const Offered& o) { return o.work == slot->work; });
+      slot->work.reset();
+    }
     if (result.ok()) {
       slot->data = *result;
     } else {
@@ -180,6 +208,17 @@ class RowGroupStore {
     ready_.notify_all();
   }
 
+  // Drops every decoded row group (once no worker is left).
+  void Clear() {
+    std::map<int64_t, WindowEntry> windows;  // destroyed after the lock: the
+                                             // row groups' deleters take others
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      windows.swap(windows_);
+      offers_.clear();
+    }
+  }
+
   // Parts of other workers' decodes run by workers waiting for them.
   int64_t helped_parts() const { return helped_parts_.load(); }
 
@@ -187,6 +226,10 @@ class RowGroupStore {
   // (Under the lock.)
   void Made(int64_t window, int32_t rg) { decoding_[static_cast<size_t>(rg)].store(window + 1); }
 
+  struct Offered {
+    int64_t window;
+    std::shared_ptr<SharedWork> work;
+  };
   struct WindowEntry {
     int64_t remaining = 0;
     std::unordered_map<int32_t, std::shared_ptr<Slot>> slots;
@@ -200,7 +243,8 @@ class RowGroupStore {
   std::mutex mu_;
   std::condition_variable ready_;
   std::map<int64_t, WindowEntry> windows_;
-  std::vector<bool> released_;  // per window: every unit overlapping it is done
+  std::vector<Offered> offers_;  // the decodes in progress that offer parts
+  std::vector<bool> released_;   // per window: every unit overlapping it is done
   std::atomic<int64_t> helped_parts_{0};
   // Per row group: 1 + the window whose slot for it exists, 0 for none.
   std::unique_ptr<std::atomic<int64_t>[]> decoding_;
@@ -255,6 +299,12 @@ class EngineImpl final : public Engine {
                                                                ? options_.memory_limit / 16
                                                                : kIdleBatchBytesUnlimited);
       arena_ = recycler_;
+    }
+    if (options_.leftovers) {
+      auto& left = options_.leftovers->impl();
+      std::lock_guard<std::mutex> lock(left.mu);
+      hooks_.matrices->Adopt(&left.matrices);
+      if (recycler_) recycler_->Adopt(&left.batch_blocks);
     }
     hooks_.map_stored = schedule_->plan().options().global_shuffle;
     hooks_.filter = options_.filter;
@@ -328,6 +378,16 @@ class EngineImpl final : public Engine {
     std::lock_guard<std::mutex> lock(join_mu_);
     for (auto& t : threads_) {
       if (t.joinable()) t.join();
+    }
+    if (options_.leftovers && !left_) {
+      // The idle matrices and batch buffers (those of the row groups still
+      // held too) go to the next engine, not back to the allocator.
+      left_ = true;
+      store_.Clear();
+      auto& left = options_.leftovers->impl();
+      std::lock_guard<std::mutex> hand(left.mu);
+      hooks_.matrices->Surrender(&left.matrices);
+      if (recycler_) recycler_->Surrender(&left.batch_blocks);
     }
   }
 
@@ -425,17 +485,28 @@ class EngineImpl final : public Engine {
     built_.Stop();
   }
 
-  // Decodes one row group that the current or (with `next_window`) the next
-  // window of unit `unit` will need and that nobody has claimed; false if
-  // there is none.  Never reaches into a window that may already be released
-  // (all of whose units have started).  A worker waiting for a row group of
-  // its own unit helps too: while the consumer waits for that unit, work on
-  // the next window comes forward rather than idling (the pass's throughput),
-  // at the cost of the unit's latency -- but not when the row group it waits
-  // for is about to be decoded (its shared parts all taken): the second
-  // batch of a pass waited 36-64 ms for a decode of the next window.
-  bool HelpDecode(int64_t unit, bool next_window = true) {
+  // Work for a worker that has none of its own: a part of a decode in
+  // progress, else decodes one row group that the current or (with
+  // `next_window`) the next window of unit `unit` will need and that nobody
+  // has claimed; false if there is none.  Never reaches into a window that may
+  // already be released (all of whose units have started).  A worker waiting
+  // for a row group of its own unit helps too: while the consumer waits for
+  // that unit, work on the next window comes forward rather than idling (the
+  // pass's throughput), at the cost of the unit's latency -- but not when the
+  // row group it waits for is about to be decoded (its shared parts all
+  // taken): the second batch of a pass waited 36-64 ms for a decode of the
+  // next window.
+  //
+  // `ahead`: the caller has no unit to build (the ready batches are full).
+  // Then at most all workers but one decode whole row groups at once; the
+  // others take parts of those decodes and are back between parts to build
+  // the units the consumer's takes make room for.  When every worker was
+  // decoding a row group of the next window, the consumer drained the ready
+  // batches meanwhile and waited at each window boundary (9% of a step of
+  // 1.25 times the loader's per-batch time).
+  bool HelpDecode(int64_t unit, bool next_window, bool ahead) {
     if (stop_.load()) return false;
+    if (store_.RunOfferedPart()) return true;
     const int64_t w_cur = schedule_->WindowOf(schedule_->UnitSpan(unit).begin);
     const int64_t w_end = std::min(w_cur + (next_window ? 1 : 0), schedule_->num_windows() - 1);
     for (int64_t w = w_cur; w <= w_end; ++w) {
@@ -443,15 +514,28 @@ class EngineImpl final : public Engine {
       if (units.empty() || (w != w_cur && units.last <= max_started_.load())) continue;
       for (int32_t rg : schedule_->NeededRowGroups(w)) {
         if (!store_.Claimable(w, rg)) continue;
+        const int max_ahead = std::max(1, num_threads_ - 1);
+        if (ahead && decoding_ahead_.fetch_add(1) >= max_ahead) {
+          decoding_ahead_.fetch_sub(1);
+          return false;
+        }
+        const auto done = [&] {
+          if (ahead) decoding_ahead_.fetch_sub(1);
+        };
         // Work ahead only within the budget.
         const int64_t reserved = Reservation(rg);
-        if (!budget_->TryReserve(MemoryBudget::kDecoding, reserved)) return false;
+        if (!budget_->TryReserve(MemoryBudget::kDecoding, reserved)) {
+          done();
+          return false;
+        }
         auto slot = store_.Claim(w, units.size(), rg);
         if (!slot) {
           budget_->Release(MemoryBudget::kDecoding, reserved);
+          done();
           continue;
         }
-        store_.Fill(slot, Decode(rg, reserved, slot));
+        store_.Fill(slot, Decode(w, rg, reserved, slot));
+        done();
         return true;
       }
     }
@@ -468,7 +552,7 @@ class EngineImpl final : public Engine {
     const int64_t unit = consumer_unit_.load();
     if (depth > 0 || unit >= schedule_->num_units()) return false;
     ++depth;
-    const bool helped = HelpDecode(unit);
+    const bool helped = HelpDecode(unit, /*next_window=*/true, /*ahead=*/false);
     --depth;
     return helped;
   }
@@ -515,9 +599,9 @@ class EngineImpl final : public Engine {
             },
             [&] { budget_->Release(MemoryBudget::kDecoding, reserved); },
             [&](const std::shared_ptr<RowGroupStore::Slot>& slot) {
-              return Decode(s.row_group, reserved, slot);
+              return Decode(w, s.row_group, reserved, slot);
             },
-            [&](bool soon) { return HelpDecode(unit, /*next_window=*/!soon); });
+            [&](bool soon) { return HelpDecode(unit, /*next_window=*/!soon, /*ahead=*/false); });
         if (!maybe.ok()) {
           status = maybe.status();
           break;
@@ -548,12 +632,13 @@ class EngineImpl final : public Engine {
                              catalog_->row_groups()[static_cast<size_t>(rg)].total_bytes);
   }
 
-  // Decodes row group `rg` into its newly made `slot`, for which `reserved`
+  // Decodes row group `rg` into its newly made `slot` of `window`, for which `reserved`
   // bytes are booked as kDecoding: they become the decoded row group's own
   // size, given back when the last holder drops it (or all of them when the
   // decode fails).
   arrow::Result<std::shared_ptr<const DecodedRowGroup>> Decode(
-      int32_t rg, int64_t reserved, const std::shared_ptr<RowGroupStore::Slot>& slot) {
+      int64_t window, int32_t rg, int64_t reserved,
+      const std::shared_ptr<RowGroupStore::Slot>& slot) {
     // A worker waiting for memory to decode `rg` itself now waits for the slot
     // instead (RowGroupStore::Decoding ends its Reserve).
     budget_->Wake();
@@ -566,8 +651,8 @@ class EngineImpl final : public Engine {
     const PlanOptions& plan = schedule_->plan().options();
     // The workers that wait for this row group may take parts of its decode.
     DecodeHooks hooks = hooks_;
-    hooks.share = [this, &slot](std::shared_ptr<SharedWork> work) {
-      store_.Offer(slot, std::move(work));
+    hooks.share = [this, window, &slot](std::shared_ptr<SharedWork> work) {
+      store_.Offer(window, slot, std::move(work));
     };
     auto result = Guarded(context, [&] {
       return DecodeRowGroup(*catalog_, rg, layout_, RandomKey{plan.seed, plan.epoch}, hooks);
@@ -614,8 +699,8 @@ class EngineImpl final : public Engine {
     while (!stop_.load()) {
       const auto t0 = Clock::now();
       int64_t waited_ns = 0;
-      const int64_t unit =
-          built_.Claim([&](int64_t ahead) { return HelpDecode(ahead); }, &waited_ns);
+      const int64_t unit = built_.Claim(
+          [&](int64_t ahead) { return HelpDecode(ahead, true, /*ahead=*/true); }, &waited_ns);
       if (waited_ns > 0) clock_->AddSpan(Stage::kWaitFull, t0, Clock::now(), waited_ns, 0, 0, unit);
       if (unit < 0) return;
       if (options_.debug_max_delay_us > 0) {
@@ -651,6 +736,7 @@ class EngineImpl final : public Engine {
   std::vector<std::thread> threads_;
   std::atomic<bool> stop_{false};
   std::mutex join_mu_;
+  bool left_ = false;  // (under join_mu_) idle memory handed to options_.leftovers
 
   std::mutex consumer_mu_;
   int64_t next_unit_ = 0;
@@ -668,6 +754,7 @@ class EngineImpl final : public Engine {
   std::shared_ptr<LiveCount> live_ = std::make_shared<LiveCount>();
   std::atomic<int64_t> consumer_unit_{0};  // next_unit_, for workers to read
   std::atomic<int64_t> max_started_{-1};   // the highest unit any worker has begun
+  std::atomic<int> decoding_ahead_{0};     // workers decoding a row group with no unit to build
   std::vector<int64_t> file_position_;     // catalog file -> position in remote_files_
   std::vector<RemoteFileInfo> remote_files_;
   std::unique_ptr<Prefetcher> prefetcher_;

@@ -1,10 +1,14 @@
 #include "shardfeed/engine.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <thread>
 
 #include <gtest/gtest.h>
+#include <parquet/file_reader.h>
 
 #include "shardfeed/status.h"
 #include "util/test_util.h"
@@ -277,36 +281,34 @@ void WriteWideFile(const std::filesystem::path& path, int64_t rows, int width,
   ASSERT_TRUE(out->Close().ok());
 }
 
-// Row groups large against the limit (a window of one, nothing decoded ahead):
-// the worker waiting for the row group being decoded takes parts of its decode
-// (a stack's tile reads, 16 columns each), writing into the same matrix.  The
-// stream is the one thread's, and every row is its own values.
-TEST(EngineSharedDecode, WaitingWorkersTakePartsOfTheDecodeAndTheStreamHoldsIt) {
-  TempDir dir;
-  constexpr int kWidth = 48;
-  constexpr int64_t kRows = 12000;
-  WriteWideFile(dir.path() / "wide.parquet", kRows, kWidth, 3000);
-  auto catalog = Catalog::Open({dir.path().string()}).ValueOrDie();
-  PlanOptions p;
-  p.batch_size = 250;
-  p.seed = 3;
-  p.shuffle = true;
-  p.window_row_groups = 1;
-  EngineOptions o;
-  o.output.all_columns = false;
-  o.output.with_sample_id = true;
-  StackSpec stack;
-  stack.name = "s";
-  for (int j = 0; j < kWidth; ++j)
-    stack.columns.push_back((j < 10 ? "c0" : "c") + std::to_string(j));
-  o.output.stacks = {stack};
-  auto run = [&](int threads, int64_t limit, int slow_us, int64_t* shared) -> std::vector<float> {
-    o.num_threads = threads;
-    o.memory_limit = limit;
-    o.debug_slow_stage = slow_us > 0 ? "tile" : "";
-    o.debug_slow_us = slow_us;
-    auto plan = EpochPlan::Make(catalog->RowGroupRows(), p).ValueOrDie();
-    auto engine = Engine::Make(catalog, plan, o).ValueOrDie();
+// A 48-column stack over 12,000 rows in 3,000-row groups whose every value
+// says where it belongs (row id * 100 + column), batches of 250.
+struct WideStack {
+  static constexpr int kWidth = 48;
+  static constexpr int64_t kRows = 12000;
+
+  WideStack() {
+    WriteWideFile(dir.path() / "wide.parquet", kRows, kWidth, 3000);
+    catalog = Catalog::Open({dir.path().string()}).ValueOrDie();
+    plan.batch_size = 250;
+    plan.seed = 3;
+    plan.shuffle = true;
+    plan.window_row_groups = 1;
+    options.output.all_columns = false;
+    options.output.with_sample_id = true;
+    StackSpec stack;
+    stack.name = "s";
+    for (int j = 0; j < kWidth; ++j)
+      stack.columns.push_back((j < 10 ? "c0" : "c") + std::to_string(j));
+    options.output.stacks = {stack};
+  }
+
+  // One epoch's values in stream order, each checked against its row id;
+  // the engine's stats in *stats.
+  std::vector<float> Run(const EngineOptions& o, EngineStats* stats = nullptr,
+                         int consumer_sleep_us = 0) {
+    auto epoch = EpochPlan::Make(catalog->RowGroupRows(), plan).ValueOrDie();
+    auto engine = Engine::Make(catalog, epoch, o).ValueOrDie();
     std::vector<float> values;
     int64_t rows = 0;
     while (true) {
@@ -328,18 +330,135 @@ TEST(EngineSharedDecode, WaitingWorkersTakePartsOfTheDecodeAndTheStreamHoldsIt) 
         }
       }
       rows += ids->shape[0];
+      if (consumer_sleep_us > 0)
+        std::this_thread::sleep_for(std::chrono::microseconds(consumer_sleep_us));
     }
     EXPECT_EQ(rows, kRows);
-    if (shared) *shared = engine->stats().decode_parts_shared;
+    engine->Stop();
+    if (stats) *stats = engine->stats();
     return values;
-  };
-  const auto base = run(1, 0, 0, nullptr);
-  int64_t shared = 0;
+  }
+
+  EngineOptions With(int threads, int64_t limit, int slow_part_us) const {
+    EngineOptions o = options;
+    o.num_threads = threads;
+    o.memory_limit = limit;
+    o.debug_slow_stage = slow_part_us > 0 ? "tile" : "";
+    o.debug_slow_us = slow_part_us;
+    return o;
+  }
+
+  TempDir dir;
+  std::shared_ptr<const Catalog> catalog;
+  PlanOptions plan;
+  EngineOptions options;
+};
+
+// Row groups large against the limit (a window of one, nothing decoded ahead):
+// the worker waiting for the row group being decoded takes parts of its decode
+// (a stack's tile reads, 16 columns each), writing into the same matrix.  The
+// stream is the one thread's, and every row is its own values.
+TEST(EngineSharedDecode, WaitingWorkersTakePartsOfTheDecodeAndTheStreamHoldsIt) {
+  WideStack wide;
+  const auto base = wide.Run(wide.With(1, 0, 0));
+  EngineStats stats;
   // Each part sleeps 20 ms (a test hook): the other worker, waiting for the
   // row group (a matrix is 576 KB, the limit less than two), takes some.
-  EXPECT_EQ(run(2, 900'000, 20'000, &shared), base);
-  EXPECT_GT(shared, 0);
-  EXPECT_EQ(run(3, 1, 0, nullptr), base);
+  EXPECT_EQ(wide.Run(wide.With(2, 900'000, 20'000), &stats), base);
+  EXPECT_GT(stats.decode_parts_shared, 0);
+  EXPECT_EQ(wide.Run(wide.With(3, 1, 0)), base);
+}
+
+// With room to decode ahead and a slow consumer, the ready batches fill up:
+// one worker decodes the next row group ahead and the others take parts of
+// that decode between the units they build.  The stream holds.
+TEST(EngineSharedDecode, WorkersAheadOfASlowConsumerShareTheDecodesAheadAndTheStreamHolds) {
+  WideStack wide;
+  const auto base = wide.Run(wide.With(1, 0, 0));
+  EngineOptions o = wide.With(3, 0, 5'000);
+  o.queue_depth = 1;
+  EngineStats stats;
+  EXPECT_EQ(wide.Run(o, &stats, 2'000), base);
+  EXPECT_GT(stats.decode_parts_shared, 0);
+}
+
+// A corrupt page in one part of a row group's decode (columns 16-31 of the
+// stack), run by whichever worker takes that part: the consumer gets every
+// batch before that row group's, then an error naming the file, the row group
+// and the column; no worker hangs.
+TEST(EngineSharedDecode, AnErrorInAPartRunByAnyWorkerReachesTheConsumerByName) {
+  WideStack wide;
+  const auto base = wide.Run(wide.With(1, 0, 0));
+  const auto path = wide.dir.path() / "wide.parquet";
+  {
+    auto reader = parquet::ParquetFileReader::OpenFile(path.string());
+    auto chunk = reader->metadata()->RowGroup(2)->ColumnChunk(20);
+    const int64_t start = chunk->data_page_offset();
+    const int64_t size = chunk->total_compressed_size();
+    reader->Close();
+    std::fstream out(path, std::ios::in | std::ios::out | std::ios::binary);
+    out.seekp(start);
+    for (int64_t i = 0; i < size; ++i) out.put('\xff');
+  }
+  wide.catalog = Catalog::Open({wide.dir.path().string()}).ValueOrDie();
+  for (int threads : {1, 3}) {
+    EngineOptions o = wide.With(threads, 0, threads > 1 ? 3'000 : 0);
+    o.queue_depth = 1;
+    auto plan = EpochPlan::Make(wide.catalog->RowGroupRows(), wide.plan).ValueOrDie();
+    auto engine = Engine::Make(wide.catalog, plan, o).ValueOrDie();
+    size_t values = 0;
+    arrow::Status error;
+    while (true) {
+      auto batch = engine->Next();
+      if (!batch.ok()) {
+        error = batch.status();
+        break;
+      }
+      ASSERT_NE(*batch, nullptr) << "the corrupt page went unnoticed";
+      for (const auto& a : (*batch)->arrays) {
+        if (a.name != "s") continue;
+        const auto n = static_cast<size_t>(a.shape[0] * WideStack::kWidth);
+        ASSERT_LE(values + n, base.size());
+        EXPECT_TRUE(std::equal(a.buffer->As<float>(), a.buffer->As<float>() + n,
+                               base.begin() + static_cast<std::ptrdiff_t>(values)));
+        values += n;
+      }
+    }
+    const std::string message = error.message();
+    EXPECT_EQ(KindOf(error), ErrorKind::kInvalidData) << message;
+    EXPECT_NE(message.find("wide.parquet"), std::string::npos) << message;
+    EXPECT_NE(message.find("row group 2"), std::string::npos) << message;
+    EXPECT_NE(message.find("column 'c20'"), std::string::npos) << message;
+    EXPECT_EQ(engine->Next().status().message(), message);  // sticky
+  }
+}
+
+// An engine leaves its idle matrices and batch buffers to the next one given
+// the same EngineLeftovers (a loader's next epoch), which decodes into them
+// from its first row group on; neither the stream nor the values change.
+// (One window of the four row groups: each engine holds four matrices at
+// once, and none is idle before the last window is done.)
+TEST(EngineLeftoversTest, TheNextEngineTakesTheIdleMemoryAndItsStreamIsUnchanged) {
+  WideStack wide;
+  wide.plan.window_row_groups = 4;
+  const auto base = wide.Run(wide.With(2, 0, 0));
+  auto leftovers = std::make_shared<EngineLeftovers>();
+  EngineOptions o = wide.With(2, 8 << 20, 0);
+  o.leftovers = leftovers;
+  EngineStats first;
+  EXPECT_EQ(wide.Run(o, &first), base);
+  EXPECT_EQ(first.matrices_allocated, 4);
+  // What the first engine left: its four matrices, and batch buffers.
+  constexpr int64_t kMatrixBytes = 3000 * WideStack::kWidth * 4;
+  EXPECT_GT(leftovers->bytes(), 4 * kMatrixBytes);
+  EngineStats second;
+  EXPECT_EQ(wide.Run(o, &second), base);
+  // The second engine allocated none.
+  EXPECT_EQ(second.matrices_allocated, 0);
+  EXPECT_EQ(second.matrices_reused, 4);
+  EXPECT_GT(leftovers->bytes(), 4 * kMatrixBytes);
+  leftovers->Clear();
+  EXPECT_EQ(leftovers->bytes(), 0);
 }
 
 TEST(EngineErrors, CorruptRowGroupReachesTheConsumerAtItsPosition) {

@@ -72,14 +72,37 @@ void MatrixPool::GiveBack(std::unique_ptr<arrow::Buffer> backing) {
   // One matrix is kept whatever its size: a row group larger than the cap is
   // the case where fresh pages cost most (the next decode's matrix beside the
   // freed one that the allocator has not purged yet: bench_memory's 262k-row
-  // groups peaked at either 0.36 or 0.64 GB above imports at 256 MiB).
-  while (!idle_.empty() && (static_cast<int>(idle_.size()) >= max_idle_ ||
-                            (max_idle_bytes_ > 0 && counts_.idle_bytes + cap > max_idle_bytes_))) {
+  // groups peaked at either 0.36 or 0.64 GB above imports at 256 MiB).  Past
+  // the byte cap, matrices are kept while the budget has room for them
+  // (booked and idle bytes within the limit): at the end of an epoch, when
+  // nothing is booked any more, all of the last windows' matrices are kept
+  // for the next epoch's engine (EngineLeftovers).
+  const bool room = budget_->limit() > 0 && budget_->Room() >= cap;
+  while (!idle_.empty() &&
+         (static_cast<int>(idle_.size()) >= max_idle_ ||
+          (max_idle_bytes_ > 0 && counts_.idle_bytes + cap > max_idle_bytes_ && !room))) {
     FreeLocked(1);
   }
   counts_.idle_bytes += cap;
   idle_.push_back(std::move(backing));
   budget_->Add(MemoryBudget::kIdle, cap);
+}
+
+void MatrixPool::Adopt(std::deque<std::unique_ptr<arrow::Buffer>>* from) {
+  while (!from->empty()) {
+    GiveBack(std::move(from->front()));
+    from->pop_front();
+  }
+}
+
+void MatrixPool::Surrender(std::deque<std::unique_ptr<arrow::Buffer>>* to) {
+  std::lock_guard<std::mutex> lock(mu_);
+  budget_->Release(MemoryBudget::kIdle, counts_.idle_bytes);
+  counts_.idle_bytes = 0;
+  while (!idle_.empty()) {
+    to->push_back(std::move(idle_.front()));
+    idle_.pop_front();
+  }
 }
 
 void MatrixPool::FreeLocked(int64_t bytes) {

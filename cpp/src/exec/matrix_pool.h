@@ -47,6 +47,13 @@ class MatrixPool : public std::enable_shared_from_this<MatrixPool> {
 
   Counts counts() const;
 
+  // Takes idle matrices left by an earlier engine (oldest first), within
+  // this pool's caps (the rest are freed), booked as kIdle.
+  void Adopt(std::deque<std::unique_ptr<arrow::Buffer>>* from);
+  // Moves the idle matrices out (released from the budget), to be adopted
+  // by the next engine.
+  void Surrender(std::deque<std::unique_ptr<arrow::Buffer>>* to);
+
  private:
   friend class PooledBuffer;
   void GiveBack(std::unique_ptr<arrow::Buffer> backing);

@@ -1,5 +1,6 @@
 #include "exec/matrix_pool.h"
 
+#include <deque>
 #include <memory>
 
 #include <gtest/gtest.h>
@@ -54,6 +55,38 @@ TEST(MatrixPool, KeepsAtMostItsCountAndBytesNewestFirst) {
     auto big = pool->Take(4096).ValueOrDie();  // larger than the byte cap: kept alone
   }
   EXPECT_EQ(pool->counts().idle_bytes, 4096);
+}
+
+TEST(MatrixPool, KeepsMorePastTheByteCapWhileTheBudgetHasRoomAndHandsThemOver) {
+  auto budget = std::make_shared<MemoryBudget>(8192);
+  auto pool = std::make_shared<MatrixPool>(budget, 4, 1024);
+  ASSERT_TRUE(budget->TryReserve(MemoryBudget::kDecoded, 4096));
+  {
+    auto a = pool->Take(2048).ValueOrDie();
+    auto b = pool->Take(2048).ValueOrDie();
+  }
+  // Past the cap of 1024, both fit beside the 4096 booked: kept.
+  EXPECT_EQ(pool->counts().idle_bytes, 4096);
+  EXPECT_EQ(budget->Room(), 0);
+  { auto c = pool->Take(1024).ValueOrDie(); }  // no room for it: the others go
+  EXPECT_EQ(pool->counts().idle_bytes, 1024);
+
+  // The idle matrices go to the next engine's pool (and budget), within its caps.
+  std::deque<std::unique_ptr<arrow::Buffer>> left;
+  pool->Surrender(&left);
+  EXPECT_EQ(pool->counts().idle_bytes, 0);
+  EXPECT_EQ(budget->snapshot().of[MemoryBudget::kIdle], 0);
+  ASSERT_EQ(left.size(), 1u);
+  const uint8_t* where = left.front()->data();
+  auto next_budget = std::make_shared<MemoryBudget>(8192);
+  auto next = std::make_shared<MatrixPool>(next_budget, 4, 0);
+  next->Adopt(&left);
+  EXPECT_TRUE(left.empty());
+  EXPECT_EQ(next_budget->snapshot().of[MemoryBudget::kIdle], 1024);
+  auto again = next->Take(1024).ValueOrDie();
+  EXPECT_EQ(again->data(), where);
+  EXPECT_EQ(next->counts().reused, 1);
+  EXPECT_EQ(next_budget->snapshot().of[MemoryBudget::kIdle], 0);
 }
 
 TEST(MatrixPool, IdleMatricesGiveWayWhenTheBudgetIsOver) {

@@ -1,6 +1,7 @@
 #include "exec/memory_budget.h"
 
 #include <algorithm>
+#include <limits>
 
 namespace shardfeed {
 
@@ -57,6 +58,12 @@ int64_t MemoryBudget::Excess() const {
   return limit_ == 0 ? 0 : std::max<int64_t>(0, used_ + of_[kIdle] - limit_);
 }
 
+int64_t MemoryBudget::Room() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (limit_ == 0) return std::numeric_limits<int64_t>::max();
+  return std::max<int64_t>(0, limit_ - used_ - of_[kIdle]);
+}
+
 MemoryBudget::Snapshot MemoryBudget::snapshot() const {
   std::lock_guard<std::mutex> lock(mu_);
   Snapshot s;
@@ -64,6 +71,7 @@ MemoryBudget::Snapshot MemoryBudget::snapshot() const {
   s.used = used_;
   s.peak = peak_;
   s.peak_of = peak_of_;
+  s.of = of_;
   s.waits = waits_;
   s.wait_seconds = static_cast<double>(wait_ns_) * 1e-9;
   s.urgent_over_limit = urgent_over_limit_;

@@ -34,6 +34,7 @@ class MemoryBudget {
     int64_t used = 0;
     int64_t peak = 0;                       // most bytes booked at once, kinds but kIdle together
     std::array<int64_t, kKinds> peak_of{};  // the most of each kind at once
+    std::array<int64_t, kKinds> of{};       // booked now, per kind
     int64_t waits = 0;                      // reservations that had to wait
     double wait_seconds = 0;
     int64_t urgent_over_limit = 0;  // reservations that went past the limit
@@ -93,6 +94,8 @@ class MemoryBudget {
   void Stop();
   // Booked and idle bytes over the limit (0 under it or without a limit).
   int64_t Excess() const;
+  // The limit less booked and idle bytes (0 over it; INT64_MAX without a limit).
+  int64_t Room() const;
 
   Snapshot snapshot() const;
 
