@@ -107,6 +107,7 @@ uint8_t* BatchRecycler::Allocate(size_t size) {
     return data;
   }
   if (!EnginePool()->Allocate(static_cast<int64_t>(cls), kAlignment, &data).ok()) return nullptr;
+  AdviseHugePages(data, static_cast<int64_t>(cls));
   return data;
 }
 

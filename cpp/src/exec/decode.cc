@@ -322,6 +322,10 @@ arrow::Result<RowGroupReader> OpenRowGroup(const Catalog& catalog, int32_t rg_in
     // Not for a large row group: it would be held compressed and decoded at
     // once (the memory budget's DecodeReservation counts on this).
     props.set_pre_buffer(pre_buffer);
+    // The coalesced reads land in the engine's pool too, whose freed pages
+    // stay for the next row group's reads (Arrow's default pool gave them
+    // back: tens of MB of fresh pages per row group).
+    props.set_io_context(arrow::io::IOContext(EnginePool()));
     auto maybe_reader = parquet::arrow::FileReader::Make(EnginePool(), std::move(pq), props);
     if (!maybe_reader.ok()) return out.Failed(maybe_reader.status(), where);
     out.reader = std::move(*maybe_reader);
@@ -620,7 +624,7 @@ arrow::Result<std::shared_ptr<const DecodedRowGroup>> DecodeRowGroup(const Catal
   if (!prefetch.empty()) {
     try {
       const parquet::ArrowReaderProperties defaults;
-      opened->reader->parquet_reader()->PreBuffer({0}, prefetch, defaults.io_context(),
+      opened->reader->parquet_reader()->PreBuffer({0}, prefetch, arrow::io::IOContext(EnginePool()),
                                                   defaults.cache_options());
     } catch (...) {
       const ErrorContext where{file.rel_path, rg.row_group, "", ""};

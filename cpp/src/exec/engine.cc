@@ -148,6 +148,7 @@ class RowGroupStore {
   // for any worker with nothing better to do (RunOfferedPart).
   void Offer(int64_t window, const std::shared_ptr<Slot>& slot, std::shared_ptr<SharedWork> work) {
     std::lock_guard<std::mutex> lock(mu_);
+    offers_parts_.store(true);
     offers_.push_back({window, work});
     slot->work = std::move(work);
     ready_.notify_all();
@@ -221,6 +222,8 @@ class RowGroupStore {
 
   // Parts of other workers' decodes run by workers waiting for them.
   int64_t helped_parts() const { return helped_parts_.load(); }
+  // Whether any decode has offered parts (a stack's tile reads).
+  bool offers_parts() const { return offers_parts_.load(); }
 
  private:
   // (Under the lock.)
@@ -246,6 +249,7 @@ class RowGroupStore {
   std::vector<Offered> offers_;  // the decodes in progress that offer parts
   std::vector<bool> released_;   // per window: every unit overlapping it is done
   std::atomic<int64_t> helped_parts_{0};
+  std::atomic<bool> offers_parts_{false};
   // Per row group: 1 + the window whose slot for it exists, 0 for none.
   std::unique_ptr<std::atomic<int64_t>[]> decoding_;
   bool stopped_ = false;
@@ -498,12 +502,11 @@ class EngineImpl final : public Engine {
   // next window.
   //
   // `ahead`: the caller has no unit to build (the ready batches are full).
-  // Then at most all workers but one decode whole row groups at once; the
-  // others take parts of those decodes and are back between parts to build
-  // the units the consumer's takes make room for.  When every worker was
-  // decoding a row group of the next window, the consumer drained the ready
-  // batches meanwhile and waited at each window boundary (9% of a step of
-  // 1.25 times the loader's per-batch time).
+  // Then, where decodes offer parts, at most all workers but one decode whole row groups at once;
+  // the others take parts of those decodes and are back between parts to build the units the
+  // consumer's takes make room for.  When every worker was decoding a row group of the next window,
+  // the consumer drained the ready batches meanwhile and waited at each window boundary (9% of a
+  // step of 1.25 times the loader's per-batch time).
   bool HelpDecode(int64_t unit, bool next_window, bool ahead) {
     if (stop_.load()) return false;
     if (store_.RunOfferedPart()) return true;
@@ -514,7 +517,9 @@ class EngineImpl final : public Engine {
       if (units.empty() || (w != w_cur && units.last <= max_started_.load())) continue;
       for (int32_t rg : schedule_->NeededRowGroups(w)) {
         if (!store_.Claimable(w, rg)) continue;
-        const int max_ahead = std::max(1, num_threads_ - 1);
+        // (Where no decode offers parts, nobody could help a decode ahead:
+        // every worker may decode one.)
+        const int max_ahead = store_.offers_parts() ? std::max(1, num_threads_ - 1) : num_threads_;
         if (ahead && decoding_ahead_.fetch_add(1) >= max_ahead) {
           decoding_ahead_.fetch_sub(1);
           return false;

@@ -61,6 +61,7 @@ arrow::Result<std::shared_ptr<arrow::Buffer>> MatrixPool::Take(int64_t bytes) {
   }
   if (!backing) {
     ARROW_ASSIGN_OR_RAISE(backing, arrow::AllocateBuffer(bytes, EnginePool()));
+    AdviseHugePages(backing->mutable_data(), backing->capacity());
   }
   return std::make_shared<PooledBuffer>(std::move(backing), bytes, weak_from_this());
 }

@@ -1,5 +1,11 @@
 #include "util/memory.h"
 
+#include <cstdint>
+
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
+
 namespace shardfeed {
 
 arrow::MemoryPool* EnginePool() {
@@ -26,6 +32,22 @@ arrow::MemoryPool* EnginePool() {
   }();
 #endif
   return pool;
+}
+
+void AdviseHugePages(void* data, int64_t size) {
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  constexpr uintptr_t kHuge = uintptr_t{2} << 20;
+  const auto begin = reinterpret_cast<uintptr_t>(data);
+  const uintptr_t first = (begin + kHuge - 1) & ~(kHuge - 1);
+  const uintptr_t last = (begin + static_cast<uintptr_t>(size)) & ~(kHuge - 1);
+  // A hint: where the kernel says no, the pages are 4 KiB ones as before.
+  if (size > 0 && last > first) {
+    (void)madvise(reinterpret_cast<void*>(first), last - first, MADV_HUGEPAGE);
+  }
+#else
+  (void)data;
+  (void)size;
+#endif
 }
 
 }  // namespace shardfeed

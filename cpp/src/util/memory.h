@@ -12,4 +12,12 @@ namespace shardfeed {
 // pass ran at a third of the speed of later ones; bench/README.md).
 arrow::MemoryPool* EnginePool();
 
+// Asks the kernel to back the 2 MiB-aligned part of a fresh block of
+// `size` bytes with transparent huge pages, where the system leaves that to
+// madvise (Linux's default).  Matrices and batch buffers are tens of MB
+// written once from end to end: at 4 KiB a page, faulting them in cost more
+// than decoding into them in a loader's first epoch (bench_core's first window
+// boundary).  Nothing on other systems, nor for blocks under 2 MiB.
+void AdviseHugePages(void* data, int64_t size);
+
 }  // namespace shardfeed
