@@ -115,11 +115,12 @@ void BatchRecycler::Free(uint8_t* data, size_t size) {
   const size_t cls = SizeClass(size);
   Poison(data, cls);
   const auto bytes = static_cast<int64_t>(cls);
-  // Past the cap, a block is kept while the budget has room for it: at the
-  // end of an epoch the ready batches' blocks are kept for the next epoch's
-  // engine (EngineLeftovers), whose first batches would otherwise fault in
-  // fresh pages.
-  const bool room = budget_->limit() > 0 && budget_->Room() >= bytes;
+  // Past the cap, at the end of an epoch (KeepWhileRoom), a block is kept
+  // while the budget has room for it: the ready batches' blocks are kept for
+  // the next epoch's engine (EngineLeftovers), whose first batches would
+  // otherwise fault in fresh pages.  Not before: blocks kept mid-epoch took
+  // the room that the last windows' matrices needed.
+  const bool room = keep_while_room_.load() && budget_->limit() > 0 && budget_->Room() >= bytes;
   std::lock_guard<std::mutex> lock(mu_);
   if (idle_.empty() || counts_.idle_bytes + bytes <= max_idle_bytes_ || room) {
     idle_.emplace_back(cls, data);

@@ -13,6 +13,7 @@
 // not keep (over its byte cap) is freed by the next Allocate, in a worker.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -34,8 +35,8 @@ class BatchRecycler : public OutputArena {
   };
 
   // Keeps at most `max_idle_bytes` idle, or one buffer whatever its size, or
-  // more while the budget has room for them (until a block of another size
-  // is needed).
+  // after KeepWhileRoom() more while the budget has room for them (until a
+  // block of another size is needed).
   BatchRecycler(std::shared_ptr<MemoryBudget> budget, int64_t max_idle_bytes);
   ~BatchRecycler() override;
   BatchRecycler(const BatchRecycler&) = delete;
@@ -50,6 +51,10 @@ class BatchRecycler : public OutputArena {
   void Free(uint8_t* data, size_t size) override;
 
   Counts counts() const;
+
+  // From now on (the engine has claimed its last batch), keeps blocks past
+  // the cap while the budget has room for them.
+  void KeepWhileRoom() { keep_while_room_.store(true); }
 
   using Block = std::pair<size_t, uint8_t*>;  // (size class, data)
 
@@ -70,6 +75,7 @@ class BatchRecycler : public OutputArena {
  private:
   const std::shared_ptr<MemoryBudget> budget_;
   const int64_t max_idle_bytes_;
+  std::atomic<bool> keep_while_room_{false};
   mutable std::mutex mu_;
   std::vector<Block> idle_;     // newest last
   std::vector<Block> to_free_;  // not kept; freed by a worker

@@ -80,6 +80,12 @@ TEST(BatchRecycler, KeepsMorePastItsCapWhileTheBudgetHasRoomAndHandsThemOver) {
   {
     std::vector<std::shared_ptr<OutputBuffer>> held;
     for (int i = 0; i < 5; ++i) held.push_back(OutputBuffer::Make(8192, recycler).ValueOrDie());
+  }  // mid-epoch: the cap of one
+  EXPECT_EQ(recycler->counts().idle_bytes, 8192);
+  recycler->KeepWhileRoom();  // the end of the epoch
+  {
+    std::vector<std::shared_ptr<OutputBuffer>> held;
+    for (int i = 0; i < 5; ++i) held.push_back(OutputBuffer::Make(8192, recycler).ValueOrDie());
   }  // past the cap of one: kept while booked and idle bytes fit in the limit
   EXPECT_EQ(recycler->counts().idle_bytes, 4 * 8192);
   EXPECT_EQ(budget->Room(), 0);

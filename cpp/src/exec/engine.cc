@@ -281,9 +281,10 @@ class EngineImpl final : public Engine {
         num_threads_(std::max(1, options_.num_threads)),
         footprints_(Footprints(catalog_, layout_)),
         budget_(std::make_shared<MemoryBudget>(options_.memory_limit)),
-        capacity_(ReadyBatchCapacity(
-            EstimateBatchBytes(*footprints_, *catalog_, schedule_->plan().options().batch_size),
-            num_threads_, options_.queue_depth, options_.memory_limit)),
+        batch_bytes_(
+            EstimateBatchBytes(*footprints_, *catalog_, schedule_->plan().options().batch_size)),
+        capacity_(ReadyBatchCapacity(batch_bytes_, num_threads_, options_.queue_depth,
+                                     options_.memory_limit)),
         store_(schedule_->num_windows(), catalog_->row_groups().size()),
         built_(schedule_->num_units(), capacity_) {
     hooks_.clock = clock_;
@@ -295,13 +296,20 @@ class EngineImpl final : public Engine {
     hooks_.matrices =
         std::make_shared<MatrixPool>(budget_, kIdleMatrices, options_.memory_limit / 2);
     // Batch buffers come back from the consumer to a recycler (unless they are
-    // the caller's pinned memory): at most a sixteenth of the limit idle.
+    // the caller's pinned memory): idle, at most what the ready batches take
+    // (size classes round up by an eighth), and at least a sixteenth of the
+    // limit.  The blocks are the ready batches' own: keeping as many idle does
+    // not add to the most that exist at once, and with a sixteenth of
+    // bench_core's limit (5 of its 20 ready batches) every window boundary,
+    // where the ready batches drain and fill again, freed blocks and faulted
+    // in fresh ones.
     arena_ = options_.output_arena;
     if (!arena_) {
       constexpr int64_t kIdleBatchBytesUnlimited = int64_t{64} << 20;
-      recycler_ = std::make_shared<BatchRecycler>(budget_, options_.memory_limit > 0
-                                                               ? options_.memory_limit / 16
-                                                               : kIdleBatchBytesUnlimited);
+      const int64_t ready = capacity_ * batch_bytes_ + capacity_ * batch_bytes_ / 8;
+      recycler_ = std::make_shared<BatchRecycler>(
+          budget_, std::max(ready, options_.memory_limit > 0 ? options_.memory_limit / 16
+                                                             : kIdleBatchBytesUnlimited));
       arena_ = recycler_;
     }
     if (options_.leftovers) {
@@ -707,7 +715,12 @@ class EngineImpl final : public Engine {
       const int64_t unit = built_.Claim(
           [&](int64_t ahead) { return HelpDecode(ahead, true, /*ahead=*/true); }, &waited_ns);
       if (waited_ns > 0) clock_->AddSpan(Stage::kWaitFull, t0, Clock::now(), waited_ns, 0, 0, unit);
-      if (unit < 0) return;
+      if (unit < 0) {
+        // Every batch is claimed: the blocks of those the consumer has yet to
+        // take are kept for the next epoch while there is room.
+        if (recycler_) recycler_->KeepWhileRoom();
+        return;
+      }
       if (options_.debug_max_delay_us > 0) {
         std::this_thread::sleep_for(std::chrono::microseconds(
             jitter() % static_cast<uint64_t>(options_.debug_max_delay_us + 1)));
@@ -735,6 +748,7 @@ class EngineImpl final : public Engine {
   std::shared_ptr<MemoryBudget> budget_;
   std::shared_ptr<BatchRecycler> recycler_;  // null with options_.output_arena
   std::shared_ptr<OutputArena> arena_;       // where batch buffers come from
+  const int64_t batch_bytes_;                // a batch's bytes, estimated from the footers
   const int64_t capacity_;                   // built batches kept at most
   RowGroupStore store_;
   ReorderBuffer<Item> built_;  // built units, until the consumer takes them in order

@@ -75,10 +75,13 @@ void MatrixPool::GiveBack(std::unique_ptr<arrow::Buffer> backing) {
   // freed one that the allocator has not purged yet: bench_memory's 262k-row
   // groups peaked at either 0.36 or 0.64 GB above imports at 256 MiB).  Past
   // the byte cap, matrices are kept while the budget has room for them
-  // (booked and idle bytes within the limit): at the end of an epoch, when
-  // nothing is booked any more, all of the last windows' matrices are kept
-  // for the next epoch's engine (EngineLeftovers).
-  const bool room = budget_->limit() > 0 && budget_->Room() >= cap;
+  // (booked and idle bytes within the limit, the ready batches left out: the
+  // consumer takes them soon): at the end of an epoch all of the last
+  // windows' matrices are kept for the next epoch's engine (EngineLeftovers).
+  // With the ready batches counted, one of bench_core's four was freed at
+  // the end of every epoch, and the next epoch decoded its second window into
+  // a fresh matrix.
+  const bool room = budget_->limit() > 0 && budget_->Room(/*with_batches=*/false) >= cap;
   while (!idle_.empty() &&
          (static_cast<int>(idle_.size()) >= max_idle_ ||
           (max_idle_bytes_ > 0 && counts_.idle_bytes + cap > max_idle_bytes_ && !room))) {

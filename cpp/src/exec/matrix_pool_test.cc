@@ -89,6 +89,20 @@ TEST(MatrixPool, KeepsMorePastTheByteCapWhileTheBudgetHasRoomAndHandsThemOver) {
   EXPECT_EQ(next_budget->snapshot().of[MemoryBudget::kIdle], 0);
 }
 
+TEST(MatrixPool, ReadyBatchesDoNotTakeTheRoomOfIdleMatrices) {
+  auto budget = std::make_shared<MemoryBudget>(4096);
+  auto pool = std::make_shared<MatrixPool>(budget, 4, 1024);
+  // Ready batches fill the limit; the consumer takes them soon.
+  ASSERT_TRUE(budget->TryReserve(MemoryBudget::kBatches, 4096));
+  EXPECT_EQ(budget->Room(), 0);
+  EXPECT_EQ(budget->Room(/*with_batches=*/false), 4096);
+  {
+    auto a = pool->Take(2048).ValueOrDie();
+    auto b = pool->Take(2048).ValueOrDie();
+  }
+  EXPECT_EQ(pool->counts().idle_bytes, 4096);  // past the cap of 1024: kept
+}
+
 TEST(MatrixPool, IdleMatricesGiveWayWhenTheBudgetIsOver) {
   auto budget = std::make_shared<MemoryBudget>(4096);
   auto pool = std::make_shared<MatrixPool>(budget, 4, 0);

@@ -58,10 +58,11 @@ int64_t MemoryBudget::Excess() const {
   return limit_ == 0 ? 0 : std::max<int64_t>(0, used_ + of_[kIdle] - limit_);
 }
 
-int64_t MemoryBudget::Room() const {
+int64_t MemoryBudget::Room(bool with_batches) const {
   std::lock_guard<std::mutex> lock(mu_);
   if (limit_ == 0) return std::numeric_limits<int64_t>::max();
-  return std::max<int64_t>(0, limit_ - used_ - of_[kIdle]);
+  const int64_t booked = with_batches ? used_ : used_ - of_[kBatches];
+  return std::max<int64_t>(0, limit_ - booked - of_[kIdle]);
 }
 
 MemoryBudget::Snapshot MemoryBudget::snapshot() const {

@@ -94,8 +94,10 @@ class MemoryBudget {
   void Stop();
   // Booked and idle bytes over the limit (0 under it or without a limit).
   int64_t Excess() const;
-  // The limit less booked and idle bytes (0 over it; INT64_MAX without a limit).
-  int64_t Room() const;
+  // The limit less booked and idle bytes (0 over it; INT64_MAX without a
+  // limit); without `with_batches`, built batches do not count (the consumer
+  // takes them soon, and they go to the recycler only while there is room).
+  int64_t Room(bool with_batches = true) const;
 
   Snapshot snapshot() const;
 
