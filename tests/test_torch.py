@@ -34,6 +34,20 @@ def test_same_stream_as_loader_for_0_1_3_workers(dataset):
         assert digest(batches) == reference, workers
 
 
+def test_persistent_workers_repeat_the_loaders_stream_pass_after_pass(dataset):
+    """With ``persistent_workers=True`` each worker keeps its engine's idle memory from one
+    pass to the next (and so does the main process with 0 workers): every pass is still the
+    Loader's stream."""
+    reference = digest(shardfeed.Loader(dataset, **ARGS))
+    for workers in (0, 2):
+        ds = shardfeed.TorchDataset(dataset, **ARGS)
+        loader = torch.utils.data.DataLoader(
+            ds, batch_size=None, num_workers=workers, persistent_workers=workers > 0
+        )
+        for _ in range(3):
+            assert digest(list(loader)) == reference, workers
+
+
 def test_set_epoch_reaches_the_workers(dataset):
     ld = shardfeed.Loader(dataset, **ARGS)
     ld.set_epoch(2)

@@ -693,9 +693,14 @@ class EngineImpl final : public Engine {
     auto budget = budget_;
     return std::shared_ptr<const DecodedRowGroup>(
         data.get(), [data, live, budget, resident](const DecodedRowGroup*) mutable {
+          // The booking goes first: the matrix pool keeps the freed matrix
+          // only if the budget has room for it, and with the row group still
+          // booked it counted twice (the last window's second matrix was
+          // freed at the end of an epoch, and the next epoch faulted in a
+          // fresh one).
+          budget->Release(MemoryBudget::kDecoded, resident);
           data.reset();
           --live->count;
-          budget->Release(MemoryBudget::kDecoded, resident);
         });
   }
 
@@ -713,7 +718,8 @@ class EngineImpl final : public Engine {
       const auto t0 = Clock::now();
       int64_t waited_ns = 0;
       const int64_t unit = built_.Claim(
-          [&](int64_t ahead) { return HelpDecode(ahead, true, /*ahead=*/true); }, &waited_ns);
+          [&](int64_t next) { return HelpDecode(next, /*next_window=*/true, /*ahead=*/true); },
+          &waited_ns);
       if (waited_ns > 0) clock_->AddSpan(Stage::kWaitFull, t0, Clock::now(), waited_ns, 0, 0, unit);
       if (unit < 0) {
         // Every batch is claimed: the blocks of those the consumer has yet to
