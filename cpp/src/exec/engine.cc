@@ -497,6 +497,21 @@ class EngineImpl final : public Engine {
     built_.Stop();
   }
 
+  // Gives back one count of the workers decoding ahead when it goes out of
+  // scope (null: nothing counted).
+  class AheadCount {
+   public:
+    explicit AheadCount(std::atomic<int>* count) : count_(count) {}
+    ~AheadCount() {
+      if (count_) count_->fetch_sub(1);
+    }
+    AheadCount(const AheadCount&) = delete;
+    AheadCount& operator=(const AheadCount&) = delete;
+
+   private:
+    std::atomic<int>* count_;
+  };
+
   // Work for a worker that has none of its own: a part of a decode in
   // progress, else decodes one row group that the current or (with
   // `next_window`) the next window of unit `unit` will need and that nobody
@@ -532,23 +547,16 @@ class EngineImpl final : public Engine {
           decoding_ahead_.fetch_sub(1);
           return false;
         }
-        const auto done = [&] {
-          if (ahead) decoding_ahead_.fetch_sub(1);
-        };
+        const AheadCount counted(ahead ? &decoding_ahead_ : nullptr);
         // Work ahead only within the budget.
         const int64_t reserved = Reservation(rg);
-        if (!budget_->TryReserve(MemoryBudget::kDecoding, reserved)) {
-          done();
-          return false;
-        }
+        if (!budget_->TryReserve(MemoryBudget::kDecoding, reserved)) return false;
         auto slot = store_.Claim(w, units.size(), rg);
         if (!slot) {
           budget_->Release(MemoryBudget::kDecoding, reserved);
-          done();
           continue;
         }
         store_.Fill(slot, Decode(w, rg, reserved, slot));
-        done();
         return true;
       }
     }

@@ -1,7 +1,5 @@
 #include "exec/leftovers.h"
 
-#include "exec/batch_recycler.h"
-
 namespace shardfeed {
 
 EngineLeftovers::EngineLeftovers() : impl_(std::make_unique<Impl>()) {}

@@ -1,16 +1,15 @@
 // What an EngineLeftovers holds between engines (internal).
 #pragma once
 
-#include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <memory>
 #include <mutex>
-#include <utility>
 #include <vector>
 
 #include <arrow/buffer.h>
 
+#include "exec/batch_recycler.h"
 #include "shardfeed/engine.h"
 
 namespace shardfeed {
@@ -27,8 +26,7 @@ struct EngineLeftovers::Impl {
 
   mutable std::mutex mu;
   std::deque<std::unique_ptr<arrow::Buffer>> matrices;  // oldest first
-  // Batch buffers: (size class, data), from EnginePool() (BatchRecycler's blocks).
-  std::vector<std::pair<size_t, uint8_t*>> batch_blocks;
+  std::vector<BatchRecycler::Block> batch_blocks;       // from EnginePool()
 };
 
 }  // namespace shardfeed
