@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from . import _core
@@ -74,7 +74,8 @@ MIN_SLAB = 1 << 20  # bytes of the first slab, at least
 
 
 class PinnedArena:
-    """Page-locked slabs that the engine's batch buffers come from.
+    """Page-locked slabs that the engine's batch buffers come from (or, with
+    another ``make_slab``, shared-memory ones: see ``_shm``).
 
     Starts with room for the batches the engine may hold ready (estimated from
     the outputs; variable-length lists count 16 elements a row) and doubles, up to
@@ -83,15 +84,22 @@ class PinnedArena:
     (``stats()["pinned"]["misses"]``).
     """
 
-    def __init__(self, batch_bytes: int, batches: int, limit_factor: int = 4) -> None:
+    def __init__(
+        self,
+        batch_bytes: int,
+        batches: int,
+        limit_factor: int = 4,
+        make_slab: Callable[[int], tuple[int, Any]] = _pinned_slab,
+    ) -> None:
         self.core = _core.OutputArena()
+        self._make_slab = make_slab
         first = max(MIN_SLAB, batch_bytes * batches)
         self._limit = first * limit_factor
         self._misses = 0
         self._grow(first)
 
     def _grow(self, size: int) -> None:
-        address, owner = _pinned_slab(size)
+        address, owner = self._make_slab(size)
         self.core.add_slab(address, size, owner)
 
     def after_batch(self) -> None:

@@ -173,11 +173,6 @@ class Loader(Stream):
         """Digest of the files' relative paths, row-group sizes and schema."""
         return str(self._dataset.fingerprint)
 
-    @property
-    def outputs(self) -> list[tuple[str, str, list[int]]]:
-        """(name, dtype, shape after the batch dimension; -1 varies) of each output."""
-        return [(n, d, list(s)) for n, d, s, _, _ in self._outputs]
-
     def stats(self) -> dict[str, Any]:
         """Counters of the latest pass.
 

@@ -236,6 +236,11 @@ class Stream:
         """Batches this rank yields per epoch."""
         return self._len
 
+    @property
+    def outputs(self) -> list[tuple[str, str, list[int]]]:
+        """(name, dtype, shape after the batch dimension; -1 varies) of each output."""
+        return [(n, d, list(s)) for n, d, s, _, _ in self._outputs]
+
     def describe_outputs(self) -> list[dict[str, Any]]:
         """Each output as ``{"name", "dtype", "shape"}``, plus ``"source_type"``
         (the dataset column's Arrow type, after promotion across files) for

@@ -8,8 +8,9 @@ from typing import Any
 
 import torch.utils.data
 
-from . import _core
+from . import _core, _shm
 from ._check import check_int
+from ._device import batch_bytes
 from ._errors import InvalidArgumentError, StateDictError
 from ._loader import iterate, start_engine
 from ._options import Caches, open_filtered
@@ -100,5 +101,18 @@ class TorchDataset(Stream, torch.utils.data.IterableDataset):  # type: ignore[ty
         if self._leftovers is None or self._leftovers_pid != os.getpid():
             self._leftovers, self._leftovers_pid = _core.EngineLeftovers(), os.getpid()
         options.leftovers = self._leftovers
+        shm = _shm.sender() if info is not None else None
+        if shm is not None:
+            # Room for the engine's ready batches and those on their way to the
+            # main process; the slabs grow when the engine misses them.
+            held = threads * (self._settings.prefetch + 1) + 8
+            options.output_arena = shm.arena(
+                batch_bytes(self.outputs, self._settings.batch_size), held
+            )
         engine = start_engine(dataset, self._settings.plan_options(self._epoch), options)
-        yield from iterate(engine, self._settings)
+        if shm is None:
+            yield from iterate(engine, self._settings)
+            return
+        for batch in iterate(engine, self._settings):
+            shm.after_batch()
+            yield _shm.SharedBatch(batch) if type(batch) is dict else batch

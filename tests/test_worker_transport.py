@@ -1,0 +1,135 @@
+"""DataLoader workers hand batches to the main process through shared slabs: the
+stream is the Loader's, a batch the main process holds is never overwritten, and
+whatever does not fit the slabs still arrives (pickled by torch)."""
+
+from __future__ import annotations
+
+import collections
+import gc
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import shardfeed  # noqa: E402
+from shardfeed import _shm  # noqa: E402
+
+from .conftest import digest  # noqa: E402
+
+ARGS = dict(
+    batch_size=10,
+    seed=3,
+    stack={"f": [f"f{i}" for i in range(8)]},
+    columns=["label", "vec", "seq"],
+    with_sample_id=True,
+    drop_last=False,
+)
+
+
+def dataloader(ds, workers, **kw):
+    return torch.utils.data.DataLoader(ds, batch_size=None, num_workers=workers, **kw)
+
+
+def counts():
+    return dict(_shm.RECEIVED)
+
+
+def test_held_batches_are_never_overwritten(dataset):
+    """The main process keeps the last 12 batches; each batch's bytes when it is let go
+    are the bytes it arrived with, and the batches are the Loader's, in order."""
+    reference = [digest([b]) for b in shardfeed.Loader(dataset, **ARGS)]
+    before = counts()
+    held: collections.deque = collections.deque()
+    arrived = []
+    for batch in dataloader(shardfeed.TorchDataset(dataset, **ARGS), 2):
+        arrived.append(digest([batch]))
+        held.append((batch, arrived[-1]))
+        if len(held) > 12:
+            old, was = held.popleft()
+            assert digest([old]) == was
+    for old, was in held:
+        assert digest([old]) == was
+    assert arrived == reference
+    # Every batch's tensors (sample_id, label, vec, seq, seq_lengths, f) came through
+    # the slabs.
+    assert counts()["shared"] - before["shared"] >= len(arrived) * len(held[0][0])
+
+
+def test_batches_kept_forever_still_arrive(dataset):
+    """Holding every batch exhausts the slabs; the rest come pickled, same stream."""
+    reference = digest(shardfeed.Loader(dataset, **ARGS))
+    before = counts()
+    batches = list(dataloader(shardfeed.TorchDataset(dataset, **ARGS), 2))
+    assert digest(batches) == reference
+    after = counts()
+    assert after["shared"] > before["shared"]
+
+
+def test_persistent_workers_reuse_their_slabs(dataset):
+    """Batches dropped as they come: pass after pass the stream is the Loader's and the
+    workers make no new slabs after the first pass."""
+    reference = digest(shardfeed.Loader(dataset, **ARGS))
+    loader = dataloader(shardfeed.TorchDataset(dataset, **ARGS), 2, persistent_workers=True)
+    slabs = []
+    for _ in range(3):
+        assert digest(loader) == reference
+        gc.collect()
+        slabs.append(sum(len(peer.slabs) for peer in list(_shm._PEERS.values())))
+    assert slabs[0] >= 2  # one slab a worker, at least
+    assert slabs[2] == slabs[1] == slabs[0]
+
+
+def test_transform_outputs_outside_the_slabs_are_pickled(dataset):
+    """A Python transform that makes a new tensor for one output: that one is pickled,
+    the others still come through the slabs; the stream is what 0 workers give."""
+
+    def transform(batch):
+        out = dict(batch)
+        out["f"] = batch["f"] * 2
+        return out
+
+    args = dict(ARGS, transform=transform)
+    reference = digest(dataloader(shardfeed.TorchDataset(dataset, **args), 0))
+    before = counts()
+    assert digest(dataloader(shardfeed.TorchDataset(dataset, **args), 2)) == reference
+    after = counts()
+    assert after["pickled"] > before["pickled"]
+    assert after["shared"] > before["shared"]
+
+
+def test_without_shared_memory_batches_go_torchs_way(dataset, monkeypatch):
+    reference = digest(shardfeed.Loader(dataset, **ARGS))
+    monkeypatch.setattr(_shm, "sender", lambda: None)  # the workers are forked after this
+    before = counts()
+    assert digest(dataloader(shardfeed.TorchDataset(dataset, **ARGS), 2)) == reference
+    assert counts()["shared"] == before["shared"]
+
+
+def test_a_custom_collate_fn_sees_a_dict(dataset):
+    """collate_fn runs in the worker on the batch (a dict); what it returns is sent."""
+    seen = []
+
+    def collate(batch):
+        assert isinstance(batch, dict)
+        return {k: v for k, v in batch.items() if k != "seq"}
+
+    reference = [
+        {k: v for k, v in b.items() if k != "seq"} for b in shardfeed.Loader(dataset, **ARGS)
+    ]
+    got = dataloader(shardfeed.TorchDataset(dataset, **ARGS), 2, collate_fn=collate)
+    for batch in got:
+        seen.append(batch)
+    assert digest(seen) == digest(reference)
+
+
+def test_breaking_off_and_starting_again(dataset):
+    """An iterator dropped mid-pass leaves nothing stuck: the next pass is whole."""
+    reference = digest(shardfeed.Loader(dataset, **ARGS))
+    ds = shardfeed.TorchDataset(dataset, **ARGS)
+    loader = dataloader(ds, 2, persistent_workers=True)
+    it = iter(loader)
+    first = [next(it) for _ in range(5)]
+    del it
+    assert digest(loader) == reference
+    assert all(np.isfinite(b["f"].numpy()).all() for b in first)
