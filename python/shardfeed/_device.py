@@ -89,7 +89,7 @@ class PinnedArena:
         batch_bytes: int,
         batches: int,
         limit_factor: int = 4,
-        make_slab: Callable[[int], tuple[int, Any]] = _pinned_slab,
+        make_slab: Callable[[int], tuple[int, Any]] | None = None,
     ) -> None:
         self.core = _core.OutputArena()
         self._make_slab = make_slab
@@ -99,7 +99,7 @@ class PinnedArena:
         self._grow(first)
 
     def _grow(self, size: int) -> None:
-        address, owner = self._make_slab(size)
+        address, owner = (self._make_slab or _pinned_slab)(size)
         self.core.add_slab(address, size, owner)
 
     def after_batch(self) -> None:

@@ -67,6 +67,12 @@ class DeliverClock:
         self.batches = 0
 
 
+def deliver(arrays: dict[str, Any], settings: Settings) -> dict[str, Any]:
+    """A batch from the engine after the Python transform and the output conversion."""
+    batch = arrays if settings.transform is None else settings.transform(arrays)
+    return convert(batch, settings.output)
+
+
 def iterate(
     engine: _core.Engine, settings: Settings, clock: DeliverClock | None = None
 ) -> Iterator[dict[str, Any]]:
@@ -79,10 +85,7 @@ def iterate(
             if arrays is None:
                 return
             t0 = time.perf_counter()
-            batch: dict[str, Any] = arrays
-            if settings.transform is not None:
-                batch = settings.transform(arrays)
-            batch = convert(batch, settings.output)
+            batch = deliver(arrays, settings)
             if clock is not None:
                 clock.seconds += time.perf_counter() - t0
                 clock.batches += 1

@@ -1,4 +1,5 @@
-"""Batches from DataLoader workers to the main process without a copy (private).
+"""Batches between processes without copies: DataLoader workers and the main
+process (private).
 
 PyTorch sends each tensor a worker yields through a fresh shared-memory segment:
 the worker copies the tensor into new pages, passes a file descriptor over a
@@ -7,27 +8,30 @@ freed.  For a fast engine that transport is the bottleneck: per 4 MiB batch it
 costs the copy, the page faults of 1,024 fresh pages on both sides, a socket
 round trip, and an mmap/munmap pair.
 
-Here a worker's engine writes its batches straight into a few shared-memory
-slabs (``memfd_create``; an ``OutputArena`` over them).  A batch whose tensors
-lie in those slabs is pickled as (slab, offset, shape, ...) references.  The main
-process maps each slab once, builds tensors over the mapping and, when a tensor
-is freed, clears that tensor's byte in a control segment the two share.  The
-worker keeps each sent tensor (and so its arena block) until its byte is clear.
+Here the process that runs an engine (a *producer*: a DataLoader worker) has the
+engine write its batches straight into a few shared-memory slabs
+(``memfd_create``; an ``OutputArena`` over them).  An array that lies in those
+slabs is pickled as a reference (slab, offset, shape, slot).  A receiving process
+maps each slab once, builds arrays over the mapping and, when an array is freed,
+clears the array's byte in the producer's control segment.  The producer keeps
+each sent array (and so its arena block) until every byte it gave out is clear.
 
-Protocol, per worker (a ``Sender``; its key is ``(pid, token)``):
+A reference can be handed on once: worker 0 decodes for the other workers
+(``_fanout``), and they pass what they received on to the main process.  Such a
+reference carries two slots, one for the worker and one for the main process.
 
-* control segment bytes: ``[0]`` the main process has mapped the control
-  segment; ``[1 + s]`` it has mapped slab ``s``; ``[SLOTS + i]`` slot ``i``
-  holds a tensor the main process has not freed (written 1 by the worker before
-  sending, 0 by the main process).  Each byte has one writer at a time.
-* a message carries a duplicate of a segment's descriptor until the main process
-  says (its byte) that it has the mapping, so a lost message loses nothing.
+Control segment bytes: ``[0]`` the main process has mapped the control segment;
+``[1 + s]`` it has mapped slab ``s``; ``[SLOTS + i]`` slot ``i`` is held (set by
+the producer before sending, cleared by its one holder).  Each byte has one
+writer at a time.  A message to the main process carries a duplicate of a
+segment's descriptor until the main process marks the segment mapped, so a lost
+message loses nothing.
 
-Anything that does not fit (a tensor outside the slabs, not contiguous, a
-subclass, no free slot, no ``memfd_create``) goes the usual way, pickled by
-torch.  Ordering: the main process clears a slot after the tensor's storage is
-released (an acquire-release reference count in torch), so its reads of the
-data come before the worker can reuse the block.
+Anything else (an array outside the slabs, not contiguous, a subclass, no free
+slot, no ``memfd_create``) is pickled the usual way.  Ordering: a holder clears a
+slot after the array's memory is released (torch and CPython release through an
+acquire-release reference count or the GIL), so its reads of the data come
+before the producer can reuse the block.
 """
 
 from __future__ import annotations
@@ -41,6 +45,8 @@ import weakref
 from multiprocessing import reduction
 from typing import Any
 
+import numpy as np
+
 from . import _core
 from ._device import PinnedArena
 
@@ -48,6 +54,8 @@ MAX_SLABS = 255
 SLOTS = 256  # where the slot bytes start in the control segment
 SLOT_COUNT = 1 << 16
 CONTROL_BYTES = SLOTS + SLOT_COUNT
+
+Key = tuple[int, int]  # (producer pid, random token)
 
 
 def _segment(size: int, name: str) -> tuple[int, mmap.mmap]:
@@ -60,28 +68,49 @@ def _segment(size: int, name: str) -> tuple[int, mmap.mmap]:
         raise
 
 
+def _address(buffer: Any) -> int:
+    return int(np.frombuffer(buffer, dtype=np.uint8).ctypes.data)
+
+
+def _eligible(value: Any) -> tuple[str, int, int] | None:
+    """(kind, address, bytes) of a plain contiguous CPU tensor or ndarray."""
+    if type(value) is np.ndarray:
+        if value.flags.c_contiguous and value.nbytes > 0 and not value.dtype.hasobject:
+            return "n", int(value.ctypes.data), int(value.nbytes)
+        return None
+    import torch
+
+    if (
+        type(value) is torch.Tensor
+        and value.device.type == "cpu"
+        and not value.requires_grad
+        and value.is_contiguous()
+        and value.numel() > 0
+    ):
+        return "t", int(value.data_ptr()), value.numel() * value.element_size()
+    return None
+
+
 class _Slab:
     __slots__ = ("address", "fd", "map", "size")
 
     def __init__(self, size: int) -> None:
-        import numpy as np
-
         self.fd, self.map = _segment(size, "shardfeed-batches")
         self.size = size
-        self.address = int(np.frombuffer(self.map, dtype=np.uint8).ctypes.data)
+        self.address = _address(self.map)
 
 
 class Sender:
-    """A worker's side: the slabs its engine's arena holds and the tensors sent."""
+    """A producer's side: its slabs, its control segment and the arrays it sent."""
 
     def __init__(self) -> None:
         self.pid = os.getpid()
-        self.key = (self.pid, secrets.randbits(63))
+        self.key: Key = (self.pid, secrets.randbits(63))
         self.control_fd, self._control = _segment(CONTROL_BYTES, "shardfeed-control")
         self._flags = memoryview(self._control)
         self._slabs: list[_Slab] = []
         self._lock = threading.Lock()
-        self._sent: dict[int, Any] = {}  # slot -> the tensor the main process may use
+        self._sent: dict[int, tuple[Any, int]] = {}  # slot -> (array, second slot or -1)
         self._free = list(range(SLOT_COUNT - 1, -1, -1))
         self._arena: PinnedArena | None = None
 
@@ -92,22 +121,31 @@ class Sender:
         return self._arena.core
 
     def _new_slab(self, size: int) -> tuple[int, Any]:
-        if len(self._slabs) >= MAX_SLABS:
-            raise OSError("no more shared-memory slabs")
         slab = _Slab(size)
         self._slabs.append(slab)
         return slab.address, slab
 
     def after_batch(self) -> None:
-        """Takes back what the main process freed; grows the slabs after misses."""
+        """Takes back what every holder freed; grows the slabs after misses."""
         with self._lock:
             flags = self._flags
-            done = [slot for slot in self._sent if not flags[SLOTS + slot]]
+            done = [
+                slot
+                for slot, (_, other) in self._sent.items()
+                if not flags[SLOTS + slot] and (other < 0 or not flags[SLOTS + other])
+            ]
             for slot in done:
-                del self._sent[slot]
+                other = self._sent.pop(slot)[1]
                 self._free.append(slot)
+                if other >= 0:
+                    self._free.append(other)
         if self._arena is not None and len(self._slabs) < MAX_SLABS:
             self._arena.after_batch()
+
+    def release(self, slots: list[int]) -> None:
+        """Clears slots whose holder will never see them (a follower that left)."""
+        for slot in slots:
+            self._flags[SLOTS + slot] = 0
 
     def _find(self, address: int, nbytes: int) -> int:
         for i, slab in enumerate(self._slabs):
@@ -115,52 +153,78 @@ class Sender:
                 return i
         return -1
 
-    def reduce(self, batch: dict[str, Any]) -> tuple[Any, ...]:
-        """The pickle of `batch`: references for tensors in the slabs."""
-        import torch
+    def reduce(self, batch: dict[str, Any], told: set[int] | None = None) -> tuple[Any, ...]:
+        """A pickle of `batch` whose arrays in the slabs are references.
 
+        ``told is None``: for the main process.  Otherwise for a worker that will
+        hand the arrays on (two slots each); ``told`` holds the slabs whose
+        descriptors that worker already has, and is updated.
+        """
         with self._lock:
-            found: list[tuple[str, Any, int, int]] = []  # name, tensor, slab, bytes
+            items: list[tuple[str, Any]] = []
+            taken: list[tuple[str, Any, tuple[str, int, int], int]] = []
+            need = 1 if told is None else 2
             for name, value in batch.items():
-                index = -1
-                if (
-                    type(value) is torch.Tensor
-                    and value.device.type == "cpu"
-                    and not value.requires_grad
-                    and value.is_contiguous()
-                    and value.numel() > 0
-                    and len(found) < len(self._free)
-                ):
-                    nbytes = value.numel() * value.element_size()
-                    index = self._find(int(value.data_ptr()), nbytes)
-                    found.append((name, value, index, nbytes))
+                found = _eligible(value)
+                index = -1 if found is None else self._find(found[1], found[2])
+                if found is None or index < 0 or len(self._free) < need * (len(taken) + 1):
+                    items.append((name, ("obj", value)))
                 else:
-                    found.append((name, value, -1, 0))
+                    taken.append((name, value, found, index))
+                    items.append((name, None))
             # Descriptors first: nothing below can fail once slots are taken.
             slabs: dict[int, Any] = {}
-            for _, _, index, _ in found:
-                if index >= 0 and index not in slabs and not self._flags[1 + index]:
-                    slabs[index] = (self._slabs[index].size, reduction.DupFd(self._slabs[index].fd))
-            control = None if self._flags[0] else reduction.DupFd(self.control_fd)
-            items: list[tuple[str, Any]] = []
-            for name, value, index, nbytes in found:
-                if index < 0:
-                    items.append((name, ("obj", value)))
+            for _, _, _, index in taken:
+                if index in slabs:
                     continue
+                if told is None and self._flags[1 + index]:
+                    continue
+                if told is not None and index in told:
+                    continue
+                slabs[index] = (self._slabs[index].size, reduction.DupFd(self._slabs[index].fd))
+            control = None
+            if taken and told is None and not self._flags[0]:
+                control = reduction.DupFd(self.control_fd)
+            if taken and told is not None and -1 not in told:
+                control = reduction.DupFd(self.control_fd)
+            refs = iter(taken)
+            for i, (name, spec) in enumerate(items):
+                if spec is not None:
+                    continue
+                _, value, (kind, address, nbytes), index = next(refs)
                 slot = self._free.pop()
+                other = self._free.pop() if told is not None else -1
                 self._flags[SLOTS + slot] = 1
-                self._sent[slot] = value
-                offset = int(value.data_ptr()) - self._slabs[index].address
-                spec = (index, offset, nbytes, value.dtype, value.shape, slot)
-                items.append((name, ("shm", spec)))
-        return (_rebuild, (self.key, control, slabs, items))
+                if other >= 0:
+                    self._flags[SLOTS + other] = 1
+                self._sent[slot] = (value, other)
+                dtype = value.dtype if kind == "t" else value.dtype.str
+                offset = address - self._slabs[index].address
+                ref = (
+                    kind,
+                    self.key,
+                    index,
+                    offset,
+                    nbytes,
+                    dtype,
+                    tuple(value.shape),
+                    slot,
+                    other,
+                )
+                items[i] = (name, ref)
+            if told is not None:
+                told.update(slabs)
+                if control is not None:
+                    told.add(-1)
+        segments = {self.key: (control, slabs)}
+        return (_rebuild if told is None else _rebuild_to_forward, (segments, items))
 
 
 _SENDER: Sender | None = None
 
 
 def sender() -> Sender | None:
-    """This worker process's sender, made on first use; None where there is no
+    """This process's sender, made on first use; None where there is no
     memfd_create (or it fails): batches then go torch's way."""
     global _SENDER
     if _SENDER is not None and _SENDER.pid == os.getpid():
@@ -176,7 +240,7 @@ def sender() -> Sender | None:
 
 
 class SharedBatch(dict):  # type: ignore[type-arg]
-    """A batch in a worker; pickles its slab tensors as references (see above)."""
+    """A batch in a worker; pickles its arrays in shared slabs as references."""
 
     # copy.copy (which DataLoader's default_convert uses) must not take the pickle path.
     def __copy__(self) -> SharedBatch:
@@ -186,38 +250,63 @@ class SharedBatch(dict):  # type: ignore[type-arg]
         return copy.deepcopy(dict(self), memo)
 
     def __reduce_ex__(self, protocol: Any) -> Any:
-        current = _SENDER
-        if current is None or current.pid != os.getpid():
-            return (dict, (dict(self),))
         try:
-            return current.reduce(self)
+            return _reduce_for_main(self)
         except Exception:  # never lose a batch to the fast path: send it torch's way
             return (dict, (dict(self),))
 
 
-# The main process's side.
+# -- receiving ------------------------------------------------------------------------
 
 
 class _Peer:
-    """What the main process has mapped of one worker's segments."""
+    """What this process has mapped of one producer's segments."""
 
-    def __init__(self) -> None:
+    def __init__(self, key: Key) -> None:
+        self.key = key
         self.control: memoryview | None = None
-        self.slabs: dict[int, memoryview] = {}
+        self.control_fd = -1  # kept where references are handed on
+        self.slabs: dict[int, tuple[memoryview, int, int]] = {}  # index -> (map, address, fd)
+
+    def find(self, address: int, nbytes: int) -> tuple[int, int]:
+        for index, (view, base, _) in self.slabs.items():
+            if base <= address and address + nbytes <= base + len(view):
+                return index, address - base
+        return -1, 0
+
+    def close(self) -> None:
+        for fd in [self.control_fd] + [fd for _, _, fd in self.slabs.values()]:
+            if fd >= 0:
+                os.close(fd)
+        self.control_fd = -1
+        self.slabs = {i: (v, a, -1) for i, (v, a, _) in self.slabs.items()}
 
 
-# Tensors the main process received: through the slabs, or pickled by torch.
+class _Region:
+    """An array this process received that it may hand on (the second slot)."""
+
+    __slots__ = ("__weakref__", "address", "forward", "nbytes", "peer", "sent", "slot")
+
+    def __init__(self, peer: _Peer, slot: int, forward: int, address: int, nbytes: int) -> None:
+        self.peer, self.slot, self.forward = peer, slot, forward
+        self.address, self.nbytes, self.sent = address, nbytes, False
+
+    def done(self) -> None:
+        control = self.peer.control
+        assert control is not None
+        with _LOCK:
+            if _REGIONS.get(self.address) is self:
+                del _REGIONS[self.address]
+            if not self.sent:
+                control[SLOTS + self.forward] = 0
+        control[SLOTS + self.slot] = 0
+
+
+# Arrays the main process received: through the slabs, or pickled.
 RECEIVED = {"shared": 0, "pickled": 0}
-_PEERS: dict[tuple[int, int], _Peer] = {}
-_PEERS_LOCK = threading.Lock()
-
-
-def _map(dup: Any, size: int) -> memoryview:
-    fd = dup.detach()
-    try:
-        return memoryview(mmap.mmap(fd, size))
-    finally:
-        os.close(fd)
+_PEERS: dict[Key, _Peer] = {}
+_REGIONS: dict[int, _Region] = {}  # address -> a received array this process may hand on
+_LOCK = threading.RLock()  # re-entered when a collection runs a finalizer
 
 
 def _alive(pid: int) -> bool:
@@ -230,50 +319,123 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _peer(key: tuple[int, int]) -> _Peer:
-    with _PEERS_LOCK:
-        peer = _PEERS.get(key)
-        if peer is None:
-            # Forget the workers that are gone (their tensors keep their own maps).
-            for old in [k for k in _PEERS if not _alive(k[0])]:
-                del _PEERS[old]
-            peer = _PEERS[key] = _Peer()
-        return peer
+def _peer(key: Key) -> _Peer:
+    peer = _PEERS.get(key)
+    if peer is None:
+        # Forget the producers that are gone (their arrays keep their own maps).
+        for old in [k for k in _PEERS if not _alive(k[0])]:
+            _PEERS.pop(old).close()
+        peer = _PEERS[key] = _Peer(key)
+    return peer
 
 
-def _release(control: memoryview, slot: int) -> None:
-    control[SLOTS + slot] = 0
+def _map(dup: Any, size: int, keep: bool) -> tuple[memoryview, int]:
+    fd = dup.detach()
+    try:
+        return memoryview(mmap.mmap(fd, size)), fd
+    finally:
+        if not keep:
+            os.close(fd)
 
 
-def _rebuild(
-    key: tuple[int, int], control: Any, slabs: dict[int, Any], items: list[tuple[str, Any]]
+def _receive(
+    segments: dict[Key, tuple[Any, dict[int, Any]]], items: list[tuple[str, Any]], forward: bool
 ) -> dict[str, Any]:
     import torch
 
-    peer = _peer(key)
-    if control is not None:
-        if peer.control is None:
-            peer.control = _map(control, CONTROL_BYTES)
-            peer.control[0] = 1
-        else:
-            os.close(control.detach())
-    for index, (size, dup) in slabs.items():
-        if index in peer.slabs:
-            os.close(dup.detach())  # a duplicate sent before the worker saw our mark
-            continue
-        peer.slabs[index] = _map(dup, size)
-        if peer.control is not None:
-            peer.control[1 + index] = 1
     out: dict[str, Any] = {}
-    for name, (kind, value) in items:
-        if kind == "obj":
-            RECEIVED["pickled"] += isinstance(value, torch.Tensor)
-            out[name] = value
-            continue
-        RECEIVED["shared"] += 1
-        index, offset, nbytes, dtype, shape, slot = value
-        view = peer.slabs[index][offset : offset + nbytes]
-        assert peer.control is not None
-        weakref.finalize(view, _release, peer.control, slot)
-        out[name] = torch.frombuffer(view, dtype=dtype).view(shape)
+    with _LOCK:
+        for key, (control, slabs) in segments.items():
+            peer = _peer(key)
+            if control is not None:
+                if peer.control is None:
+                    peer.control, fd = _map(control, CONTROL_BYTES, forward)
+                    peer.control_fd = fd if forward else -1
+                    if not forward:
+                        peer.control[0] = 1
+                else:
+                    os.close(control.detach())  # sent before the producer saw our mark
+            for index, (size, dup) in slabs.items():
+                if index in peer.slabs:
+                    os.close(dup.detach())
+                    continue
+                view, fd = _map(dup, size, forward)
+                peer.slabs[index] = (view, _address(view), fd if forward else -1)
+                if not forward and peer.control is not None:
+                    peer.control[1 + index] = 1
+        for name, spec in items:
+            if spec[0] == "obj":
+                RECEIVED["pickled"] += int(_eligible(spec[1]) is not None)
+                out[name] = spec[1]
+                continue
+            kind, key, index, offset, nbytes, dtype, shape, slot, other = spec
+            peer = _PEERS[key]
+            assert peer.control is not None
+            view = peer.slabs[index][0][offset : offset + nbytes]
+            if kind == "t":
+                array: Any = torch.frombuffer(view, dtype=dtype).view(shape)
+            else:
+                # A tensor owns the view: numpy would let go of it.
+                raw = torch.frombuffer(view, dtype=torch.uint8).numpy()
+                array = raw.view(np.dtype(dtype)).reshape(shape)
+            if other >= 0 and forward:
+                address = peer.slabs[index][1] + offset
+                region = _Region(peer, slot, other, address, nbytes)
+                _REGIONS[address] = region
+                weakref.finalize(view, region.done)
+            else:
+                weakref.finalize(view, _clear, peer.control, slot)
+            RECEIVED["shared"] += 1
+            out[name] = array
     return out
+
+
+def _clear(control: memoryview, slot: int) -> None:
+    control[SLOTS + slot] = 0
+
+
+def _rebuild(segments: dict[Key, Any], items: list[tuple[str, Any]]) -> dict[str, Any]:
+    return _receive(segments, items, forward=False)
+
+
+def _rebuild_to_forward(segments: dict[Key, Any], items: list[tuple[str, Any]]) -> dict[str, Any]:
+    return _receive(segments, items, forward=True)
+
+
+def _reduce_for_main(batch: dict[str, Any]) -> tuple[Any, ...]:
+    """Own arrays through this process's sender; received ones handed on."""
+    current = _SENDER if _SENDER is not None and _SENDER.pid == os.getpid() else None
+    handed: list[tuple[str, Any]] = []
+    rest: dict[str, Any] = {}
+    segments: dict[Key, tuple[Any, dict[int, Any]]] = {}
+    with _LOCK:
+        for name, value in batch.items():
+            found = _eligible(value)
+            region = None if found is None else _REGIONS.get(found[1])
+            if found is None or region is None or region.sent or found[2] > region.nbytes:
+                rest[name] = value
+                continue
+            peer = region.peer
+            assert peer.control is not None
+            index, offset = peer.find(found[1], found[2])
+            control, slabs = segments.setdefault(peer.key, (None, {}))
+            if control is None and not peer.control[0]:
+                segments[peer.key] = (reduction.DupFd(peer.control_fd), slabs)
+            if index not in slabs and not peer.control[1 + index]:
+                slabs[index] = (len(peer.slabs[index][0]), reduction.DupFd(peer.slabs[index][2]))
+            region.sent = True
+            dtype = value.dtype if found[0] == "t" else value.dtype.str
+            ref = (found[0], peer.key, index, offset, found[2], dtype, tuple(value.shape))
+            handed.append((name, (*ref, region.forward, -1)))
+    if current is None and not handed:
+        return (dict, (dict(batch),))
+    items: list[tuple[str, Any]] = []
+    if current is not None and rest:
+        own = current.reduce(rest)
+        segments.update(own[1][0])
+        items.extend(own[1][1])
+    else:
+        items.extend((name, ("obj", value)) for name, value in rest.items())
+    order = {name: i for i, name in enumerate(batch)}
+    items = sorted(items + handed, key=lambda item: order[item[0]])
+    return (_rebuild, (segments, items))

@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import os
+import secrets
 from collections.abc import Iterator
 from typing import Any
 
 import torch.utils.data
 
-from . import _core, _shm
+from . import _core, _fanout, _shm
 from ._check import check_int
 from ._device import batch_bytes
 from ._errors import InvalidArgumentError, StateDictError
-from ._loader import iterate, start_engine
+from ._loader import deliver, iterate, start_engine
 from ._options import Caches, open_filtered
 from ._stream import Stream
 
@@ -22,14 +23,16 @@ class TorchDataset(Stream, torch.utils.data.IterableDataset):  # type: ignore[ty
 
     ``DataLoader(ds, batch_size=None, num_workers=k)`` yields the same batches in
     the same order as ``Loader`` with the same arguments, for any ``k``: batch j
-    of the rank is made by DataLoader worker ``j mod k``, which is the worker
-    PyTorch takes batch j from.  Each worker builds its own engine after the fork
-    (threads do not survive one) with ``num_threads // k`` threads (at least 1)
-    unless ``num_threads`` is given.  With shuffling every worker decodes the row
-    groups its batches touch, so decode work grows with ``k``; ``Loader`` (one
-    process, many threads) avoids that.
+    of the rank is delivered by DataLoader worker ``j mod k``, which is the worker
+    PyTorch takes batch j from.  With ``k >= 2`` worker 0 runs the one engine of
+    the pass (threads do not survive a fork, so it is built there) with all
+    ``num_threads`` and hands the other workers their batches, so each row group
+    is decoded once whatever ``k``.  Batches reach the main process as references
+    into shared memory the engine wrote them to, not as copies (see the README).
+    Without ``memfd_create`` every worker runs an engine of its own with
+    ``num_threads // k`` threads (at least 1) unless ``num_threads`` is given.
 
-    A Python ``transform=`` runs inside the worker processes.
+    A Python ``transform=`` runs in the worker that delivers the batch.
 
     ``set_epoch(e)`` in the main process reaches the workers when they are
     started for the epoch (the default, ``persistent_workers=False``).
@@ -52,6 +55,9 @@ class TorchDataset(Stream, torch.utils.data.IterableDataset):  # type: ignore[ty
         # Per process: what one epoch's engine leaves to the next (persistent workers).
         self._leftovers: _core.EngineLeftovers | None = None
         self._leftovers_pid = 0
+        # The workers of one DataLoader pass find each other by these (see _fanout).
+        self._token = secrets.randbits(63)
+        self._passes = 0
 
     def _seek(self, epoch: int, batch: int) -> None:
         self._epoch = epoch
@@ -85,14 +91,40 @@ class TorchDataset(Stream, torch.utils.data.IterableDataset):  # type: ignore[ty
     def __iter__(self) -> Iterator[dict[str, Any]]:
         info = torch.utils.data.get_worker_info()
         workers, worker = (info.num_workers, info.id) if info is not None else (1, 0)
+        shm = _shm.sender() if info is not None else None
+        if shm is not None and workers > 1:
+            # One engine, in worker 0, for every worker (see _fanout).
+            self._passes += 1
+            name = _fanout.address(self._token, info.seed - worker, self._passes)  # type: ignore[union-attr]
+            if worker == 0:
+                leader = _fanout.Leader(shm, workers, name, self._handshake())
+                engine = self._start_engine(shm, 1, 0, self._settings.num_threads, 4 * workers)
+                raw = leader.batches(engine)
+            else:
+                raw = _fanout.follow(name, worker, self._handshake())
+            for arrays in raw:
+                yield _shm.SharedBatch(deliver(arrays, self._settings))
+            return
         threads = self._settings.num_threads
         if workers > 1 and not self._threads_given:
             threads = max(1, threads // workers)
+        engine = self._start_engine(shm, workers, worker, threads, 0)
+        if shm is None:
+            yield from iterate(engine, self._settings)
+            return
+        for batch in iterate(engine, self._settings):
+            shm.after_batch()
+            yield _shm.SharedBatch(batch) if type(batch) is dict else batch
+
+    def _handshake(self) -> tuple[Any, ...]:
+        """What the workers of one pass must agree on."""
+        return (self._token, self._fingerprint, self._epoch, self._start)
+
+    def _start_engine(
+        self, shm: _shm.Sender | None, stride: int, offset: int, threads: int, more: int
+    ) -> _core.Engine:
         options = self._settings.engine_options(
-            start_batch=self._start,
-            offset=worker,
-            stride=workers,
-            threads=threads,
+            start_batch=self._start, offset=offset, stride=stride, threads=threads
         )
         dataset = self._own_dataset()
         if self._caches is None:
@@ -101,18 +133,12 @@ class TorchDataset(Stream, torch.utils.data.IterableDataset):  # type: ignore[ty
         if self._leftovers is None or self._leftovers_pid != os.getpid():
             self._leftovers, self._leftovers_pid = _core.EngineLeftovers(), os.getpid()
         options.leftovers = self._leftovers
-        shm = _shm.sender() if info is not None else None
         if shm is not None:
             # Room for the engine's ready batches and those on their way to the
-            # main process; the slabs grow when the engine misses them.
-            held = threads * (self._settings.prefetch + 1) + 8
+            # main process (`more` for other workers); the slabs grow when the
+            # engine misses them.
+            held = threads * (self._settings.prefetch + 1) + 8 + more
             options.output_arena = shm.arena(
                 batch_bytes(self.outputs, self._settings.batch_size), held
             )
-        engine = start_engine(dataset, self._settings.plan_options(self._epoch), options)
-        if shm is None:
-            yield from iterate(engine, self._settings)
-            return
-        for batch in iterate(engine, self._settings):
-            shm.after_batch()
-            yield _shm.SharedBatch(batch) if type(batch) is dict else batch
+        return start_engine(dataset, self._settings.plan_options(self._epoch), options)
