@@ -28,9 +28,10 @@ first pass is shown apart, the median and spread come from the others):
 * ``shardfeed_tier_global`` (warm only): the same with ``shuffle="global"`` (a uniform
   permutation of every row, gathered from the mapped tier);
 * ``shardfeed_torch_2w``: ``shardfeed.TorchDataset`` (same arguments) in a
-  ``DataLoader(batch_size=None, num_workers=2)``;
+  ``DataLoader(batch_size=None, num_workers=2)`` (worker 0 runs the one engine and deals
+  worker 1 its batches; batches reach the main process through shared slabs);
 * ``shardfeed_torch_2w_tier`` (warm only): the same with ``cache_decoded=True`` in a fresh
-  ``cache_dir``: the workers decode each row group once (pass 1) and map it (passes 2+);
+  ``cache_dir``: pass 1 decodes each row group once and fills the tier, passes 2+ map it;
   each pass's ``cpu_seconds`` counts the workers' CPU time too;
 * ``petastorm_baseline`` / ``petastorm_optimized``: see ``petastorm_worker.py`` (own
   virtual environment, ``petastorm_env.py``);
@@ -200,7 +201,8 @@ def _make_iter(args: argparse.Namespace, system: str, files: list[str]) -> Any:
 
         notes = (
             f"TorchDataset (Loader's arguments) in DataLoader(batch_size=None, "
-            f"num_workers={workers}); workers started per epoch (included)"
+            f"num_workers={workers}); workers started per epoch (included); worker 0 "
+            "runs the one engine, batches travel through shared slabs"
         )
         return make, notes, None
     if system == "diy_dataloader_2w":
@@ -1135,6 +1137,9 @@ def write_report(meta: dict[str, Any] | None = None) -> Path:
         lines += [f"- {n}" for n in doc.get("notes", [])] + [""]
         lines += ["Systems:", ""] + [f"- `{r['system']}`: {r['notes']}" for r in doc["results"]]
         lines.append("")
+    old = _previous_sections()
+    if cold is None:
+        lines += _kept(old, "## Local tabular dataset, cold page cache", "suite_local_cold")
     if remote:
         lines += [
             "## Remote dataset (issue 3, `bench_remote.py`)",
@@ -1149,7 +1154,7 @@ def write_report(meta: dict[str, Any] | None = None) -> Path:
             "",
         ]
         lines += [f"- {n}" for n in remote.get("notes", [])] + [""]
-    else:
+    elif not (kept := _kept(old, "## Remote dataset", "remote")):
         lines += [
             "## Remote dataset (issue 3)",
             "",
@@ -1157,6 +1162,8 @@ def write_report(meta: dict[str, Any] | None = None) -> Path:
             "(needs root) or `bench/bench_remote.py`.",
             "",
         ]
+    else:
+        lines += kept
     if transforms:
         desc = transforms["dataset"].get("description", _dataset_line(transforms["dataset"]))
         lines += ["## Transforms (issue 4, `bench_transforms.py`)", ""]
@@ -1168,21 +1175,61 @@ def write_report(meta: dict[str, Any] | None = None) -> Path:
         if transforms.get("targets"):
             lines += ["Aims:", "", *_aims_md(transforms), ""]
         lines += [f"- {n}" for n in transforms.get("notes", [])] + [""]
+    else:
+        lines += _kept(old, "## Transforms", "transforms")
     stalls = _load("stalls")
     if stalls:
         lines += _stalls_md(stalls, _load("stalls_before"))
+    else:
+        lines += _kept(old, "## Stalls under a training step", "stalls")
     gpu = [d for d in (_load("gpu"), _load("gpu_h4096")) if d]
     if gpu:
         lines += _gpu_md(gpu)
+    else:
+        lines += _kept(old, "## Feeding a GPU", "gpu")
     train = _load("train")
     if train:
         lines += _train_md(train)
+    else:
+        lines += _kept(old, "## Training on the CPU", "train")
     memory = _load("bench_memory")
     if memory:
         lines += _memory_md(memory)
+    else:
+        lines += _kept(old, "## Memory against throughput", "bench_memory")
     RESULTS_MD.write_text("\n".join(lines).rstrip() + "\n")
     draw_chart([d for d in (warm, cold, transforms, remote, memory) if d], RESULTS_PNG)
     return RESULTS_MD
+
+
+def _previous_sections() -> dict[str, list[str]]:
+    """The ``## `` sections of the RESULTS.md there is now, by heading."""
+    if not RESULTS_MD.is_file():
+        return {}
+    sections: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in RESULTS_MD.read_text().splitlines():
+        if line.startswith("## "):
+            current = sections.setdefault(line, [])
+        if current is not None:
+            current.append(line)
+    return sections
+
+
+KEPT_NOTE = "*Kept from the previous RESULTS.md: this run has no `bench/results/{}.json`.*"
+
+
+def _kept(old: dict[str, list[str]], heading: str, name: str) -> list[str]:
+    """A section of the previous RESULTS.md whose results this run did not measure, kept
+    as it was (its own lines say when and on what it ran), marked as kept; [] if none."""
+    for title, body in old.items():
+        if title.startswith(heading):
+            note = KEPT_NOTE.format(name)
+            rest = [line for line in body[1:] if line != note]
+            while rest and not rest[0].strip():
+                rest = rest[1:]
+            return [title, "", note, "", *rest, ""] if rest else []
+    return []
 
 
 def _memory_series(doc: dict[str, Any]) -> dict[str, Any]:
