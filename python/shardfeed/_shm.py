@@ -27,8 +27,11 @@ writer at a time.  A message to the main process carries a duplicate of a
 segment's descriptor until the main process marks the segment mapped, so a lost
 message loses nothing.
 
-Anything else (an array outside the slabs, not contiguous, a subclass, no free
-slot, no ``memfd_create``) is pickled the usual way.  Ordering: a holder clears a
+An array outside the slabs (a Python transform's output, or a batch the engine
+made in its own memory when the slabs were full) is copied once into a *copy
+slab* of the sending process, reused once freed: one memcpy into pages mapped
+already.  Anything else (not contiguous, a subclass, no free slot or slab, no
+``memfd_create``) is pickled the usual way.  Ordering: a holder clears a
 slot after the array's memory is released (torch and CPython release through an
 acquire-release reference count or the GIL), so its reads of the data come
 before the producer can reuse the block.
@@ -54,6 +57,7 @@ MAX_SLABS = 255
 SLOTS = 256  # where the slot bytes start in the control segment
 SLOT_COUNT = 1 << 16
 CONTROL_BYTES = SLOTS + SLOT_COUNT
+COPY_GRAIN = 1 << 16  # copy slabs are made in multiples of this
 
 Key = tuple[int, int]  # (producer pid, random token)
 
@@ -110,8 +114,10 @@ class Sender:
         self._flags = memoryview(self._control)
         self._slabs: list[_Slab] = []
         self._lock = threading.Lock()
-        self._sent: dict[int, tuple[Any, int]] = {}  # slot -> (array, second slot or -1)
+        # slot -> (array or None, second slot or -1, copy slab or -1)
+        self._sent: dict[int, tuple[Any, int, int]] = {}
         self._free = list(range(SLOT_COUNT - 1, -1, -1))
+        self._copies: set[int] = set()  # copy slabs (see _copy) free for the next copy
         self._arena: PinnedArena | None = None
 
     def arena(self, batch_bytes: int, batches: int) -> _core.OutputArena:
@@ -131,14 +137,16 @@ class Sender:
             flags = self._flags
             done = [
                 slot
-                for slot, (_, other) in self._sent.items()
+                for slot, (_, other, _) in self._sent.items()
                 if not flags[SLOTS + slot] and (other < 0 or not flags[SLOTS + other])
             ]
             for slot in done:
-                other = self._sent.pop(slot)[1]
+                _, other, copy = self._sent.pop(slot)
                 self._free.append(slot)
                 if other >= 0:
                     self._free.append(other)
+                if copy >= 0:
+                    self._copies.add(copy)
         if self._arena is not None and len(self._slabs) < MAX_SLABS:
             self._arena.after_batch()
 
@@ -146,6 +154,47 @@ class Sender:
         """Clears slots whose holder will never see them (a follower that left)."""
         for slot in slots:
             self._flags[SLOTS + slot] = 0
+
+    def _copy(self, value: Any, nbytes: int) -> int:
+        """A copy slab (one array's worth, reused) holding a copy of `value`, for an
+        array outside the slabs (a transform's output): one memcpy into pages that
+        are mapped already, where torch's way makes a segment per array.  -1 when
+        there is no room for another slab."""
+        fits = [i for i in self._copies if nbytes <= self._slabs[i].size <= 2 * nbytes + COPY_GRAIN]
+        if fits:
+            index = min(fits, key=lambda i: self._slabs[i].size)
+            self._copies.discard(index)
+        elif len(self._slabs) < MAX_SLABS:
+            index = len(self._slabs)
+            self._slabs.append(_Slab(-(-nbytes // COPY_GRAIN) * COPY_GRAIN))
+        else:
+            return -1
+        target = self._slabs[index].map
+        if isinstance(value, np.ndarray):
+            np.copyto(np.frombuffer(target, dtype=value.dtype, count=value.size), value.ravel())
+        else:
+            import torch
+
+            torch.frombuffer(target, dtype=value.dtype, count=value.numel()).copy_(value.view(-1))
+        return index
+
+    def _descriptors(self, indices: list[int], told: set[int] | None) -> tuple[dict[int, Any], Any]:
+        """Duplicates of the descriptors of the slabs (and control segment) the
+        receiver does not have yet: ({slab: (size, DupFd)}, DupFd or None)."""
+        slabs: dict[int, Any] = {}
+        for index in indices:
+            if index in slabs:
+                continue
+            if told is None and self._flags[1 + index]:
+                continue
+            if told is not None and index in told:
+                continue
+            slabs[index] = (self._slabs[index].size, reduction.DupFd(self._slabs[index].fd))
+        control = None
+        has = (self._flags[0] if told is None else -1 in told) or not indices
+        if not has:
+            control = reduction.DupFd(self.control_fd)
+        return slabs, control
 
     def _find(self, address: int, nbytes: int) -> int:
         for i, slab in enumerate(self._slabs):
@@ -164,40 +213,40 @@ class Sender:
             items: list[tuple[str, Any]] = []
             taken: list[tuple[str, Any, tuple[str, int, int], int]] = []
             need = 1 if told is None else 2
+            copies: dict[int, int] = {}  # position in taken -> copy slab
             for name, value in batch.items():
                 found = _eligible(value)
                 index = -1 if found is None else self._find(found[1], found[2])
-                if found is None or index < 0 or len(self._free) < need * (len(taken) + 1):
+                if found is None or len(self._free) < need * (len(taken) + 1):
+                    index = -1
+                elif index < 0 and told is None:
+                    copy = self._copy(value, found[2])
+                    if copy >= 0:
+                        found, index = (found[0], self._slabs[copy].address, found[2]), copy
+                        copies[len(taken)] = copy
+                if found is None or index < 0:
                     items.append((name, ("obj", value)))
                 else:
                     taken.append((name, value, found, index))
                     items.append((name, None))
             # Descriptors first: nothing below can fail once slots are taken.
-            slabs: dict[int, Any] = {}
-            for _, _, _, index in taken:
-                if index in slabs:
-                    continue
-                if told is None and self._flags[1 + index]:
-                    continue
-                if told is not None and index in told:
-                    continue
-                slabs[index] = (self._slabs[index].size, reduction.DupFd(self._slabs[index].fd))
-            control = None
-            if taken and told is None and not self._flags[0]:
-                control = reduction.DupFd(self.control_fd)
-            if taken and told is not None and -1 not in told:
-                control = reduction.DupFd(self.control_fd)
-            refs = iter(taken)
+            try:
+                slabs, control = self._descriptors([index for _, _, _, index in taken], told)
+            except BaseException:
+                self._copies.update(copies.values())
+                raise
+            refs = iter(enumerate(taken))
             for i, (name, spec) in enumerate(items):
                 if spec is not None:
                     continue
-                _, value, (kind, address, nbytes), index = next(refs)
+                position, (_, value, (kind, address, nbytes), index) = next(refs)
                 slot = self._free.pop()
                 other = self._free.pop() if told is not None else -1
                 self._flags[SLOTS + slot] = 1
                 if other >= 0:
                     self._flags[SLOTS + other] = 1
-                self._sent[slot] = (value, other)
+                copy = copies.get(position, -1)
+                self._sent[slot] = (None if copy >= 0 else value, other, copy)
                 dtype = value.dtype if kind == "t" else value.dtype.str
                 offset = address - self._slabs[index].address
                 ref = (
@@ -365,7 +414,7 @@ def _receive(
                     peer.control[1 + index] = 1
         for name, spec in items:
             if spec[0] == "obj":
-                RECEIVED["pickled"] += int(_eligible(spec[1]) is not None)
+                RECEIVED["pickled"] += int(isinstance(spec[1], (np.ndarray, torch.Tensor)))
                 out[name] = spec[1]
                 continue
             kind, key, index, offset, nbytes, dtype, shape, slot, other = spec
