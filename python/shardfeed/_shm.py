@@ -393,6 +393,8 @@ def _receive(
     import torch
 
     out: dict[str, Any] = {}
+    if not _NUMPY:
+        _NUMPY.update(_numpy_dtypes())
     with _LOCK:
         for key, (control, slabs) in segments.items():
             peer = _peer(key)
@@ -420,23 +422,48 @@ def _receive(
             kind, key, index, offset, nbytes, dtype, shape, slot, other = spec
             peer = _PEERS[key]
             assert peer.control is not None
-            view = peer.slabs[index][0][offset : offset + nbytes]
-            if kind == "t":
-                array: Any = torch.frombuffer(view, dtype=dtype).view(shape)
-            else:
-                # A tensor owns the view: numpy would let go of it.
-                raw = torch.frombuffer(view, dtype=torch.uint8).numpy()
-                array = raw.view(np.dtype(dtype)).reshape(shape)
+            slab = peer.slabs[index][0]
+            np_dtype = np.dtype(dtype) if kind == "n" else _NUMPY.get(dtype)
+            owner: Any
+            if np_dtype is not None:
+                # The flat array is what every view and tensor of it keeps alive
+                # (numpy stops collapsing bases at it: its own base is no array).
+                owner = np.frombuffer(slab, np_dtype, nbytes // np_dtype.itemsize, offset)
+                array: Any = owner.reshape(shape)
+                if kind == "t":
+                    array = torch.from_numpy(array)
+            else:  # a dtype numpy lacks (bfloat16): the tensor keeps the memoryview
+                owner = slab[offset : offset + nbytes]
+                array = torch.frombuffer(owner, dtype=dtype).view(shape)
             if other >= 0 and forward:
                 address = peer.slabs[index][1] + offset
                 region = _Region(peer, slot, other, address, nbytes)
                 _REGIONS[address] = region
-                weakref.finalize(view, region.done)
+                weakref.finalize(owner, region.done)
             else:
-                weakref.finalize(view, _clear, peer.control, slot)
+                weakref.finalize(owner, _clear, peer.control, slot)
             RECEIVED["shared"] += 1
             out[name] = array
     return out
+
+
+def _numpy_dtypes() -> dict[Any, np.dtype[Any]]:
+    """torch dtype -> numpy dtype, for those torch.from_numpy takes back."""
+    import torch
+
+    out: dict[Any, np.dtype[Any]] = {}
+    for name in ("bool", "uint8", "int8", "int16", "int32", "int64", "float16", "float32"):
+        out[getattr(torch, name)] = np.dtype(name)
+    out[torch.float64] = np.dtype("float64")
+    out[torch.complex64] = np.dtype("complex64")
+    out[torch.complex128] = np.dtype("complex128")
+    for name in ("uint16", "uint32", "uint64"):  # torch >= 2.3
+        if hasattr(torch, name):
+            out[getattr(torch, name)] = np.dtype(name)
+    return out
+
+
+_NUMPY: dict[Any, np.dtype[Any]] = {}
 
 
 def _clear(control: memoryview, slot: int) -> None:
