@@ -217,3 +217,21 @@ def test_spawned_workers(dataset):
     ds = shardfeed.TorchDataset(dataset, **ARGS)
     loader = dataloader(ds, 2, multiprocessing_context="spawn")
     assert digest(loader) == reference
+
+
+def _to_bfloat16(batch):
+    out = dict(batch)
+    out["h"] = torch.from_numpy(batch["f"]).to(torch.bfloat16)  # numpy has no bfloat16
+    return out
+
+
+def test_a_dtype_numpy_lacks_still_travels_shared(dataset):
+    before = counts()
+    batches = 0
+    for batch in dataloader(shardfeed.TorchDataset(dataset, **ARGS, transform=_to_bfloat16), 2):
+        assert batch["h"].dtype == torch.bfloat16
+        assert torch.equal(batch["h"], batch["f"].to(torch.bfloat16))
+        batches += 1
+    after = counts()
+    assert after["pickled"] == before["pickled"]
+    assert after["shared"] - before["shared"] == batches * 7
