@@ -81,3 +81,47 @@ def test_rank_from_environment(dataset, monkeypatch):
     assert from_env.tolist() == explicit.tolist()
     ds = shardfeed.TorchDataset(dataset, rank=1, world_size=3, **ARGS)
     assert sample_ids(dataloader(ds, 2)).tolist() == explicit.tolist()
+
+
+def _loader_stream(dataset, epoch, start=0):
+    ld = shardfeed.Loader(dataset, **ARGS)
+    ld.set_epoch(epoch)
+    return digest(list(ld)[start:])
+
+
+def test_set_epoch_and_state_reach_persistent_workers(dataset):
+    """Persistent workers see the main process's set_epoch and load_state_dict at the
+    start of each pass (the numbers live in memory they share)."""
+    ds = shardfeed.TorchDataset(dataset, **ARGS)
+    loader = torch.utils.data.DataLoader(
+        ds, batch_size=None, num_workers=2, persistent_workers=True
+    )
+    seen = []
+    for epoch in (0, 1, 2):
+        ds.set_epoch(epoch)
+        seen.append(digest(loader))
+        assert seen[-1] == _loader_stream(dataset, epoch), epoch
+    assert len(set(seen)) == 3
+    ds.load_state_dict(ds.state_dict(batches_consumed=5) | {"epoch": 1})
+    assert digest(loader) == _loader_stream(dataset, 1, start=5)
+
+
+def test_spawned_persistent_workers_follow_set_epoch(dataset):
+    ds = shardfeed.TorchDataset(dataset, **ARGS)
+    ds.set_epoch(1)
+    loader = torch.utils.data.DataLoader(
+        ds, batch_size=None, num_workers=2, persistent_workers=True, multiprocessing_context="spawn"
+    )
+    assert digest(loader) == _loader_stream(dataset, 1)
+    ds.set_epoch(2)
+    assert digest(loader) == _loader_stream(dataset, 2)
+
+
+def test_a_pickled_copy_keeps_its_own_epoch(dataset):
+    import pickle
+
+    ds = shardfeed.TorchDataset(dataset, **ARGS)
+    ds.set_epoch(3)
+    copy = pickle.loads(pickle.dumps(ds))
+    ds.set_epoch(4)  # the copy does not share the original's numbers
+    assert digest(copy) == _loader_stream(dataset, 3)

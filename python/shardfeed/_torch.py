@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import secrets
 from collections.abc import Iterator
+from multiprocessing import context as mp_context
 from typing import Any
 
 import torch.utils.data
@@ -34,8 +36,9 @@ class TorchDataset(Stream, torch.utils.data.IterableDataset):  # type: ignore[ty
 
     A Python ``transform=`` runs in the worker that delivers the batch.
 
-    ``set_epoch(e)`` in the main process reaches the workers when they are
-    started for the epoch (the default, ``persistent_workers=False``).
+    ``set_epoch(e)`` and ``load_state_dict`` in the main process reach the
+    workers at the start of their next pass, persistent ones included (the two
+    numbers live in memory the workers share).
 
     The arguments are Loader's (documented on ``__init__``).
     """
@@ -58,10 +61,17 @@ class TorchDataset(Stream, torch.utils.data.IterableDataset):  # type: ignore[ty
         # The workers of one DataLoader pass find each other by these (see _fanout).
         self._token = secrets.randbits(63)
         self._passes = 0
+        # [epoch, start batch] as set_epoch / load_state_dict left them, in memory the
+        # workers share (fork, or spawn: pickled while spawning), so persistent
+        # workers see them at the start of each pass too.
+        self._where: Any = multiprocessing.RawArray("Q", 2)
+        self._where[:] = [self._epoch, self._start]
 
     def _seek(self, epoch: int, batch: int) -> None:
         self._epoch = epoch
         self._start = batch
+        if self._where is not None:
+            self._where[:] = [epoch, batch]
 
     def state_dict(self, batches_consumed: int) -> dict[str, Any]:
         """The Loader state for this epoch after ``batches_consumed`` batches."""
@@ -72,6 +82,8 @@ class TorchDataset(Stream, torch.utils.data.IterableDataset):  # type: ignore[ty
         state["_dataset"] = None  # the C++ catalog is rebuilt in the worker
         state["_caches"] = None
         state["_leftovers"] = None
+        if mp_context.get_spawning_popen() is None:
+            state["_where"] = None  # shared only with the processes it starts
         return state
 
     def _own_dataset(self) -> _core.Dataset:
@@ -89,6 +101,8 @@ class TorchDataset(Stream, torch.utils.data.IterableDataset):  # type: ignore[ty
         return self._dataset
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
+        if self._where is not None:
+            self._epoch, self._start = int(self._where[0]), int(self._where[1])
         info = torch.utils.data.get_worker_info()
         workers, worker = (info.num_workers, info.id) if info is not None else (1, 0)
         shm = _shm.sender() if info is not None else None
