@@ -111,6 +111,7 @@ class EngineHandle {
     memory["peak_idle_bytes"] = s.memory_peak_idle;
     memory["matrices_reused"] = s.matrices_reused;
     memory["matrices_allocated"] = s.matrices_allocated;
+    memory["matrices_prefaulted"] = s.matrices_prefaulted;
     memory["batch_buffers_reused"] = s.batch_buffers_reused;
     memory["batch_buffers_allocated"] = s.batch_buffers_allocated;
     memory["waits"] = s.memory_waits;

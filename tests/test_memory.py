@@ -483,12 +483,17 @@ def test_the_next_epoch_decodes_into_the_memory_the_last_one_left(tmp_path):
     loader = shardfeed.Loader(root, **args)
     first = epoch_bytes(loader, 0)
     m = loader.stats()["memory"]
-    assert m["matrices_allocated"] == groups and m["matrices_reused"] == 0, m
+    # Each matrix made once: written before the first batch (nothing was carried over),
+    # then taken by its decode, or made by the decode.
+    assert m["matrices_allocated"] + m["matrices_prefaulted"] == groups, m
+    assert m["matrices_reused"] == m["matrices_prefaulted"] > 0, m
     second = epoch_bytes(loader, 1)
     m = loader.stats()["memory"]
-    assert m["matrices_allocated"] == 0 and m["matrices_reused"] == groups, m
+    assert m["matrices_allocated"] == m["matrices_prefaulted"] == 0, m
+    assert m["matrices_reused"] == groups, m
     assert m["batch_buffers_reused"] > 0, m
     fresh = shardfeed.Loader(root, **args)
     assert epoch_bytes(fresh, 1) == second
-    assert fresh.stats()["memory"]["matrices_allocated"] == groups
+    m = fresh.stats()["memory"]
+    assert m["matrices_allocated"] + m["matrices_prefaulted"] == groups, m
     assert epoch_bytes(fresh, 0) == first

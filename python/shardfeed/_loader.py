@@ -200,7 +200,9 @@ class Loader(Stream):
         ``peak_batch_bytes`` (built, not yet taken); apart from them
         ``peak_idle_bytes`` (freed stack matrices kept for the next decodes,
         ``matrices_reused`` of ``matrices_reused + matrices_allocated`` taken
-        from them, and buffers of batches the consumer dropped, kept for later
+        from them; ``matrices_prefaulted``: made and written before the first
+        batch by an engine that carried nothing over, then taken as reused; and
+        buffers of batches the consumer dropped, kept for later
         batches: ``batch_buffers_reused`` of ``batch_buffers_reused +
         batch_buffers_allocated`` batch arrays built in one; both 0 with
         ``pin_memory``); ``waits``/``wait_seconds``

@@ -165,6 +165,7 @@ struct EngineStats {
   int64_t memory_peak_idle = 0;         // ... freed stack matrices kept for reuse
   int64_t matrices_reused = 0;          // stack matrices taken from those kept
   int64_t matrices_allocated = 0;       // ... and allocated
+  int64_t matrices_prefaulted = 0;      // made and written before the first batch
   int64_t batch_buffers_reused = 0;     // batch buffers taken from those the consumer dropped
   int64_t batch_buffers_allocated = 0;  // ... and allocated (both 0 with an output_arena)
   int64_t memory_waits = 0;             // decodes that waited for room

@@ -1,6 +1,7 @@
 #include "exec/matrix_pool.h"
 
 #include <algorithm>
+#include <cstring>
 #include <utility>
 
 #include "util/memory.h"
@@ -64,6 +65,26 @@ arrow::Result<std::shared_ptr<arrow::Buffer>> MatrixPool::Take(int64_t bytes) {
     AdviseHugePages(backing->mutable_data(), backing->capacity());
   }
   return std::make_shared<PooledBuffer>(std::move(backing), bytes, weak_from_this());
+}
+
+int64_t MatrixPool::Prefault(const std::vector<int64_t>& sizes, int64_t max_bytes) {
+  std::vector<std::shared_ptr<arrow::Buffer>> made;
+  int64_t total = 0;
+  for (int64_t bytes : sizes) {
+    if (static_cast<int>(made.size()) >= max_idle_ || total + bytes > max_bytes) break;
+    const int64_t allocated = counts().allocated;
+    auto matrix = Take(bytes);
+    if (!matrix.ok()) break;
+    if (counts().allocated > allocated) {
+      std::lock_guard<std::mutex> lock(mu_);
+      --counts_.allocated;
+      ++counts_.prefaulted;
+    }
+    std::memset((*matrix)->mutable_data(), 0, static_cast<size_t>((*matrix)->size()));
+    total += bytes;
+    made.push_back(*std::move(matrix));
+  }
+  return total;  // `made` goes back to the pool here
 }
 
 void MatrixPool::GiveBack(std::unique_ptr<arrow::Buffer> backing) {

@@ -2,6 +2,7 @@
 
 #include <deque>
 #include <memory>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -126,6 +127,28 @@ TEST(MatrixPool, AMatrixMayOutliveItsPool) {
   EXPECT_EQ(budget->snapshot().used, 0);
   kept->mutable_data()[4095] = 1;
   kept.reset();  // freed, not given back (ASan checks)
+}
+
+TEST(MatrixPool, PrefaultLeavesIdleMatricesForTheFirstTakes) {
+  auto budget = std::make_shared<MemoryBudget>(0);
+  auto pool = std::make_shared<MatrixPool>(budget, 3, 0);
+  // Four sizes, room for three in the pool; max_bytes stops before the fourth too.
+  const std::vector<int64_t> sizes = {1 << 16, 1 << 17, 1 << 16, 1 << 18};
+  EXPECT_EQ(pool->Prefault(sizes, (1 << 16) * 4 + (1 << 17)), (1 << 16) * 2 + (1 << 17));
+  EXPECT_EQ(pool->counts().prefaulted, 3);
+  EXPECT_EQ(pool->counts().allocated, 0);
+  EXPECT_EQ(pool->counts().idle_bytes, (1 << 16) * 2 + (1 << 17));
+  {
+    auto a = pool->Take(1 << 16).ValueOrDie();
+    auto b = pool->Take(1 << 17).ValueOrDie();
+    auto c = pool->Take(1 << 16).ValueOrDie();
+    EXPECT_EQ(pool->counts().reused, 3);
+    EXPECT_EQ(pool->counts().allocated, 0);  // nothing new for the first decodes
+    EXPECT_EQ(a->data()[0], 0);
+  }
+  // Nothing to make: nothing touched.
+  EXPECT_EQ(pool->Prefault({}, 1 << 30), 0);
+  EXPECT_EQ(pool->Prefault({1 << 20}, 1 << 10), 0);
 }
 
 }  // namespace
