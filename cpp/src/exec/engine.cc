@@ -320,15 +320,15 @@ class EngineImpl final : public Engine {
       if (recycler_) recycler_->Adopt(&left.batch_blocks);
     }
     // A fresh process (nothing adopted) writes the matrices of the first two
-    // windows now, before the first batch: their decodes would fault in fresh
-    // pages while the consumer waits (measured on a VM: the second window's
-    // row groups took 100-235 ms instead of 35 in a third of the fresh runs,
-    // the same faults at twice the kernel time).
+    // windows now, on all the threads, before the first batch: their decodes
+    // would fault in fresh pages while the consumer waits (measured on a VM:
+    // the second window's row groups took 100-235 ms instead of 35 in a third
+    // of the fresh runs, the same faults at twice the kernel time).
     if (hooks_.matrices->counts().idle_bytes == 0) {
       const int64_t room = options_.memory_limit > 0
                                ? options_.memory_limit - capacity_ * batch_bytes_
                                : std::numeric_limits<int64_t>::max();
-      if (room > 0) hooks_.matrices->Prefault(FirstMatrixSizes(), room);
+      if (room > 0) hooks_.matrices->Prefault(FirstMatrixSizes(), room, num_threads_);
     }
     hooks_.map_stored = schedule_->plan().options().global_shuffle;
     hooks_.filter = options_.filter;

@@ -54,8 +54,8 @@ class MatrixPool : public std::enable_shared_from_this<MatrixPool> {
   // pool keeps are idle for the first decodes.  For a fresh process, whose
   // first decodes would otherwise fault in fresh pages while the consumer
   // waits (on some virtual machines at several times the cost of a reused
-  // page).  Returns the bytes touched.
-  int64_t Prefault(const std::vector<int64_t>& sizes, int64_t max_bytes);
+  // page).  Written by `threads` threads.  Returns the bytes touched.
+  int64_t Prefault(const std::vector<int64_t>& sizes, int64_t max_bytes, int threads = 1);
 
   // Takes idle matrices left by an earlier engine (oldest first), within
   // this pool's caps (the rest are freed), booked as kIdle.

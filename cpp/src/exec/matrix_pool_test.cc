@@ -134,7 +134,7 @@ TEST(MatrixPool, PrefaultLeavesIdleMatricesForTheFirstTakes) {
   auto pool = std::make_shared<MatrixPool>(budget, 3, 0);
   // Four sizes, room for three in the pool; max_bytes stops before the fourth too.
   const std::vector<int64_t> sizes = {1 << 16, 1 << 17, 1 << 16, 1 << 18};
-  EXPECT_EQ(pool->Prefault(sizes, (1 << 16) * 4 + (1 << 17)), (1 << 16) * 2 + (1 << 17));
+  EXPECT_EQ(pool->Prefault(sizes, (1 << 16) * 4 + (1 << 17), 3), (1 << 16) * 2 + (1 << 17));
   EXPECT_EQ(pool->counts().prefaulted, 3);
   EXPECT_EQ(pool->counts().allocated, 0);
   EXPECT_EQ(pool->counts().idle_bytes, (1 << 16) * 2 + (1 << 17));
