@@ -235,3 +235,24 @@ def test_a_dtype_numpy_lacks_still_travels_shared(dataset):
     after = counts()
     assert after["pickled"] == before["pickled"]
     assert after["shared"] - before["shared"] == batches * 7
+
+
+def test_worker_0_refuses_an_oversized_handshake_without_reading_it():
+    """Anything local can connect to an abstract socket: worker 0 checks the user and
+    bounds the handshake before it unpickles anything, and carries on."""
+    import socket
+    import struct
+
+    from shardfeed import _fanout
+
+    sender = _shm.sender()
+    if sender is None:
+        pytest.skip("no memfd_create here")
+    leader = _fanout.Leader(sender, 2, f"\0shardfeed-test-{id(sender)}", ("h",))
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    theirs.sendall(struct.pack("<Q", 1 << 63))  # a length no one should allocate
+    leader._admit(ours)
+    assert leader._conns == {}
+    assert ours.fileno() == -1  # closed
+    theirs.close()
+    leader._listener.close()

@@ -64,9 +64,23 @@ def _send_frame(conn: socket.socket, data: bytes) -> None:
     conn.sendall(struct.pack("<Q", len(data)) + data)
 
 
-def _recv_frame(conn: socket.socket) -> bytes:
+HANDSHAKE_BYTES = 1 << 16  # a handshake frame is a few hundred bytes
+
+
+def _recv_frame(conn: socket.socket, most: int | None = None) -> bytes:
     (size,) = struct.unpack("<Q", _recv_exact(conn, 8))
+    if most is not None and size > most:
+        raise ValueError(f"a frame of {size} bytes (at most {most} expected)")
     return _recv_exact(conn, size)
+
+
+def _same_user(conn: socket.socket) -> bool:
+    """Whether the process at the other end runs as this user (SO_PEERCRED).  An
+    abstract socket has no file permissions: any local process can connect, and
+    what comes through it is unpickled."""
+    creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    _, uid, _ = struct.unpack("3i", creds)
+    return bool(uid == os.getuid())
 
 
 def _recv_exact(conn: socket.socket, n: int) -> bytes:
@@ -203,7 +217,9 @@ class Leader:
     def _admit(self, conn: socket.socket) -> None:
         conn.settimeout(CONNECT_SECONDS)
         try:
-            who, theirs = pickle.loads(_recv_frame(conn))
+            if not _same_user(conn):
+                raise ValueError("another user")
+            who, theirs = pickle.loads(_recv_frame(conn, HANDSHAKE_BYTES))
         except (EOFError, OSError, ValueError, pickle.UnpicklingError):
             conn.close()
             return
@@ -262,6 +278,10 @@ def follow(name: str, worker: int, handshake: tuple[Any, ...]) -> Iterator[dict[
                         f"for every worker, within {CONNECT_SECONDS:.0f} s"
                     ) from None
                 time.sleep(0.005)
+        if not _same_user(conn):
+            raise FanoutError(
+                f"DataLoader worker {worker}: the socket of worker 0 belongs to another user"
+            )
         _send_frame(conn, pickle.dumps((worker, handshake), protocol=5))
         while True:
             try:

@@ -117,7 +117,8 @@ class TorchDataset(Stream, torch.utils.data.IterableDataset):  # type: ignore[ty
             else:
                 raw = _fanout.follow(name, worker, self._handshake())
             for arrays in raw:
-                shm.after_batch()  # takes back this worker's copies (see _shm)
+                if worker != 0:  # worker 0's dealer does it for every batch
+                    shm.after_batch()  # takes back this worker's copies (see _shm)
                 yield _shm.SharedBatch(deliver(arrays, self._settings))
             return
         threads = self._settings.num_threads

@@ -73,7 +73,7 @@ int64_t MatrixPool::Prefault(const std::vector<int64_t>& sizes, int64_t max_byte
   std::vector<std::shared_ptr<arrow::Buffer>> made;
   int64_t total = 0;
   for (int64_t bytes : sizes) {
-    if (static_cast<int>(made.size()) >= max_idle_ || total + bytes > max_bytes) break;
+    if (static_cast<int>(made.size()) >= max_idle_ || bytes > max_bytes - total) break;
     const int64_t allocated = counts().allocated;
     auto matrix = Take(bytes);
     if (!matrix.ok()) break;
