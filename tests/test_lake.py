@@ -278,6 +278,21 @@ def test_incompatible_column_fails_only_when_used(tmp_path):
         assert "'bad'" in str(e.value)
 
 
+def test_two_columns_of_one_name_fail_only_when_used(tmp_path):
+    """A file with two columns named ``y`` (pandas and Spark can write one): which one
+    is meant cannot be known, so reading ``y`` names the file; leaving it out works."""
+    table = pa.Table.from_arrays(
+        [pa.array([0, 1, 2]), pa.array([5, 6, 7]), pa.array([-1, -2, -3])], names=["id", "y", "y"]
+    )
+    root = tmp_path / "dup"
+    root.mkdir()
+    pq.write_table(table, root / "part-0.parquet")
+    assert epoch(root, columns=["id"])["id"].tolist() == [0, 1, 2]
+    for kw in ({}, {"columns": ["y"]}, {"columns": ["id"], "stack": {"s": ["id", "y"]}}):
+        with pytest.raises(shardfeed.SchemaMismatchError, match=r"part-0\.parquet.*'y'"):
+            shardfeed.Loader(root, **kw)
+
+
 def test_evolved_stream_is_the_same_for_any_thread_count(tmp_path):
     for i in range(4):
         t = pa.table(

@@ -211,12 +211,38 @@ def test_a_damaged_row_group_is_raised_by_the_dataloader_after_what_came_before(
         assert np.concatenate(got).tolist() == list(range(2000)), workers
 
 
-def test_spawned_workers(dataset):
-    """Workers started with spawn (the dataset pickled, not forked) find each other too."""
+@pytest.mark.parametrize("context", ["spawn", "forkserver"])
+def test_spawned_workers(dataset, context):
+    """Workers started with spawn or forkserver (the dataset pickled, not forked) find
+    each other too, and persistent ones follow set_epoch."""
+    ds = shardfeed.TorchDataset(dataset, **ARGS)
+    loader = dataloader(ds, 2, multiprocessing_context=context, persistent_workers=True)
+    for epoch in (0, 1):
+        reference = shardfeed.Loader(dataset, **ARGS)
+        reference.set_epoch(epoch)
+        ds.set_epoch(epoch)
+        assert digest(loader) == digest(reference), epoch
+
+
+@pytest.mark.parametrize("victim", [0, 1])
+def test_a_killed_worker_is_an_error_not_a_hang(dataset, victim):
+    """SIGKILL of worker 0 (the engine's) or of another worker mid-pass: the main
+    process raises (torch's worker watchdog) instead of waiting for batches that
+    will never come, and a new pass over the same dataset is whole."""
+    import os
+    import signal
+
     reference = digest(shardfeed.Loader(dataset, **ARGS))
     ds = shardfeed.TorchDataset(dataset, **ARGS)
-    loader = dataloader(ds, 2, multiprocessing_context="spawn")
-    assert digest(loader) == reference
+    it = iter(dataloader(ds, 2, timeout=60))
+    first = [next(it) for _ in range(3)]
+    os.kill(it._workers[victim].pid, signal.SIGKILL)
+    with pytest.raises(RuntimeError, match="DataLoader worker"):
+        for _ in it:
+            pass
+    del it
+    assert digest(first) == digest(list(shardfeed.Loader(dataset, **ARGS))[:3])
+    assert digest(dataloader(ds, 2)) == reference
 
 
 def _to_bfloat16(batch):

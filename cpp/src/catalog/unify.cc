@@ -182,7 +182,16 @@ void SchemaUnifier::Add(const std::string& rel_path, const arrow::Schema& schema
       map.push_back(f);
       continue;
     }
-    if (map[static_cast<size_t>(it->second)] >= 0) continue;  // a duplicate name: first wins
+    if (map[static_cast<size_t>(it->second)] >= 0) {
+      // Two columns of one file share a name: which one the user meant is unknowable, so
+      // reading it is an error (leaving it out is not).
+      auto& info = columns_[static_cast<size_t>(it->second)].info;
+      if (info.conflict.empty()) {
+        info.conflict = "file '" + rel_path + "' has more than one column named '" + field->name() +
+                        "' (leave it out with columns=[...] or rename one of them)";
+      }
+      continue;
+    }
     map[static_cast<size_t>(it->second)] = f;
     auto& column = columns_[static_cast<size_t>(it->second)];
     ++column.present;

@@ -104,6 +104,22 @@ TEST(Unify, MatchesColumnsByNameAndRecordsConflicts) {
   EXPECT_EQ(maps[1], (std::vector<int>{1, 0, 2}));
 }
 
+TEST(Unify, TwoColumnsOfOneNameInAFileAreAConflict) {
+  SchemaUnifier unifier;
+  unifier.Add("a",
+              *arrow::schema({arrow::field("y", arrow::int64()), arrow::field("y", arrow::int64()),
+                              arrow::field("z", arrow::int64())}));
+  unifier.Add(
+      "b", *arrow::schema({arrow::field("y", arrow::int64()), arrow::field("z", arrow::int64())}));
+  auto columns = unifier.Columns();
+  ASSERT_EQ(columns.size(), 2u);
+  EXPECT_NE(columns[0].conflict.find("file 'a' has more than one column named 'y'"),
+            std::string::npos)
+      << columns[0].conflict;
+  EXPECT_TRUE(columns[1].conflict.empty()) << columns[1].conflict;
+  EXPECT_EQ(unifier.FieldMaps()[0], (std::vector<int>{0, 2}));
+}
+
 TEST(Unify, UniformFilesKeepTheirSchema) {
   SchemaUnifier unifier;
   auto schema = arrow::schema({arrow::field("x", arrow::int32(), false)});
