@@ -114,6 +114,7 @@ class EngineHandle {
     memory["matrices_prefaulted"] = s.matrices_prefaulted;
     memory["batch_buffers_reused"] = s.batch_buffers_reused;
     memory["batch_buffers_allocated"] = s.batch_buffers_allocated;
+    memory["batch_buffers_prefaulted"] = s.batch_buffers_prefaulted;
     memory["waits"] = s.memory_waits;
     memory["wait_seconds"] = s.memory_wait_seconds;
     memory["over_limit"] = s.memory_over_limit;

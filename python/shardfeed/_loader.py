@@ -205,7 +205,8 @@ class Loader(Stream):
         buffers of batches the consumer dropped, kept for later
         batches: ``batch_buffers_reused`` of ``batch_buffers_reused +
         batch_buffers_allocated`` batch arrays built in one; both 0 with
-        ``pin_memory``); ``waits``/``wait_seconds``
+        ``pin_memory``; ``batch_buffers_prefaulted``: made and written before
+        the first batch by an engine that carried none over); ``waits``/``wait_seconds``
         (decodes that waited for room), ``over_limit`` (decodes for the next
         batch that went past the limit), ``ready_batches`` (built batches kept at
         most); and the prediction made from the footers: ``shuffle_window``,

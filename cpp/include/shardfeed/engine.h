@@ -157,21 +157,22 @@ struct EngineStats {
   std::vector<int32_t> decoded_row_groups;  // catalog indices, in decode order
   int64_t peak_live_row_groups = 0;         // most decoded row groups held at once
   // The memory budget (EngineOptions::memory_limit), in bytes.
-  int64_t memory_limit = 0;             // 0: none
-  int64_t memory_peak = 0;              // most bytes booked at once
-  int64_t memory_peak_decoding = 0;     // ... reserved for row groups being decoded
-  int64_t memory_peak_decoded = 0;      // ... held by decoded row groups
-  int64_t memory_peak_batches = 0;      // ... held by built batches not yet taken
-  int64_t memory_peak_idle = 0;         // ... freed stack matrices kept for reuse
-  int64_t matrices_reused = 0;          // stack matrices taken from those kept
-  int64_t matrices_allocated = 0;       // ... and allocated
-  int64_t matrices_prefaulted = 0;      // made and written before the first batch
-  int64_t batch_buffers_reused = 0;     // batch buffers taken from those the consumer dropped
-  int64_t batch_buffers_allocated = 0;  // ... and allocated (both 0 with an output_arena)
-  int64_t memory_waits = 0;             // decodes that waited for room
-  double memory_wait_seconds = 0;       // how long they waited
-  int64_t memory_over_limit = 0;        // decodes for the next batch that went past the limit
-  int64_t ready_batches_capacity = 0;   // built batches kept at most
+  int64_t memory_limit = 0;              // 0: none
+  int64_t memory_peak = 0;               // most bytes booked at once
+  int64_t memory_peak_decoding = 0;      // ... reserved for row groups being decoded
+  int64_t memory_peak_decoded = 0;       // ... held by decoded row groups
+  int64_t memory_peak_batches = 0;       // ... held by built batches not yet taken
+  int64_t memory_peak_idle = 0;          // ... freed stack matrices kept for reuse
+  int64_t matrices_reused = 0;           // stack matrices taken from those kept
+  int64_t matrices_allocated = 0;        // ... and allocated
+  int64_t matrices_prefaulted = 0;       // made and written before the first batch
+  int64_t batch_buffers_reused = 0;      // batch buffers taken from those the consumer dropped
+  int64_t batch_buffers_allocated = 0;   // ... and allocated (both 0 with an output_arena)
+  int64_t batch_buffers_prefaulted = 0;  // made and written before the first batch
+  int64_t memory_waits = 0;              // decodes that waited for room
+  double memory_wait_seconds = 0;        // how long they waited
+  int64_t memory_over_limit = 0;         // decodes for the next batch that went past the limit
+  int64_t ready_batches_capacity = 0;    // built batches kept at most
 };
 
 // What an engine with these settings holds and how well it mixes, from the

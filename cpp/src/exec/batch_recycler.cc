@@ -131,6 +131,40 @@ void BatchRecycler::Free(uint8_t* data, size_t size) {
   }
 }
 
+int64_t BatchRecycler::Prefault(const std::vector<size_t>& sizes, int64_t batches, int threads) {
+  int64_t per_batch = 0;
+  for (size_t size : sizes) per_batch += static_cast<int64_t>(SizeClass(size));
+  std::vector<Block> made;
+  int64_t total = 0;
+  bool failed = false;
+  for (int64_t b = 0; b < batches && !failed && per_batch > 0; ++b) {
+    if (total + per_batch > max_idle_bytes_) break;
+    for (size_t size : sizes) {
+      const size_t cls = SizeClass(size);
+      uint8_t* data = nullptr;
+      if (!EnginePool()->Allocate(static_cast<int64_t>(cls), kAlignment, &data).ok()) {
+        failed = true;  // none made is not an error: the batches allocate their own
+        break;
+      }
+      AdviseHugePages(data, static_cast<int64_t>(cls));
+      made.emplace_back(cls, data);
+      total += static_cast<int64_t>(cls);
+    }
+  }
+  std::vector<std::pair<uint8_t*, int64_t>> ranges;
+  for (const auto& [cls, data] : made) ranges.emplace_back(data, static_cast<int64_t>(cls));
+  WritePages(ranges, threads);
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [cls, data] : made) {
+    Poison(data, cls);
+    idle_.emplace_back(cls, data);
+    counts_.idle_bytes += static_cast<int64_t>(cls);
+    ++counts_.prefaulted;
+  }
+  if (total > 0) budget_->Add(MemoryBudget::kIdle, total);
+  return total;
+}
+
 void BatchRecycler::Adopt(std::vector<Block>* from) {
   for (const auto& [cls, data] : *from) Free(data, cls);
   from->clear();

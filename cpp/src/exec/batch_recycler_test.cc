@@ -54,6 +54,35 @@ TEST(BatchRecycler, AFreedBufferIsHandedToTheNextBatchOfItsClass) {
   EXPECT_EQ(OutputBuffer::live_count(), 0);
 }
 
+TEST(BatchRecycler, PrefaultLeavesIdleBlocksForTheFirstBatchesWithinItsCap) {
+  auto budget = std::make_shared<MemoryBudget>(0);
+  // Room for two batches of a 64 KiB and a 4 KiB array, not three.
+  auto recycler = std::make_shared<BatchRecycler>(budget, 2 * (65536 + 4096) + 4096);
+  EXPECT_EQ(recycler->Prefault({65536, 100}, 3, 2), 2 * (65536 + 4096));
+  auto n = recycler->counts();
+  EXPECT_EQ(n.prefaulted, 4);
+  EXPECT_EQ(n.allocated, 0);
+  EXPECT_EQ(n.idle_bytes, 2 * (65536 + 4096));
+  EXPECT_EQ(IdleNow(*budget), 2 * (65536 + 4096));
+  EXPECT_EQ(budget->snapshot().used, 0);
+  {
+    // The first batches take them: no allocation, every byte writable.
+    std::vector<std::shared_ptr<OutputBuffer>> held;
+    for (int b = 0; b < 2; ++b) {
+      held.push_back(OutputBuffer::Make(65536, recycler).ValueOrDie());
+      held.push_back(OutputBuffer::Make(100, recycler).ValueOrDie());
+      std::memset(held[held.size() - 2]->data(), 1, 65536);
+      std::memset(held.back()->data(), 1, 100);
+    }
+    n = recycler->counts();
+    EXPECT_EQ(n.reused, 4);
+    EXPECT_EQ(n.allocated, 0);
+    EXPECT_EQ(n.idle_bytes, 0);
+  }
+  EXPECT_EQ(recycler->Prefault({}, 3, 2), 0);  // nothing to make
+  EXPECT_EQ(OutputBuffer::live_count(), 0);
+}
+
 TEST(BatchRecycler, KeepsAtMostItsBytesAndFreesTheRestInTheNextAllocate) {
   auto budget = std::make_shared<MemoryBudget>(0);
   auto recycler = std::make_shared<BatchRecycler>(budget, 3 * 8192);

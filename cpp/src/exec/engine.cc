@@ -330,6 +330,12 @@ class EngineImpl final : public Engine {
                                : std::numeric_limits<int64_t>::max();
       if (room > 0) hooks_.matrices->Prefault(FirstMatrixSizes(), room, num_threads_);
     }
+    // And the blocks of the ready batches and of those being built, which the
+    // recycler keeps from then on: the first window's batches faulted them in
+    // while the second window's decode waited for the workers.
+    if (recycler_ && recycler_->counts().idle_bytes == 0) {
+      recycler_->Prefault(FullBatchArraySizes(), capacity_ + num_threads_, num_threads_);
+    }
     hooks_.map_stored = schedule_->plan().options().global_shuffle;
     hooks_.filter = options_.filter;
     if (!catalog_->is_local()) hooks_.io_stage = Stage::kFetch;
@@ -346,6 +352,21 @@ class EngineImpl final : public Engine {
   }
 
   ~EngineImpl() override { Stop(); }
+
+  // The bytes of the arrays of the first batch (variable-length lists left
+  // out: their size depends on the rows).
+  std::vector<size_t> FullBatchArraySizes() const {
+    std::vector<size_t> sizes;
+    const EpochPlan& plan = schedule_->plan();
+    if (schedule_->num_units() == 0 || plan.num_batches() == 0) return sizes;
+    const auto rows = static_cast<size_t>(plan.BatchSize(0));
+    for (const auto& output : layout_.outputs) {
+      if (output.kind == OutputKind::kList) continue;
+      const DType dtype = output.kind == OutputKind::kSampleId ? DType::kInt64 : output.dtype;
+      sizes.push_back(rows * static_cast<size_t>(output.width) * DTypeSize(dtype));
+    }
+    return sizes;
+  }
 
   // The stack matrices of the row groups of the first two windows the units
   // read, in the order they are needed (none where decodes may not make them
@@ -483,6 +504,7 @@ class EngineImpl final : public Engine {
       const auto recycled = recycler_->counts();
       s.batch_buffers_reused = recycled.reused;
       s.batch_buffers_allocated = recycled.allocated;
+      s.batch_buffers_prefaulted = recycled.prefaulted;
     }
     s.memory_waits = m.waits;
     s.memory_wait_seconds = m.wait_seconds;

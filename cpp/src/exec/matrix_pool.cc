@@ -1,9 +1,6 @@
 #include "exec/matrix_pool.h"
 
 #include <algorithm>
-#include <atomic>
-#include <cstring>
-#include <thread>
 #include <utility>
 
 #include "util/memory.h"
@@ -85,26 +82,11 @@ int64_t MatrixPool::Prefault(const std::vector<int64_t>& sizes, int64_t max_byte
     total += bytes;
     made.push_back(*std::move(matrix));
   }
-  // Written in 2 MiB pieces by `threads` threads: the faults cost the same
-  // spread over the cores as the decodes would have spread them.
-  constexpr int64_t kPiece = int64_t{2} << 20;
-  std::vector<std::pair<uint8_t*, int64_t>> pieces;
-  for (const auto& m : made) {
-    for (int64_t at = 0; at < m->size(); at += kPiece) {
-      pieces.emplace_back(m->mutable_data() + at, std::min(kPiece, m->size() - at));
-    }
-  }
-  std::atomic<size_t> next{0};
-  auto write = [&] {
-    for (size_t i = next.fetch_add(1); i < pieces.size(); i = next.fetch_add(1)) {
-      std::memset(pieces[i].first, 0, static_cast<size_t>(pieces[i].second));
-    }
-  };
-  std::vector<std::thread> helpers;
-  const int extra = std::min<int>(threads, static_cast<int>(pieces.size())) - 1;
-  for (int t = 0; t < extra; ++t) helpers.emplace_back(write);
-  write();
-  for (auto& helper : helpers) helper.join();
+  // Written by `threads` threads: the faults cost the same spread over the
+  // cores as the decodes would have spread them.
+  std::vector<std::pair<uint8_t*, int64_t>> ranges;
+  for (const auto& m : made) ranges.emplace_back(m->mutable_data(), m->size());
+  WritePages(ranges, threads);
   return total;  // `made` goes back to the pool here
 }
 

@@ -1,6 +1,10 @@
 #include "util/memory.h"
 
+#include <algorithm>
+#include <atomic>
 #include <cstdint>
+#include <cstring>
+#include <thread>
 
 #if defined(__linux__)
 #include <sys/mman.h>
@@ -48,6 +52,27 @@ void AdviseHugePages(void* data, int64_t size) {
   (void)data;
   (void)size;
 #endif
+}
+
+void WritePages(const std::vector<std::pair<uint8_t*, int64_t>>& ranges, int threads) {
+  constexpr int64_t kPiece = int64_t{2} << 20;
+  std::vector<std::pair<uint8_t*, int64_t>> pieces;
+  for (const auto& [data, bytes] : ranges) {
+    for (int64_t at = 0; at < bytes; at += kPiece) {
+      pieces.emplace_back(data + at, std::min(kPiece, bytes - at));
+    }
+  }
+  std::atomic<size_t> next{0};
+  auto write = [&] {
+    for (size_t i = next.fetch_add(1); i < pieces.size(); i = next.fetch_add(1)) {
+      std::memset(pieces[i].first, 0, static_cast<size_t>(pieces[i].second));
+    }
+  };
+  std::vector<std::thread> helpers;
+  const int extra = std::min<int>(threads, static_cast<int>(pieces.size())) - 1;
+  for (int t = 0; t < extra; ++t) helpers.emplace_back(write);
+  write();
+  for (auto& helper : helpers) helper.join();
 }
 
 }  // namespace shardfeed

@@ -1,6 +1,10 @@
 // The memory pool of the engine's own allocations (internal).
 #pragma once
 
+#include <cstdint>
+#include <utility>
+#include <vector>
+
 #include <arrow/memory_pool.h>
 
 namespace shardfeed {
@@ -19,5 +23,11 @@ arrow::MemoryPool* EnginePool();
 // than decoding into them in a loader's first epoch (bench_core's first window
 // boundary).  Nothing on other systems, nor for blocks under 2 MiB.
 void AdviseHugePages(void* data, int64_t size);
+
+// Writes every page of these (address, bytes) ranges, in 2 MiB pieces shared
+// by `threads` threads (this one included): memory made ahead of its first
+// use, so that its page faults are paid now rather than while a consumer
+// waits, spread over the cores as the work that would have faulted it.
+void WritePages(const std::vector<std::pair<uint8_t*, int64_t>>& ranges, int threads);
 
 }  // namespace shardfeed
