@@ -1228,6 +1228,8 @@ def _kept(old: dict[str, list[str]], heading: str, name: str) -> list[str]:
             rest = [line for line in body[1:] if line != note]
             while rest and not rest[0].strip():
                 rest = rest[1:]
+            while rest and not rest[-1].strip():  # or each regeneration adds a blank line
+                rest = rest[:-1]
             return [title, "", note, "", *rest, ""] if rest else []
     return []
 
