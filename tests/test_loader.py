@@ -288,3 +288,15 @@ def test_decoded_memory_follows_the_prefetch_settings_not_the_dataset(tmp_path):
     stats = ld.stats()
     assert stats["row_groups_decoded"] == 40
     assert 2 <= stats["peak_live_row_groups"] <= 6
+
+
+def test_a_list_source_is_a_set_of_files(dataset):
+    """The order of a list does not matter, and a file named twice, or named and inside
+    a listed directory, is read once: the stream is the directory's."""
+    reference = digest(loader(dataset, with_sample_id=True))
+    files = [dataset / "sub" / "c.parquet", dataset / "b.parquet", dataset / "a.parquet"]
+    for source in (files, files + files[:1], [dataset, dataset / "a.parquet"]):
+        assert digest(loader(source, with_sample_id=True)) == reference
+    assert digest(loader([str(dataset / "b.parquet"), f"file://{dataset / 'b.parquet'}"])) == (
+        digest(loader(dataset / "b.parquet"))
+    )
