@@ -282,3 +282,15 @@ def test_worker_0_refuses_an_oversized_handshake_without_reading_it():
     assert ours.fileno() == -1  # closed
     theirs.close()
     leader._listener.close()
+
+
+def test_out_of_order_delivery_still_gives_every_batch_once(dataset):
+    """DataLoader(in_order=False) lets timing pick the order (README); the batches are
+    still the Loader's, each once."""
+    import inspect
+
+    if "in_order" not in inspect.signature(torch.utils.data.DataLoader).parameters:
+        pytest.skip("this torch has no in_order")
+    reference = sorted(digest([b]) for b in shardfeed.Loader(dataset, **ARGS))
+    got = dataloader(shardfeed.TorchDataset(dataset, **ARGS), 2, in_order=False)
+    assert sorted(digest([b]) for b in got) == reference
