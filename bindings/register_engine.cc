@@ -257,6 +257,7 @@ void RegisterEngine(nb::module_& m) {
         out["expected_peak_bytes"] = p.expected_peak_bytes;
         out["floor_bytes"] = p.floor_bytes;
         out["expected_mixing"] = p.expected_mixing;
+        out["limit_for_window_16"] = p.limit_for_target_window;
         return out;
       },
       "dataset"_a, "plan"_a, "options"_a,

@@ -277,6 +277,31 @@ def test_info_predicts_window_memory_and_mixing(tmp_path, capsys):
     assert "error" in json.loads(capsys.readouterr().out)["plan"]
 
 
+def test_info_says_which_limit_mixes_16_row_groups(tmp_path, capsys):
+    """When the limit cuts the default window below 16 row groups, ``info`` names the
+    limit that gives 16 (and it does), and the global shuffle; at that limit it is quiet."""
+    from shardfeed import cli
+
+    data = _sorted(tmp_path / "d", groups=24, rows=4096, features=64)
+    assert cli.main(["info", str(data), "--memory-limit", "4MiB", "--batch-size", "256"]) == 0
+    plan = json.loads(capsys.readouterr().out)["plan"]
+    assert plan["shuffle_window"] < 16
+    need = plan["limit_for_window_16"]
+    assert need > 4 * MiB
+    assert f"memory_limit='{-(-need // MiB)}MiB'" in plan["hint"]
+    assert "shuffle='global'" in plan["hint"]
+    loader = shardfeed.Loader(data, batch_size=256, memory_limit=need, output="numpy")
+    assert loader._settings.shuffle_window == 16
+    less = shardfeed.Loader(data, batch_size=256, memory_limit=need - 1)
+    assert less._settings.shuffle_window == 15
+    assert cli.main(["info", str(data), "--memory-limit", str(need), "--batch-size", "256"]) == 0
+    assert "hint" not in json.loads(capsys.readouterr().out)["plan"]
+    # A window the user chose is theirs: no hint.
+    args = ["--memory-limit", "4MiB", "--shuffle-window", "2"]
+    assert cli.main(["info", str(data), *args]) == 0
+    assert "hint" not in json.loads(capsys.readouterr().out)["plan"]
+
+
 def test_wide_stacks_read_a_few_columns_at_a_time_give_the_same_values(tmp_path):
     """A row group too large to pre-buffer (> 64 MiB) whose stack's members feed nothing else
     is read kFusedColumns (16) members at a time straight into the stack's matrix (held once,

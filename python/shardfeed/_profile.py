@@ -106,7 +106,7 @@ def memory_plan(
                     stack=stack_arg, output="numpy", **loader_args)  # fmt: skip
     settings = loader._settings
     plan = dict(settings.memory_plan or {})
-    return {
+    out = {
         "batch_size": settings.batch_size,
         "threads": settings.num_threads,
         "memory_limit": settings.memory_limit,
@@ -119,7 +119,29 @@ def memory_plan(
         "batch_bytes": plan.get("batch_bytes"),
         "ready_batches": plan.get("ready_batches"),
         "batches": len(loader),
+        "limit_for_window_16": plan.get("limit_for_window_16"),
     }
+    hint = _mixing_hint(settings, plan, loader_args.get("shuffle_window"))
+    if hint:
+        out["hint"] = hint
+    return out
+
+
+def _mixing_hint(settings: Any, plan: dict[str, Any], window_given: Any) -> str | None:
+    """When the default window is cut short by the limit: what would mix more."""
+    need = plan.get("limit_for_window_16") or 0
+    limit = settings.memory_limit
+    if settings.shuffle is not True or window_given is not None or not limit or need <= limit:
+        return None
+    mib = 2**20
+    return (
+        f"batches mix about {plan.get('expected_mixing', 1):.1f} row groups at a time: a "
+        f"row group decodes to {plan.get('row_group_bytes', 0) / mib:,.0f} MiB against "
+        f"memory_limit={limit / mib:,.0f}MiB. memory_limit='{-(-need // mib)}MiB' gives a "
+        "window of 16 row groups (or all, when fewer), and peak memory grows with it; "
+        "shuffle='global' with cache_dir and cache_decoded=True mixes every row of the rank "
+        "once its row groups are in the decoded tier, without that memory."
+    )
 
 
 def profile(

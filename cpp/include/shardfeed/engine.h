@@ -186,6 +186,11 @@ struct MemoryPlan {
   int64_t expected_peak_bytes = 0;  // what stats' memory peak should come to
   int64_t floor_bytes = 0;          // the least any limit can give: a window and one decode
   double expected_mixing = 1;       // expected W_eff: 1 / P(two rows of a batch share a row group)
+  // The memory_limit whose default window is kMixingTarget row groups (all of
+  // them when there are fewer): what `shardfeed info` suggests when batches
+  // mix fewer.  0 for an empty dataset.
+  int64_t limit_for_target_window = 0;
+  static constexpr int64_t kMixingTarget = 16;
 };
 
 // `row_group_rows`: the rows of each catalog row group that the plan sees

@@ -226,6 +226,15 @@ TEST_F(EngineTest, PlanMemoryChoosesTheWindowFromTheLimit) {
   const int64_t w2 = PlanMemory(catalog_, rows, p, o).ValueOrDie().window_row_groups;
   EXPECT_GE(w2, 2 * w1 - 1);
   EXPECT_LE(w2, 2 * w1 + 1);
+  // The limit suggested for 16 row groups (all, when fewer) gives that window.
+  const int64_t target = std::min<int64_t>(16, static_cast<int64_t>(rows.size()));
+  o.memory_limit = unlimited.limit_for_target_window;
+  EXPECT_EQ(PlanMemory(catalog_, rows, p, o).ValueOrDie().window_row_groups, target);
+  if (target > 1) {
+    o.memory_limit /= 2;
+    EXPECT_LT(PlanMemory(catalog_, rows, p, o).ValueOrDie().window_row_groups, target);
+  }
+  o.memory_limit = 8 * unlimited.row_group_bytes;
   // Mixing: equal row groups in windows of w mix about w ways; no shuffle, 1.
   p.window_row_groups = 3;
   const double mix = PlanMemory(catalog_, rows, p, o).ValueOrDie().expected_mixing;

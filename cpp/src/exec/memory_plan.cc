@@ -1,6 +1,7 @@
 // PlanMemory: the default shuffle window and what an engine will hold, from
 // the footers alone (shardfeed/engine.h).
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "exec/footprint.h"
@@ -98,6 +99,17 @@ arrow::Result<MemoryPlan> PlanMemory(const std::shared_ptr<const Catalog>& catal
     window = std::clamp<int64_t>(window, 1, std::max<int64_t>(nonempty, 1));
   }
   out.window_row_groups = window;
+  const int64_t target = std::min<int64_t>(MemoryPlan::kMixingTarget, nonempty);
+  if (target > 0 && cost_mean > 0) {
+    // The default window is floor(kWindowShare * limit / cost_mean): the
+    // least limit that gives `target` (the loop mends the rounding).
+    auto limit =
+        static_cast<int64_t>(std::ceil(static_cast<double>(target) * cost_mean / kWindowShare));
+    while (static_cast<int64_t>(kWindowShare * static_cast<double>(limit) / cost_mean) < target) {
+      ++limit;
+    }
+    out.limit_for_target_window = limit;
+  }
   const int64_t w = plan.shuffle ? window : 1;
 
   out.batch_bytes = EstimateBatchBytes(footprints, catalog, plan.batch_size);
