@@ -132,13 +132,20 @@ void BatchRecycler::Free(uint8_t* data, size_t size) {
 }
 
 int64_t BatchRecycler::Prefault(const std::vector<size_t>& sizes, int64_t batches, int threads) {
+  // Sizes come from the footers' row counts: compared with the cap before any
+  // sum, so that none can overflow.
   int64_t per_batch = 0;
-  for (size_t size : sizes) per_batch += static_cast<int64_t>(SizeClass(size));
+  for (size_t size : sizes) {
+    if (size > static_cast<size_t>(std::max<int64_t>(max_idle_bytes_, 0))) return 0;
+    const auto cls = static_cast<int64_t>(SizeClass(size));
+    if (cls > max_idle_bytes_ - per_batch) return 0;  // not even one batch fits the cap
+    per_batch += cls;
+  }
   std::vector<Block> made;
   int64_t total = 0;
   bool failed = false;
   for (int64_t b = 0; b < batches && !failed && per_batch > 0; ++b) {
-    if (total + per_batch > max_idle_bytes_) break;
+    if (per_batch > max_idle_bytes_ - total) break;
     for (size_t size : sizes) {
       const size_t cls = SizeClass(size);
       uint8_t* data = nullptr;

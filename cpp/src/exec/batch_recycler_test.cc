@@ -80,6 +80,10 @@ TEST(BatchRecycler, PrefaultLeavesIdleBlocksForTheFirstBatchesWithinItsCap) {
     EXPECT_EQ(n.idle_bytes, 0);
   }
   EXPECT_EQ(recycler->Prefault({}, 3, 2), 0);  // nothing to make
+  // Sizes from untrusted row counts: past the cap, nothing is made (no sum wraps).
+  EXPECT_EQ(recycler->Prefault({SIZE_MAX / 2, SIZE_MAX / 2}, 3, 2), 0);
+  EXPECT_EQ(recycler->Prefault({65536, 65536, 65536}, 3, 2), 0);  // one batch is over it
+  EXPECT_EQ(recycler->counts().prefaulted, 4);
   EXPECT_EQ(OutputBuffer::live_count(), 0);
 }
 

@@ -69,6 +69,11 @@ inline int64_t DecodeReservation(const RowGroupFootprint& f, int64_t row_group_b
 int64_t ReadyBatchCapacity(int64_t batch_bytes, int num_threads, int queue_depth,
                            int64_t memory_limit);
 
+// The least memory_limit whose default shuffle window (PlanMemory) is
+// `target` row groups of `cost_mean` bytes each; 0 when there are none, the
+// int64 maximum when it is past that (defined in memory_plan.cc).
+int64_t LeastLimitForWindow(int64_t target, double cost_mean);
+
 // Bytes of one batch of `batch_size` rows, from the mean decoded row.
 int64_t EstimateBatchBytes(const std::vector<RowGroupFootprint>& footprints, const Catalog& catalog,
                            int64_t batch_size);

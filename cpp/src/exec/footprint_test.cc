@@ -1,6 +1,7 @@
 #include "exec/footprint.h"
 
 #include <cstdint>
+#include <limits>
 #include <memory>
 
 #include <gtest/gtest.h>
@@ -24,6 +25,24 @@ TEST(DecodedChunkBytes, ValuesAtTheirWidthWithABitmapWhereNullable) {
   EXPECT_EQ(DecodedChunkBytes(optional, 1000, 1000, 7), 8000 + 1000 / 8 + 1);
   const auto strings = Column(parquet::Type::BYTE_ARRAY, parquet::Repetition::REQUIRED, 0, 0);
   EXPECT_EQ(DecodedChunkBytes(strings, 10, 10, 500), 500 + 8 * 10);
+}
+
+TEST(LeastLimitForWindow, GivesTheWindowAndStaysBoundedOnUntrustedSizes) {
+  constexpr double kShare = 3.0 / 8.0;  // PlanMemory's
+  for (double cost : {1000.0, 3.3e6, 7.77e7, 1e15}) {
+    const int64_t limit = LeastLimitForWindow(16, cost);
+    EXPECT_GE(static_cast<int64_t>(kShare * static_cast<double>(limit) / cost), 16) << cost;
+    if (cost < 1e9) {  // exact to the byte where a byte moves the double
+      EXPECT_LT(static_cast<int64_t>(kShare * static_cast<double>(limit - 1) / cost), 16) << cost;
+    }
+  }
+  // Past int64, or no row groups / sizes: no overflow, no endless mending.
+  EXPECT_EQ(LeastLimitForWindow(16, 1e18), std::numeric_limits<int64_t>::max());
+  EXPECT_EQ(LeastLimitForWindow(16, std::numeric_limits<double>::infinity()),
+            std::numeric_limits<int64_t>::max());
+  EXPECT_EQ(LeastLimitForWindow(0, 1000.0), 0);
+  EXPECT_EQ(LeastLimitForWindow(16, 0.0), 0);
+  EXPECT_EQ(LeastLimitForWindow(16, std::numeric_limits<double>::quiet_NaN()), 0);
 }
 
 TEST(DecodedChunkBytes, UntrustedFooterNumbersStayBounded) {

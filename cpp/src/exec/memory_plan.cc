@@ -2,6 +2,7 @@
 // the footers alone (shardfeed/engine.h).
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string>
 
 #include "exec/footprint.h"
@@ -40,6 +41,25 @@ double ExpectedMixing(std::span<const int64_t> rows, int64_t window, bool shuffl
   return total / same;
 }
 }  // namespace
+
+int64_t LeastLimitForWindow(int64_t target, double cost_mean) {
+  if (target <= 0 || !(cost_mean > 0)) return 0;
+  // The default window is floor(kWindowShare * limit / cost_mean).  Footer
+  // sizes are untrusted: a limit past int64 saturates (no cast of a too large
+  // double), and the rounding is mended in steps that still move the double
+  // (+1 stops moving it past 2^53), a few of them.
+  constexpr double kMax = 9.2e18;
+  const double needed = std::ceil(static_cast<double>(target) * cost_mean / kWindowShare);
+  if (!(needed < kMax)) return std::numeric_limits<int64_t>::max();
+  auto limit = static_cast<int64_t>(needed);
+  const int64_t step = std::max<int64_t>(1, limit >> 50);
+  for (int i = 0; i < 64 && static_cast<int64_t>(kWindowShare * static_cast<double>(limit) /
+                                                 cost_mean) < target;
+       ++i) {
+    limit += step;
+  }
+  return limit;
+}
 
 arrow::Result<MemoryPlan> PlanMemory(const std::shared_ptr<const Catalog>& catalog_ptr,
                                      std::span<const int64_t> row_group_rows,
@@ -99,17 +119,8 @@ arrow::Result<MemoryPlan> PlanMemory(const std::shared_ptr<const Catalog>& catal
     window = std::clamp<int64_t>(window, 1, std::max<int64_t>(nonempty, 1));
   }
   out.window_row_groups = window;
-  const int64_t target = std::min<int64_t>(MemoryPlan::kMixingTarget, nonempty);
-  if (target > 0 && cost_mean > 0) {
-    // The default window is floor(kWindowShare * limit / cost_mean): the
-    // least limit that gives `target` (the loop mends the rounding).
-    auto limit =
-        static_cast<int64_t>(std::ceil(static_cast<double>(target) * cost_mean / kWindowShare));
-    while (static_cast<int64_t>(kWindowShare * static_cast<double>(limit) / cost_mean) < target) {
-      ++limit;
-    }
-    out.limit_for_target_window = limit;
-  }
+  out.limit_for_target_window =
+      LeastLimitForWindow(std::min<int64_t>(MemoryPlan::kMixingTarget, nonempty), cost_mean);
   const int64_t w = plan.shuffle ? window : 1;
 
   out.batch_bytes = EstimateBatchBytes(footprints, catalog, plan.batch_size);
