@@ -16,6 +16,8 @@
 #include <thread>
 #include <utility>
 
+#include "gil.h"
+
 namespace shardfeed::py {
 
 // How often a blocked call looks for signals.
@@ -45,7 +47,7 @@ T RunInterruptible(std::function<T()> fn) {
   }).detach();
   for (;;) {
     {
-      nanobind::gil_scoped_release release;
+      ReleaseGil release;
       std::unique_lock<std::mutex> lock(shared->mu);
       if (shared->done.wait_for(lock, kSignalPoll, [&] { return shared->result.has_value(); })) {
         return std::move(*shared->result);

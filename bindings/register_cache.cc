@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "convert.h"
+#include "gil.h"
 #include "register.h"
 #include "shardfeed/cache.h"
 #include "shardfeed/catalog.h"
@@ -50,7 +51,7 @@ void RegisterCache(nb::module_& m) {
           [](const DecodedTier& t) {
             DecodedTierUsage u;
             {
-              nb::gil_scoped_release release;
+              ReleaseGil release;
               u = Unwrap(t.Usage());
             }
             return std::make_pair(u.entries, u.bytes);
@@ -59,7 +60,7 @@ void RegisterCache(nb::module_& m) {
       .def(
           "clear",
           [](DecodedTier& t) {
-            nb::gil_scoped_release release;
+            ReleaseGil release;
             return Unwrap(t.Clear());
           },
           "Removes every complete entry; returns the bytes freed.")
@@ -85,20 +86,20 @@ void RegisterCache(nb::module_& m) {
            [](const FileCache& c) {
              CacheUsage u;
              {
-               nb::gil_scoped_release release;
+               ReleaseGil release;
                u = Unwrap(c.Usage());
              }
              return std::make_pair(u.entries, u.bytes);
            })
       .def("clear",
            [](FileCache& c) {
-             nb::gil_scoped_release release;
+             ReleaseGil release;
              return Unwrap(c.Clear());
            })
       .def(
           "warm",
           [](FileCache& c, const DatasetHandle& d, size_t file) {
-            nb::gil_scoped_release release;
+            ReleaseGil release;
             const auto& catalog = *d.catalog;
             if (file >= catalog.files().size()) {
               throw StatusError(Error(ErrorKind::kInvalidArgument, "no such file"));
@@ -112,7 +113,7 @@ void RegisterCache(nb::module_& m) {
   m.def(
       "open_file_cache",
       [](const std::string& dir, int64_t limit_bytes, double remote_timeout) {
-        nb::gil_scoped_release release;
+        ReleaseGil release;
         CacheOptions options;
         options.dir = dir;
         options.limit_bytes = limit_bytes;
@@ -124,7 +125,7 @@ void RegisterCache(nb::module_& m) {
   m.def(
       "open_decoded_tier",
       [](const std::string& dir, int64_t limit_bytes) {
-        nb::gil_scoped_release release;  // scans the folder
+        ReleaseGil release;  // scans the folder
         return Unwrap(DecodedTier::Open(dir, limit_bytes));
       },
       "dir"_a, "limit_bytes"_a);

@@ -17,6 +17,7 @@
 #include <arrow/type.h>
 
 #include "convert.h"
+#include "gil.h"
 #include "interrupt.h"
 #include "register.h"
 #include "shardfeed/catalog.h"
@@ -122,7 +123,7 @@ void DefineViews(nb::class_<DatasetHandle>& dataset) {
           "vocabulary",
           [](const DatasetHandle& d, const std::string& column, int64_t min_count,
              std::optional<int64_t> max_size, int num_threads) {
-            nb::gil_scoped_release release;
+            ReleaseGil release;
             VocabularyOptions options;
             options.min_count = min_count;
             options.max_size = max_size;

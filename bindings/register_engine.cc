@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "convert.h"
+#include "gil.h"
 #include "interrupt.h"
 #include "register.h"
 #include "shardfeed/batch.h"
@@ -35,7 +36,7 @@ class EngineHandle {
   EngineHandle(std::unique_ptr<Engine> engine, int64_t num_batches)
       : engine_(std::move(engine)), num_batches_(num_batches) {}
   ~EngineHandle() {
-    nb::gil_scoped_release release;
+    ReleaseGil release;
     engine_.reset();  // stops and joins the workers
   }
 
@@ -48,7 +49,7 @@ class EngineHandle {
     for (;;) {
       bool timed_out = false;
       {
-        nb::gil_scoped_release release;
+        ReleaseGil release;
         batch = Unwrap(engine_->NextWithin(kSignalPoll, &timed_out));
       }
       if (!timed_out) break;
@@ -61,7 +62,7 @@ class EngineHandle {
   void Cancel() { engine_->Cancel(); }
 
   void Close() {
-    nb::gil_scoped_release release;
+    ReleaseGil release;
     engine_->Stop();
   }
 
@@ -129,13 +130,12 @@ class EngineHandle {
 };
 
 // Keeps a Python object alive for C++: the last release takes the GIL (from
-// whichever thread drops it), or leaks it once the interpreter is gone.
+// whichever thread drops it), or leaks it once the interpreter is gone or
+// exiting (see gil.h).
 std::shared_ptr<void> HoldPython(nb::object owner) {
   return std::shared_ptr<void>(new nb::object(std::move(owner)), [](void* p) {
     auto* held = static_cast<nb::object*>(p);
-    if (!Py_IsInitialized()) return;
-    nb::gil_scoped_acquire gil;
-    delete held;
+    WithGilUnlessExiting([held] { delete held; });
   });
 }
 
@@ -220,7 +220,7 @@ void RegisterEngine(nb::module_& m) {
             std::unique_ptr<Engine> engine;
             int64_t num_batches = 0;
             {
-              nb::gil_scoped_release release;
+              ReleaseGil release;
               auto plan = MakePlan(d, plan_options);
               num_batches = plan->num_batches();
               EngineOptions with_filter = options;
@@ -269,6 +269,17 @@ void RegisterEngine(nb::module_& m) {
         "Batch buffers allocated by the engine and not yet freed (for tests).");
   m.def("live_engine_threads", &LiveEngineThreads,
         "Engine worker and prefetcher threads that have not returned yet (for tests).");
+  m.def(
+      "begin_exit",
+      [](bool quiet_leaks) {
+        BeginExit();
+        // Objects that other threads' frames hold at exit are never freed: not
+        // a reference-count bug, so no leak report for them.
+        if (quiet_leaks) nb::set_leak_warnings(false);
+      },
+      "quiet_leaks"_a,
+      "From the exit hook: other threads no longer take the GIL back in this module (they "
+      "sleep until the process ends); quiet_leaks: no leak report (other threads hold objects).");
 }
 
 }  // namespace shardfeed::py

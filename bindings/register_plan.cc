@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "convert.h"
+#include "gil.h"
 #include "register.h"
 #include "shardfeed/plan.h"
 
@@ -46,7 +47,7 @@ void RegisterPlan(nb::module_& m) {
         // plan's invariants on small inputs.
         std::vector<int64_t> ids;
         {
-          nb::gil_scoped_release release;
+          ReleaseGil release;
           auto plan = Unwrap(EpochPlan::Make(row_group_rows, options));
           std::vector<int64_t> first(row_group_rows.size() + 1, 0);
           for (size_t i = 0; i < row_group_rows.size(); ++i) {

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "convert.h"
+#include "gil.h"
 #include "register.h"
 #include "shardfeed/batch.h"
 #include "shardfeed/rng.h"
@@ -42,7 +43,7 @@ void RegisterTransforms(nb::module_& m) {
             return t.vocabulary ? t.vocabulary->values() : std::vector<std::string>{};
           },
           [](TransformSpec& t, std::vector<std::string> values) {
-            nb::gil_scoped_release release;
+            ReleaseGil release;
             t.vocabulary = Unwrap(VocabularyTable::Make(std::move(values)));
           },
           "Vocabulary: the values (setting it builds the lookup table once).")
@@ -64,7 +65,7 @@ void RegisterTransforms(nb::module_& m) {
         const auto n = static_cast<int64_t>(sample_ids.shape(0));
         auto out = Unwrap(OutputBuffer::Make(static_cast<size_t>(n * size) * sizeof(double)));
         {
-          nb::gil_scoped_release release;
+          ReleaseGil release;
           const uint64_t purpose = static_cast<uint64_t>(Purpose::kUserBase) + stream;
           auto* dst = out->As<double>();
           for (int64_t i = 0; i < n; ++i) {

@@ -471,3 +471,8 @@ def live_engine_threads() -> int:
     """
     Engine worker and prefetcher threads that have not returned yet (for tests).
     """
+
+def begin_exit(quiet_leaks: bool) -> None:
+    """
+    From the exit hook: other threads no longer take the GIL back in this module (they sleep until the process ends); quiet_leaks: no leak report (other threads hold objects).
+    """

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import threading
 import time
 import weakref
 from collections.abc import Iterator
@@ -23,6 +24,10 @@ _live_engines: weakref.WeakSet[_core.Engine] = weakref.WeakSet()
 
 @atexit.register
 def _close_engines() -> None:
+    # First, so that a daemon thread waiting in next() does not take the GIL
+    # back as the interpreter finalizes (that aborts the process): from here on
+    # such a thread sleeps until the process ends.
+    _core.begin_exit(quiet_leaks=threading.active_count() > 1)
     for engine in list(_live_engines):
         engine.close()
 

@@ -1,0 +1,51 @@
+// Releasing the GIL around blocking calls, safely at interpreter exit.
+//
+// CPython before 3.14 ends a thread that takes the GIL back after finalization
+// has begun with pthread_exit: a forced unwind, which through the noexcept
+// destructor of a GIL guard is std::terminate ("terminate called without an
+// active exception").  A daemon thread that iterated a Loader while the main
+// thread exited did exactly that: its next() woke (from its signal poll, or
+// from the engine closed at exit) and took the GIL back.
+//
+// So after shardfeed's exit hook has run (BeginExit, from atexit, before
+// finalization), any thread but the exiting one never takes the GIL back
+// through these helpers: it sleeps until the process ends instead (a daemon
+// thread would be frozen at its next Python line anyway), and what it held is
+// leaked rather than released.
+#pragma once
+
+#include <Python.h>
+
+#include <type_traits>
+
+namespace shardfeed::py {
+
+// Like nanobind::gil_scoped_release, but the destructor parks this thread for
+// good instead of taking the GIL back once the interpreter is exiting.
+class ReleaseGil {
+ public:
+  ReleaseGil() noexcept;
+  ~ReleaseGil();
+  ReleaseGil(const ReleaseGil&) = delete;
+  ReleaseGil& operator=(const ReleaseGil&) = delete;
+
+ private:
+  PyThreadState* state_;
+};
+
+// Called once, with the GIL held, by the thread that runs the exit hooks (and
+// then finalizes): from now on other threads no longer take the GIL back.
+void BeginExit();
+
+// Runs fn with the GIL taken (from any thread, Python's or not), unless the
+// interpreter is gone or exiting and this is not the exiting thread: then it
+// does not run fn and returns false.
+bool WithGilUnlessExiting(void (*fn)(void*), void* arg);
+
+template <typename F>
+bool WithGilUnlessExiting(F&& fn) {
+  return WithGilUnlessExiting([](void* f) { (*static_cast<std::remove_reference_t<F>*>(f))(); },
+                              &fn);
+}
+
+}  // namespace shardfeed::py
