@@ -364,6 +364,23 @@ def test_the_interpreter_exits_cleanly_under_a_daemon_thread_that_iterates(
 # -- the remote deadline -------------------------------------------------------------
 
 
+def test_a_silent_gcs_endpoint_is_a_storage_error_within_remote_timeout():
+    """Arrow runs GCS's "async" file information on the caller's thread, so a deadline
+    that waited on it waited for the client's own retries (minutes without a network)."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(16)  # accepts, never answers
+    port = server.getsockname()[1]
+    source = f"gs://anonymous@bucket/data?endpoint_override=127.0.0.1:{port}&scheme=http"
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(shardfeed.StorageError, match=r"within 1 s \(remote_timeout\)"):
+            shardfeed.Loader(source, output="numpy", remote_timeout=1)
+        assert time.monotonic() - t0 < 10
+    finally:
+        server.close()
+
+
 class _Proxy:
     """A TCP proxy on loopback to the S3 server that can go silent: once `stall` is set
     it accepts and reads but forwards and answers nothing (a hung server)."""

@@ -8,9 +8,8 @@
 #include <cstdlib>
 #include <cstring>
 
-#include <arrow/util/future.h>
-
 #include "shardfeed/status.h"
+#include "util/deadline_file.h"
 
 namespace shardfeed {
 
@@ -85,36 +84,11 @@ arrow::Result<arrow::fs::FileInfo> FileInfoWithin(arrow::fs::FileSystem& fs,
   if (fs.type_name() == "local" || (timeout_seconds <= 0 && !stopped)) {
     return fs.GetFileInfo(path);
   }
-  auto future = fs.GetFileInfoAsync({path});
-  // In slices, so that a stop is seen while the storage is silent.
-  constexpr double kPollSeconds = 0.05;
-  const auto start = std::chrono::steady_clock::now();
-  auto waited = [&] {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  };
-  bool cancelled = false;
-  while (!future.Wait(kPollSeconds)) {
-    if (stopped && stopped()) {
-      cancelled = true;
-      break;
-    }
-    if (timeout_seconds > 0 && waited() >= timeout_seconds) break;
-  }
-  if (!future.is_finished()) {
-    // The abandoned request keeps the filesystem alive until it ends: the
-    // last owner then destroys it on the I/O thread, while the caller, whose
-    // filesystem destructor would wait for the stalled request (minutes of
-    // client retries), goes on.
-    future.AddCallback([keep = fs.shared_from_this()](const auto&) {});
-    if (cancelled) return arrow::Status::Cancelled("stopped");
-    char seconds[32];
-    std::snprintf(seconds, sizeof(seconds), "%g", timeout_seconds);
-    return Error(ErrorKind::kStorage, std::string("no answer from the storage within ") + seconds +
-                                          " s (remote_timeout)");
-  }
-  ARROW_ASSIGN_OR_RAISE(auto infos, future.result());
-  if (infos.size() != 1) return Error(ErrorKind::kStorage, "no file information returned");
-  return std::move(infos.front());
+  // On a thread of our own: GetFileInfoAsync is synchronous on several
+  // filesystems (GCS: a silent network meant minutes of client retries).
+  return CallBefore<arrow::fs::FileInfo>(
+      [keep = fs.shared_from_this(), path] { return keep->GetFileInfo(path); },
+      DeadlineAfter(timeout_seconds), timeout_seconds, stopped);
 }
 
 }  // namespace shardfeed

@@ -20,7 +20,6 @@ namespace shardfeed {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr auto kStopPoll = std::chrono::milliseconds(100);
 
 class DeadlineFile final : public arrow::io::RandomAccessFile {
  public:
@@ -29,8 +28,7 @@ class DeadlineFile final : public arrow::io::RandomAccessFile {
       : inner_(std::move(inner)),
         stop_(stop),
         timeout_seconds_(timeout_seconds),
-        deadline_(Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                     std::chrono::duration<double>(timeout_seconds))) {}
+        deadline_(DeadlineAfter(timeout_seconds)) {}
 
   arrow::Status Close() override { return inner_->Close(); }
   bool closed() const override { return inner_->closed(); }
@@ -54,36 +52,12 @@ class DeadlineFile final : public arrow::io::RandomAccessFile {
     std::memcpy(out, buffer->data(), static_cast<size_t>(buffer->size()));
     return buffer->size();
   }
-  // The one timed path.  The read runs on a thread of its own (not Arrow's I/O
-  // pool: ReadAsync's default runs this very function there, and waiting on
-  // the pool from the pool could starve it); on timeout the thread is left to
-  // finish, or fail, alone.
+  // The one timed path (see CallBefore).
   arrow::Result<std::shared_ptr<arrow::Buffer>> ReadAt(int64_t position, int64_t nbytes) override {
-    struct Shared {
-      std::mutex mu;
-      std::condition_variable done;
-      std::optional<arrow::Result<std::shared_ptr<arrow::Buffer>>> result;
-    };
-    auto shared = std::make_shared<Shared>();
-    std::thread([shared, inner = inner_, position, nbytes] {
-      auto result = inner->ReadAt(position, nbytes);
-      std::lock_guard<std::mutex> lock(shared->mu);
-      shared->result.emplace(std::move(result));
-      shared->done.notify_all();
-    }).detach();
-    std::unique_lock<std::mutex> lock(shared->mu);
-    auto ready = [&] { return shared->result.has_value(); };
-    while (!ready() && Clock::now() < deadline_) {
-      if (stop_ && stop_->load()) return arrow::Status::Cancelled("the loader was closed");
-      shared->done.wait_until(lock, std::min(deadline_, Clock::now() + kStopPoll), ready);
-    }
-    if (!ready()) {
-      char seconds[32];
-      std::snprintf(seconds, sizeof(seconds), "%g", timeout_seconds_);
-      return Error(ErrorKind::kStorage, std::string("no answer from the storage within ") +
-                                            seconds + " s (remote_timeout)");
-    }
-    return std::move(*shared->result);
+    const std::atomic<bool>* stop = stop_;
+    return CallBefore<std::shared_ptr<arrow::Buffer>>(
+        [inner = inner_, position, nbytes] { return inner->ReadAt(position, nbytes); }, deadline_,
+        timeout_seconds_, [stop] { return stop != nullptr && stop->load(); });
   }
 
  private:
@@ -94,6 +68,21 @@ class DeadlineFile final : public arrow::io::RandomAccessFile {
 };
 
 }  // namespace
+
+std::chrono::steady_clock::time_point DeadlineAfter(double seconds) {
+  constexpr double kYear = 365.0 * 24 * 3600;
+  if (!(seconds > 0) || !(seconds <= kYear)) return std::chrono::steady_clock::time_point::max();
+  return std::chrono::steady_clock::now() +
+         std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+             std::chrono::duration<double>(seconds));
+}
+
+arrow::Status NoAnswerWithin(double timeout_seconds) {
+  char seconds[32];
+  std::snprintf(seconds, sizeof(seconds), "%g", timeout_seconds);
+  return Error(ErrorKind::kStorage,
+               std::string("no answer from the storage within ") + seconds + " s (remote_timeout)");
+}
 
 std::shared_ptr<arrow::io::RandomAccessFile> WithDeadline(
     std::shared_ptr<arrow::io::RandomAccessFile> inner, double timeout_seconds,

@@ -10,12 +10,60 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <functional>
 #include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <utility>
 
 #include <arrow/io/interfaces.h>
 #include <arrow/result.h>
 
 namespace shardfeed {
+
+// The StorageError of a call that got no answer within `timeout_seconds`.
+arrow::Status NoAnswerWithin(double timeout_seconds);
+
+// now + `seconds`; no deadline (the clock's maximum) for 0, negative, NaN or
+// more than a year, which the clock's duration could not hold exactly.
+std::chrono::steady_clock::time_point DeadlineAfter(double seconds);
+
+// Runs `call` on a thread of its own and waits for its result until
+// `deadline`, looking at `stopped` (when given) every 100 ms: past the
+// deadline NoAnswerWithin(timeout_seconds), once stopped Cancelled.  Then the
+// thread finishes, or fails, alone, so `call` must own what it uses.  Not on
+// Arrow's I/O pool: a filesystem's "async" call may run on the caller's thread
+// (Arrow's default for GCS, HDFS, ...), and waiting on the pool from the pool
+// could starve it.
+template <typename T>
+arrow::Result<T> CallBefore(std::function<arrow::Result<T>()> call,
+                            std::chrono::steady_clock::time_point deadline, double timeout_seconds,
+                            const std::function<bool()>& stopped) {
+  struct Shared {
+    std::mutex mu;
+    std::condition_variable done;
+    std::optional<arrow::Result<T>> result;
+  };
+  auto shared = std::make_shared<Shared>();
+  std::thread([shared, call = std::move(call)] {
+    auto result = call();
+    std::lock_guard<std::mutex> lock(shared->mu);
+    shared->result.emplace(std::move(result));
+    shared->done.notify_all();
+  }).detach();
+  std::unique_lock<std::mutex> lock(shared->mu);
+  auto ready = [&] { return shared->result.has_value(); };
+  using Clock = std::chrono::steady_clock;
+  while (!ready() && Clock::now() < deadline) {
+    if (stopped && stopped()) return arrow::Status::Cancelled("the loader was closed");
+    shared->done.wait_until(lock, std::min(deadline, Clock::now() + std::chrono::milliseconds(100)),
+                            ready);
+  }
+  if (!ready()) return NoAnswerWithin(timeout_seconds);
+  return std::move(*shared->result);
+}
 
 // `inner` with reads bounded by now + `timeout_seconds` (<= 0: no deadline,
 // `inner` itself is returned).  A read also gives up (Cancelled) soon after
