@@ -300,3 +300,27 @@ def test_a_list_source_is_a_set_of_files(dataset):
     assert digest(loader([str(dataset / "b.parquet"), f"file://{dataset / 'b.parquet'}"])) == (
         digest(loader(dataset / "b.parquet"))
     )
+
+
+def test_a_local_source_may_be_a_glob_or_start_with_a_tilde(dataset, tmp_path, monkeypatch):
+    """A pattern stands for the paths it matches (a set, like a list); ``~`` is the home
+    folder; a path that exists is taken as it is, even with pattern characters."""
+    reference = digest(loader(dataset, with_sample_id=True))
+    assert digest(loader(f"{dataset}/**/*.parquet", with_sample_id=True)) == reference
+    top = digest(loader([dataset / "a.parquet", dataset / "b.parquet"], with_sample_id=True))
+    assert digest(loader(f"{dataset}/?.parquet", with_sample_id=True)) == top
+    assert digest(loader([f"{dataset}/[ab].parquet", dataset / "a.parquet"],
+                         with_sample_id=True)) == top  # fmt: skip
+
+    monkeypatch.setenv("HOME", str(dataset.parent))
+    assert digest(loader(f"~/{dataset.name}", with_sample_id=True)) == reference
+
+    odd = tmp_path / "[x]"
+    odd.mkdir()
+    (odd / "a.parquet").write_bytes((dataset / "a.parquet").read_bytes())
+    assert digest(loader(odd)) == digest(loader(dataset / "a.parquet"))
+
+    with pytest.raises(shardfeed.DatasetNotFoundError, match=r"matches no file or folder"):
+        shardfeed.Loader(f"{dataset}/*.csv")
+    with pytest.raises(shardfeed.DatasetNotFoundError, match="does not exist"):
+        shardfeed.Loader(f"{dataset}/missing")

@@ -7,6 +7,7 @@ so that each mistake has one message.
 
 from __future__ import annotations
 
+import glob
 import numbers
 import operator
 import os
@@ -16,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ._errors import ArgumentTypeError, InvalidArgumentError
+from ._errors import ArgumentTypeError, DatasetNotFoundError, InvalidArgumentError
 
 INT64 = (-(2**63), 2**63)
 UINT64 = (0, 2**64)
@@ -167,7 +168,7 @@ def check_path(name: str, value: Any) -> str:
 
 def check_source(value: Any) -> list[str]:
     if isinstance(value, (str, os.PathLike)):
-        return [check_path("source", value)]
+        return _expand_local(check_path("source", value))
     if isinstance(value, bytes) or not isinstance(value, Sequence):
         raise ArgumentTypeError(
             f"source must be a path, a URI or a list of them, got {_what(value)}"
@@ -175,7 +176,21 @@ def check_source(value: Any) -> list[str]:
     items = [check_path("source", s) for s in value]
     if not items:
         raise InvalidArgumentError("source is an empty list")
-    return items
+    return [path for item in items for path in _expand_local(item)]
+
+
+def _expand_local(source: str) -> list[str]:
+    """A local path with ``~`` expanded; a glob pattern (``*``, ``?``, ``[``; ``**``
+    for any depth) that names no existing path becomes the paths it matches."""
+    if "://" in source:
+        return [source]
+    path = os.path.expanduser(source)
+    if os.path.lexists(path) or not glob.has_magic(path):
+        return [path]
+    matches = sorted(glob.glob(path, recursive=True))
+    if not matches:
+        raise DatasetNotFoundError(f"source {source!r} matches no file or folder")
+    return matches
 
 
 def check_stack(value: Any) -> dict[str, list[str]]:

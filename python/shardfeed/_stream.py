@@ -69,9 +69,11 @@ class Stream:
         Args:
             source: a directory (every Parquet file below it), a file, or a list of
                 files and directories; local paths or URIs Arrow knows (``file://``,
-                ``s3://``, ...).  A list is a set: a file it names twice (or names and
-                holds in a listed directory) is read once, and the natural order is by
-                path whatever the list's order.
+                ``s3://``, ...).  A local path may start with ``~``, and one that does
+                not exist may be a glob pattern (``data/*.parquet``, ``**`` for any
+                depth), which stands for the paths it matches.  A list is a set: a
+                file it names twice (or names and holds in a listed directory) is read
+                once, and the natural order is by path whatever the list's order.
             columns: columns to hand out one by one; ``None`` means every column
                 that is not part of a ``stack``.
             batch_size: rows per batch.
