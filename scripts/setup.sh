@@ -22,6 +22,8 @@ python -m pip install -q "torch==2.13.0" "pyarrow>=26,<27" "numpy>=1.24" \
 # Writers of test data only (pandas and polars categoricals, as users have them;
 # DuckDB's partitioned COPY in tests/test_lake.py).
 python -m pip install -q pandas polars duckdb
+# output="jax" (tests/test_jax.py); the CPU build.
+python -m pip install -q "jax[cpu]==0.10.2"
 # --no-build-isolation: build against the pyarrow installed above, so the
 # extension and the runtime use the very same Arrow libraries.
 python -m pip install -q --no-build-isolation --no-deps .

@@ -32,6 +32,29 @@ def _close_engines() -> None:
         engine.close()
 
 
+def _to_jax(batch: dict[str, Any]) -> dict[str, Any]:
+    """jax.Arrays through DLPack: on the CPU device they alias the engine's (64-byte
+    aligned) buffers, which stay alive as long as the array does.  With JAX's default
+    ``jax_enable_x64=False`` 64-bit outputs become 32-bit copies, as everywhere in JAX."""
+    import jax.dlpack
+
+    out: dict[str, Any] = {}
+    for name, value in batch.items():
+        if not isinstance(value, np.ndarray):
+            out[name] = value
+            continue
+        if value.dtype.char in "Qq":
+            value = value.view(value.dtype.str)  # the canonical int64/uint64 (see convert)
+        try:
+            out[name] = jax.dlpack.from_dlpack(value)
+        except (TypeError, ValueError, RuntimeError) as e:
+            raise UnsupportedTypeError(
+                f"output {name!r} has dtype {value.dtype}, which this jax {jax.__version__} "
+                "cannot take; cast it in transform= or use output='numpy'"
+            ) from e
+    return out
+
+
 def start_engine(
     dataset: _core.Dataset, plan: _core.PlanOptions, options: _core.EngineOptions
 ) -> _core.Engine:
@@ -43,6 +66,8 @@ def start_engine(
 def convert(batch: dict[str, Any], output: str) -> dict[str, Any]:
     if output == "numpy":
         return batch
+    if output == "jax":
+        return _to_jax(batch)
     import torch
 
     out: dict[str, Any] = {}

@@ -39,7 +39,7 @@ from .transforms import Transform, to_core
 Source = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
 StackArg = Mapping[str, Sequence[str]]
 
-_OUTPUTS = ("torch", "numpy")
+_OUTPUTS = ("torch", "numpy", "jax")
 _PARTITIONINGS = ("hive", None)
 
 # The defaults are the C++ core's (shardfeed/plan.h, engine.h, catalog.h): a

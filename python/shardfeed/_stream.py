@@ -98,7 +98,10 @@ class Stream:
             stack: ``{"x": ["f0", "f1", ...]}`` packs scalar numeric columns into
                 one ``[batch, n]`` array in C++ (one dtype if all agree, else
                 float32, or float64 if any column is float64).
-            output: ``"torch"`` (``torch.Tensor`` values) or ``"numpy"``.
+            output: ``"torch"`` (``torch.Tensor`` values), ``"numpy"`` or
+                (Loader) ``"jax"`` (``jax.Array`` values on the CPU device, zero-copy
+                through DLPack; 64-bit dtypes need ``jax_enable_x64``, else JAX makes
+                32-bit copies).
             shuffle_window: row groups mixed together when shuffling (the decoded
                 row groups of a window stay in memory while its batches are
                 assembled).  ``None`` (default): as many as fill 3/8 of

@@ -44,6 +44,11 @@ class TorchDataset(Stream, torch.utils.data.IterableDataset):  # type: ignore[ty
     """
 
     def _opened(self, dataset: _core.Dataset) -> None:
+        if self._settings.output == "jax":
+            raise InvalidArgumentError(
+                "TorchDataset hands batches to a torch DataLoader: output must be 'torch' or "
+                "'numpy' (Loader(output='jax') gives jax arrays)"
+            )
         if self._settings.pin_memory or self._settings.device is not None:
             raise InvalidArgumentError(
                 "pin_memory and device are Loader settings: DataLoader workers are other "
