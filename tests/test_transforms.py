@@ -439,3 +439,14 @@ def test_state_dict_covers_the_transforms(dataset):
     assert shardfeed.transforms.fingerprint(RANDOM) == shardfeed.transforms.fingerprint(
         list(RANDOM)
     )
+
+
+def test_a_python_transform_that_returns_no_dict_is_named(dataset):
+    """A tensor output converts the dict's values, so anything else is the transform's
+    mistake, said as such; a numpy output hands the result on as it is."""
+    ld = shardfeed.Loader(dataset, columns=["f0"], batch_size=100, transform=lambda b: [b])
+    with pytest.raises(shardfeed.ArgumentTypeError, match=r"transform= must return a dict.*list"):
+        next(iter(ld))
+    ld = shardfeed.Loader(dataset, columns=["f0"], batch_size=100, output="numpy",
+                          transform=lambda b: b["f0"].sum())  # fmt: skip
+    assert all(np.isscalar(x) for x in ld)

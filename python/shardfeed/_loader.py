@@ -6,14 +6,14 @@ import atexit
 import threading
 import time
 import weakref
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
 
 from . import _core
 from ._device import PinnedArena, batch_bytes, to_device
-from ._errors import UnsupportedTypeError
+from ._errors import ArgumentTypeError, UnsupportedTypeError
 from ._options import Caches, Settings
 from ._stream import Stream
 
@@ -99,7 +99,15 @@ class DeliverClock:
 
 def deliver(arrays: dict[str, Any], settings: Settings) -> dict[str, Any]:
     """A batch from the engine after the Python transform and the output conversion."""
-    batch = arrays if settings.transform is None else settings.transform(arrays)
+    if settings.transform is None:
+        return convert(arrays, settings.output)
+    batch = settings.transform(arrays)
+    if settings.output != "numpy" and not isinstance(batch, Mapping):
+        # numpy output hands the result on as it is; the others convert its values.
+        raise ArgumentTypeError(
+            f"transform= must return a dict of arrays for output={settings.output!r}, "
+            f"got {type(batch).__name__}"
+        )
     return convert(batch, settings.output)
 
 
