@@ -11,7 +11,10 @@
 // finalization), any thread but the exiting one never takes the GIL back
 // through these helpers: it sleeps until the process ends instead (a daemon
 // thread would be frozen at its next Python line anyway), and what it held is
-// leaked rather than released.
+// leaked rather than released.  Non-daemon threads are joined before the exit
+// hooks run, so only daemon threads can be parked; an exit hook registered
+// before shardfeed was imported that joins such a thread without a timeout
+// would wait for good (hooks run last-registered first).
 #pragma once
 
 #include <Python.h>

@@ -8,6 +8,7 @@
 // StorageError.  The abandoned request ends on its own thread.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
