@@ -67,6 +67,8 @@ class EngineHandle {
   }
 
   int64_t num_units() const { return engine_->num_units(); }
+  int64_t memory_used() const { return engine_->memory_used(); }
+  bool decodes_started() const { return engine_->decodes_started(); }
 
   std::vector<std::tuple<int, std::string, double, double, int64_t>> Trace() const {
     std::vector<std::tuple<int, std::string, double, double, int64_t>> out;
@@ -106,6 +108,7 @@ class EngineHandle {
     nb::dict memory;
     memory["limit_bytes"] = s.memory_limit;
     memory["peak_bytes"] = s.memory_peak;
+    memory["used_bytes"] = s.memory_used;
     memory["peak_decoding_bytes"] = s.memory_peak_decoding;
     memory["peak_decoded_bytes"] = s.memory_peak_decoded;
     memory["peak_batch_bytes"] = s.memory_peak_batches;
@@ -238,6 +241,11 @@ void RegisterEngine(nb::module_& m) {
            "Stops the workers without waiting for them (after Ctrl-C); close() joins them.")
       .def_prop_ro("num_units", &EngineHandle::num_units)
       .def_prop_ro("num_batches", &EngineHandle::num_batches)
+      .def_prop_ro("memory_used", &EngineHandle::memory_used,
+                   "Bytes held now: booked in the memory budget and idle (kept for reuse).")
+      .def_prop_ro("decodes_started", &EngineHandle::decodes_started,
+                   "Every row group of the last window has begun to decode (the engine books "
+                   "no more memory from now on).")
       .def("trace", &EngineHandle::Trace,
            "Timeline events (worker, stage, start_us, duration_us, arg); needs options.trace.")
       .def("stats", &EngineHandle::Stats, nb::sig("def stats(self) -> dict[str, typing.Any]"));
@@ -256,6 +264,7 @@ void RegisterEngine(nb::module_& m) {
         out["ready_batches"] = p.ready_batches;
         out["expected_peak_bytes"] = p.expected_peak_bytes;
         out["floor_bytes"] = p.floor_bytes;
+        out["start_bytes"] = p.start_bytes;
         out["expected_mixing"] = p.expected_mixing;
         out["limit_for_window_16"] = p.limit_for_target_window;
         return out;

@@ -324,3 +324,64 @@ def test_a_local_source_may_be_a_glob_or_start_with_a_tilde(dataset, tmp_path, m
         shardfeed.Loader(f"{dataset}/*.csv")
     with pytest.raises(shardfeed.DatasetNotFoundError, match="does not exist"):
         shardfeed.Loader(f"{dataset}/missing")
+
+
+def _early(dataset: Path, **kw) -> shardfeed.Loader:
+    ld = loader(dataset, **kw)
+    ld._settings.extra["start_early"] = True  # whatever the CPUs are doing
+    return ld
+
+
+def _pass(ld: shardfeed.Loader) -> str:
+    return digest(b for b in ld if time.sleep(0.0005) is None)  # a step: time to start early
+
+
+def test_the_next_pass_starts_early_and_the_stream_is_unchanged(dataset):
+    """Near the end of a pass the next epoch's engine starts; the passes it serves are
+    the epochs' own streams, whichever way the next pass is chosen."""
+    fresh = {e: digest(_epoch(dataset, e)) for e in (0, 1, 2, 7)}
+    ld = _early(dataset, seed=4)
+    seen = []
+    for epoch in (0, 1, 2):
+        ld.set_epoch(epoch)
+        seen.append((_pass(ld), ld.stats()["started_early"]))
+    assert seen == [(fresh[0], False), (fresh[1], True), (fresh[2], True)]
+    # No set_epoch: after the pass that predicted epoch 3, the same epoch again is.
+    assert (_pass(ld), ld.stats()["started_early"]) == (fresh[2], False)
+    assert (_pass(ld), ld.stats()["started_early"]) == (fresh[2], True)
+    # Another epoch than predicted: that engine is closed, the pass makes its own.
+    ld.set_epoch(7)
+    assert (_pass(ld), ld.stats()["started_early"]) == (fresh[7], False)
+    # A resume mid-epoch: the same.
+    it = iter(ld)
+    head = [next(it) for _ in range(3)]
+    state = ld.state_dict()
+    del it
+    ld.load_state_dict(state)
+    rest = list(ld)
+    assert not ld.stats()["started_early"]
+    assert digest(head + rest) == fresh[7]
+    del ld
+    gc.collect()
+    deadline = time.monotonic() + 10  # an early engine may still be in the making
+    while engine_threads() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert engine_threads() == 0  # the early engine of the last pass is stopped too
+
+
+def _epoch(dataset: Path, epoch: int, **kw):
+    ld = loader(dataset, seed=4, **kw)
+    ld._settings.extra["start_early"] = False
+    ld.set_epoch(epoch)
+    return iter(ld)
+
+
+def test_the_next_pass_does_not_start_early_without_room_in_the_budget(dataset):
+    """What an engine holds at its start (a window of 1 row group here) does not fit
+    beside what the current one holds: the next pass starts when it begins."""
+    ld = _early(dataset, seed=4, memory_limit=2**16)
+    assert ld._settings.memory_plan["start_bytes"] > 2**16
+    for epoch in (0, 1):
+        ld.set_epoch(epoch)
+        assert _pass(ld) == digest(_epoch(dataset, epoch, memory_limit=2**16))
+    assert not ld.stats()["started_early"]

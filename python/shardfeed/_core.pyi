@@ -452,6 +452,16 @@ class Engine:
     @property
     def num_batches(self) -> int: ...
 
+    @property
+    def memory_used(self) -> int:
+        """Bytes held now: booked in the memory budget and idle (kept for reuse)."""
+
+    @property
+    def decodes_started(self) -> bool:
+        """
+        Every row group of the last window has begun to decode (the engine books no more memory from now on).
+        """
+
     def trace(self) -> list[tuple[int, str, float, float, int]]:
         """
         Timeline events (worker, stage, start_us, duration_us, arg); needs options.trace.

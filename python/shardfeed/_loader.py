@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import atexit
+import functools
+import os
 import threading
 import time
 import weakref
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -140,6 +142,76 @@ def iterate(
             engine.close()
 
 
+def _machine_idle() -> tuple[int, int] | None:
+    """(idle, total) jiffies of all CPUs from /proc/stat; None where there is none."""
+    try:
+        with open("/proc/stat", "rb") as f:
+            fields = f.readline().split()
+        values = [int(v) for v in fields[1:]]
+        return values[3] + values[4], sum(values)  # idle + iowait
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+class _SpareCpu:
+    """Whether the CPUs have room for more work since start(): this process used less
+    than 3/4 of the CPUs it may run on, and the machine was at least 1/4 idle.  A
+    training step on an accelerator leaves them idle; one on the CPU does not, and
+    there starting another engine's decode early only competes with it."""
+
+    def __init__(self) -> None:
+        try:
+            self._cpus = len(os.sched_getaffinity(0))
+        except AttributeError:
+            self._cpus = os.cpu_count() or 1
+        self.start()
+
+    def start(self) -> None:
+        t = os.times()
+        self._cpu0 = t.user + t.system
+        self._wall0 = time.monotonic()
+        self._idle0 = _machine_idle()
+        self._next_look = self._wall0 + 0.05  # (os.times counts in 10 ms ticks)
+
+    def spare(self) -> bool:
+        now = time.monotonic()
+        if now < self._next_look:
+            return False
+        self._next_look = now + 0.02
+        t = os.times()
+        if t.user + t.system - self._cpu0 > 0.75 * (now - self._wall0) * self._cpus:
+            return False
+        idle = _machine_idle()
+        if idle is None or self._idle0 is None or idle[1] <= self._idle0[1]:
+            return True
+        return (idle[0] - self._idle0[0]) >= 0.25 * (idle[1] - self._idle0[1])
+
+
+class _EarlyEngine:
+    """The engine of the predicted next pass, started (on a thread of its own: a
+    fresh engine writes its first pages there) near the end of the current one."""
+
+    def __init__(self, epoch: int, extra: dict[str, Any], make: Callable[[], _core.Engine]) -> None:
+        self.epoch = epoch
+        self.extra = extra
+        self.engine: _core.Engine | None = None
+        self._make: Callable[[], _core.Engine] | None = make
+        self.thread = threading.Thread(target=self._run, name="shardfeed-early-engine", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        make, self._make = self._make, None
+        try:
+            self.engine = None if make is None else make()
+        except Exception:  # the pass that wants it makes its own, and raises
+            self.engine = None
+
+    def take(self) -> _core.Engine | None:
+        self.thread.join()
+        engine, self.engine = self.engine, None
+        return engine
+
+
 class Loader(Stream):
     """Batches from a Parquet dataset in one reproducible order.
 
@@ -161,6 +233,11 @@ class Loader(Stream):
         self._arena: PinnedArena | None = None
         # The idle matrices and batch buffers of one epoch's engine, for the next.
         self._leftovers = _core.EngineLeftovers()
+        # The next pass's engine, started as this pass ends (see _start_early).
+        self._early: _EarlyEngine | None = None
+        self._started_early = False  # whether the latest pass's engine was
+        self._seeked = False  # set_epoch / load_state_dict since the latest pass began
+        self._last_pass_epoch: int | None = None
         if self._settings.pin_memory:
             # Room for what the engine's queues hold, and a few batches in use.
             held = self._settings.num_threads * (self._settings.prefetch + 1) + 4
@@ -170,17 +247,24 @@ class Loader(Stream):
         self._epoch = epoch
         self._consumed = batch
         self._resume_at = batch
+        self._seeked = True
 
     # -- the stream ------------------------------------------------------------------
     def __iter__(self) -> Iterator[dict[str, Any]]:
         start = self._resume_at
         self._resume_at = 0
         self._consumed = start
-        options = self._settings.engine_options(start_batch=start, caches=self._caches)
-        options.leftovers = self._leftovers
-        if self._arena is not None:
-            options.output_arena = self._arena.core
-        engine = start_engine(self._dataset, self._settings.plan_options(self._epoch), options)
+        # The next pass is predicted to be the next epoch when this one was chosen
+        # with set_epoch one past the previous pass's, else this epoch again.
+        advanced = self._seeked and (
+            self._last_pass_epoch is None or self._epoch == self._last_pass_epoch + 1
+        )
+        self._seeked = False
+        self._last_pass_epoch = self._epoch
+        engine = self._take_early(start)
+        self._started_early = engine is not None
+        if engine is None:
+            engine = self._make_engine(self._epoch, start)
         self._last_engine = engine
         self._deliver = DeliverClock()
         batches = iterate(engine, self._settings, self._deliver)
@@ -188,9 +272,75 @@ class Loader(Stream):
             batches = self._growing(batches, self._arena)
         if self._settings.device is not None:
             batches = to_device(batches, self._settings.device)
+        early = self._may_start_early()
+        # (Tests: extra["start_early"] True skips the CPU check.)
+        spare = None if self._settings.extra.get("start_early") else _SpareCpu()
+        predicted = self._epoch + 1 if advanced else self._epoch
         for batch in batches:
             self._consumed += 1
+            if early and engine.decodes_started and (spare is None or spare.spare()):
+                early = not self._start_early(engine, predicted)
             yield batch
+        if self._early is not None:
+            # This pass's engine left its idle blocks for a next engine that has
+            # made its own: keeping them would hold a second window's memory.
+            self._leftovers.clear()
+
+    def _make_engine(self, epoch: int, start: int) -> _core.Engine:
+        return self._engine_maker(epoch, start)()
+
+    def _engine_maker(self, epoch: int, start: int) -> Callable[[], _core.Engine]:
+        """Makes the engine of (epoch, start) when called; holds no reference to self."""
+        options = self._settings.engine_options(start_batch=start, caches=self._caches)
+        options.leftovers = self._leftovers
+        if self._arena is not None:
+            options.output_arena = self._arena.core
+        return functools.partial(
+            start_engine, self._dataset, self._settings.plan_options(epoch), options
+        )
+
+    # -- the next pass's engine, started early -----------------------------------------
+    # A pass's first batch waits for its first window's decode (with a window
+    # of the whole of a small dataset, for all of it).  So once the current
+    # engine has begun to decode its last window (it books no more memory from
+    # then on) and leaves room in the memory budget for what an engine holds
+    # at its start (plan "start_bytes"), and the CPUs have been partly idle
+    # (the training step runs elsewhere: see _SpareCpu), the predicted next
+    # pass's engine starts, and decodes its first window while this pass's
+    # batches are served.  A pass that is not the one predicted (another epoch, a resume,
+    # other debug settings) closes it and starts its own.  The stream is the
+    # same either way: an engine is a pure function of the epoch and settings.
+    def _may_start_early(self) -> bool:
+        # Not with pinned slabs (sized for one engine's batches).
+        plan = self._settings.memory_plan
+        if self._settings.extra.get("start_early") is False:
+            return False
+        return plan is not None and self._arena is None and self._settings.device is None
+
+    def _start_early(self, engine: _core.Engine, epoch: int) -> bool:
+        """Starts the engine of `epoch`'s pass if the budget has room; False: not yet."""
+        if self._early is not None or epoch >= 2**64:
+            return True
+        plan = self._settings.memory_plan or {}
+        limit = self._settings.memory_limit
+        if limit > 0 and engine.memory_used + int(plan.get("start_bytes", 0)) > limit:
+            return False
+        extra = dict(self._settings.extra)
+        self._early = _EarlyEngine(epoch, extra, self._engine_maker(epoch, 0))
+        return True
+
+    def _take_early(self, start: int) -> _core.Engine | None:
+        """The early engine if it is this pass's; any other is closed."""
+        early, self._early = self._early, None
+        if early is None:
+            return None
+        engine = early.take()
+        if engine is None:
+            return None
+        if early.epoch == self._epoch and start == 0 and early.extra == self._settings.extra:
+            return engine
+        engine.close()
+        return None
 
     @staticmethod
     def _growing(batches: Iterator[dict[str, Any]], arena: PinnedArena) -> Iterator[dict[str, Any]]:
@@ -217,6 +367,8 @@ class Loader(Stream):
     def stats(self) -> dict[str, Any]:
         """Counters of the latest pass.
 
+        ``started_early``: the pass's engine was started near the end of the pass
+        before (see the README's *Memory*).
         ``stages`` maps fetch, read, decode, transform, assemble (busy time of the
         engine's workers, summed over threads) and deliver (the consumer's Python
         time: ``transform=`` and conversion) to ``{"seconds", "bytes", "rows"}``;
@@ -263,7 +415,11 @@ class Loader(Stream):
         ``used_bytes``, ``peak_bytes``, ``allocations`` and ``misses`` (buffers
         that came from pageable memory because the arena was full).
         """
-        stats: dict[str, Any] = {"epoch": self._epoch, "batches_consumed": self._consumed}
+        stats: dict[str, Any] = {
+            "epoch": self._epoch,
+            "batches_consumed": self._consumed,
+            "started_early": self._started_early,
+        }
         if self._last_engine is not None:
             stats.update(self._last_engine.stats())
             plan = self._settings.memory_plan or {}

@@ -114,6 +114,7 @@ def memory_plan(
         "expected_mixing": plan.get("expected_mixing"),
         "expected_peak_bytes": plan.get("expected_peak_bytes"),
         "floor_bytes": plan.get("floor_bytes"),
+        "start_bytes": plan.get("start_bytes"),
         "row_group_bytes": plan.get("row_group_bytes"),
         "max_row_group_bytes": plan.get("max_row_group_bytes"),
         "batch_bytes": plan.get("batch_bytes"),

@@ -159,6 +159,7 @@ struct EngineStats {
   // The memory budget (EngineOptions::memory_limit), in bytes.
   int64_t memory_limit = 0;              // 0: none
   int64_t memory_peak = 0;               // most bytes booked at once
+  int64_t memory_used = 0;               // bytes booked now
   int64_t memory_peak_decoding = 0;      // ... reserved for row groups being decoded
   int64_t memory_peak_decoded = 0;       // ... held by decoded row groups
   int64_t memory_peak_batches = 0;       // ... held by built batches not yet taken
@@ -185,7 +186,11 @@ struct MemoryPlan {
   int64_t ready_batches = 0;        // built batches kept at most
   int64_t expected_peak_bytes = 0;  // what stats' memory peak should come to
   int64_t floor_bytes = 0;          // the least any limit can give: a window and one decode
-  double expected_mixing = 1;       // expected W_eff: 1 / P(two rows of a batch share a row group)
+  // What an engine holds by the time its ready batches are full: its first
+  // window, a decode per thread and the ready batches (the next epoch's engine
+  // starts when the current one leaves this much room; see Loader).
+  int64_t start_bytes = 0;
+  double expected_mixing = 1;  // expected W_eff: 1 / P(two rows of a batch share a row group)
   // The memory_limit whose default window is kMixingTarget row groups (all of
   // them when there are fewer): what `shardfeed info` suggests when batches
   // mix fewer.  0 for an empty dataset.
@@ -226,6 +231,11 @@ class Engine {
   // destructor joins them.
   virtual void Cancel() = 0;
   virtual int64_t num_units() const = 0;
+  // Bytes held now: booked in the memory budget and idle (kept for reuse).
+  virtual int64_t memory_used() const = 0;
+  // Every row group of the last window has begun to decode: from now on the
+  // engine books no more memory for decodes, it only gives it back.
+  virtual bool decodes_started() const = 0;
   virtual EngineStats stats() const = 0;
   virtual std::vector<TraceRecord> trace() const = 0;
 };

@@ -345,6 +345,10 @@ class EngineImpl final : public Engine {
     hooks_.verify_page_checksums = options_.verify_page_checksums;
     hooks_.stop = &stop_;
     hooks_.help = [this] { return HelpWhileLocked(); };
+    if (schedule_->num_windows() > 0) {
+      last_window_needed_ =
+          static_cast<int64_t>(schedule_->NeededRowGroups(schedule_->num_windows() - 1).size());
+    }
     const int n = num_threads_;
     if (options_.file_cache && !catalog_->is_local()) UseFileCache();
     for (int w = 0; w < n; ++w)
@@ -457,6 +461,13 @@ class EngineImpl final : public Engine {
   }
 
   int64_t num_units() const override { return schedule_->num_units(); }
+  int64_t memory_used() const override {
+    const auto m = budget_->snapshot();
+    return m.used + m.of[MemoryBudget::kIdle];
+  }
+  bool decodes_started() const override {
+    return last_window_decodes_.load() >= last_window_needed_;
+  }
 
   std::vector<TraceRecord> trace() const override {
     std::vector<TraceRecord> out;
@@ -492,6 +503,7 @@ class EngineImpl final : public Engine {
     const auto m = budget_->snapshot();
     s.memory_limit = m.limit;
     s.memory_peak = m.peak;
+    s.memory_used = m.used;
     s.memory_peak_decoding = m.peak_of[MemoryBudget::kDecoding];
     s.memory_peak_decoded = m.peak_of[MemoryBudget::kDecoded];
     s.memory_peak_batches = m.peak_of[MemoryBudget::kBatches];
@@ -718,6 +730,7 @@ class EngineImpl final : public Engine {
     // A worker waiting for memory to decode `rg` itself now waits for the slot
     // instead (RowGroupStore::Decoding ends its Reserve).
     budget_->Wake();
+    if (window == schedule_->num_windows() - 1) last_window_decodes_.fetch_add(1);
     // An exception must not leave the slot loading (its waiters would hang) nor
     // end the worker thread (std::terminate): it becomes this row group's error.
     const auto& entry = catalog_->row_groups()[static_cast<size_t>(rg)];
@@ -841,9 +854,12 @@ class EngineImpl final : public Engine {
   };
   std::shared_ptr<LiveCount> live_ = std::make_shared<LiveCount>();
   std::atomic<int64_t> consumer_unit_{0};  // next_unit_, for workers to read
-  std::atomic<int64_t> max_started_{-1};   // the highest unit any worker has begun
-  std::atomic<int> decoding_ahead_{0};     // workers decoding a row group with no unit to build
-  std::vector<int64_t> file_position_;     // catalog file -> position in remote_files_
+  // Decodes begun in the last window, of the row groups its units need.
+  std::atomic<int64_t> last_window_decodes_{0};
+  int64_t last_window_needed_ = 0;
+  std::atomic<int64_t> max_started_{-1};  // the highest unit any worker has begun
+  std::atomic<int> decoding_ahead_{0};    // workers decoding a row group with no unit to build
+  std::vector<int64_t> file_position_;    // catalog file -> position in remote_files_
   std::vector<RemoteFileInfo> remote_files_;
   std::unique_ptr<Prefetcher> prefetcher_;
   std::atomic<int64_t> furthest_file_{-1};

@@ -204,6 +204,25 @@ TEST_F(EngineTest, StatsCountTheMemoryItHolds) {
   EXPECT_EQ(batches, f.batches);
 }
 
+TEST_F(EngineTest, DecodesStartedOnceTheLastWindowBeganAndNothingIsBookedAtTheEnd) {
+  PlanOptions p;
+  p.batch_size = 32;
+  p.window_row_groups = 2;  // 12 row groups: 6 windows
+  EngineOptions o;
+  o.num_threads = 2;
+  o.memory_limit = 1;  // no decode ahead: only the consumer's next unit's run
+  auto plan = EpochPlan::Make(catalog_->RowGroupRows(), p).ValueOrDie();
+  auto engine = Engine::Make(catalog_, plan, o).ValueOrDie();
+  ASSERT_TRUE(engine->Next().ValueOrDie());
+  EXPECT_FALSE(engine->decodes_started());
+  EXPECT_GT(engine->memory_used(), 0);  // the first window
+  while (engine->Next().ValueOrDie()) {
+  }
+  EXPECT_TRUE(engine->decodes_started());
+  EXPECT_EQ(engine->stats().memory_used, 0);
+  EXPECT_GE(engine->memory_used(), 0);  // idle blocks kept for reuse, if any
+}
+
 TEST_F(EngineTest, PlanMemoryChoosesTheWindowFromTheLimit) {
   const auto rows = catalog_->RowGroupRows();
   PlanOptions p;

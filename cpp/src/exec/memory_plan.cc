@@ -40,6 +40,13 @@ double ExpectedMixing(std::span<const int64_t> rows, int64_t window, bool shuffl
   if (total <= 0 || same <= 0) return 1.0;
   return total / same;
 }
+// Bytes from a sum of untrusted footer sizes: saturated, never a cast of a
+// double past int64 (undefined).
+int64_t ToBytes(double bytes) {
+  if (!(bytes > 0)) return 0;
+  if (!(bytes < 9.2e18)) return std::numeric_limits<int64_t>::max();
+  return static_cast<int64_t>(bytes);
+}
 }  // namespace
 
 int64_t LeastLimitForWindow(int64_t target, double cost_mean) {
@@ -136,7 +143,8 @@ arrow::Result<MemoryPlan> PlanMemory(const std::shared_ptr<const Catalog>& catal
       2 * window_bytes +
       std::min<double>(engine.num_threads, static_cast<double>(nonempty)) * reserve_mean + batches;
   const double floor = window_bytes + static_cast<double>(reserve_max + out.batch_bytes);
-  out.floor_bytes = static_cast<int64_t>(floor);
+  out.floor_bytes = ToBytes(floor);
+  out.start_bytes = ToBytes(unlimited - window_bytes);
   // Under a limit, decodes ahead fill it, and the next batch's decode may
   // then go past it by one row group's reservation.
   double peak = unlimited;
@@ -144,7 +152,7 @@ arrow::Result<MemoryPlan> PlanMemory(const std::shared_ptr<const Catalog>& catal
     peak = std::max(floor, std::min(unlimited, static_cast<double>(engine.memory_limit) +
                                                    static_cast<double>(reserve_max)));
   }
-  out.expected_peak_bytes = static_cast<int64_t>(peak);
+  out.expected_peak_bytes = ToBytes(peak);
   out.expected_mixing = ExpectedMixing(row_group_rows, w, plan.shuffle);
   return out;
 }
