@@ -34,29 +34,6 @@ def _close_engines() -> None:
         engine.close()
 
 
-def _to_jax(batch: dict[str, Any]) -> dict[str, Any]:
-    """jax.Arrays through DLPack: on the CPU device they alias the engine's (64-byte
-    aligned) buffers, which stay alive as long as the array does.  With JAX's default
-    ``jax_enable_x64=False`` 64-bit outputs become 32-bit copies, as everywhere in JAX."""
-    import jax.dlpack
-
-    out: dict[str, Any] = {}
-    for name, value in batch.items():
-        if not isinstance(value, np.ndarray):
-            out[name] = value
-            continue
-        if value.dtype.char in "Qq":
-            value = value.view(value.dtype.str)  # the canonical int64/uint64 (see convert)
-        try:
-            out[name] = jax.dlpack.from_dlpack(value)
-        except (TypeError, ValueError, RuntimeError) as e:
-            raise UnsupportedTypeError(
-                f"output {name!r} has dtype {value.dtype}, which this jax {jax.__version__} "
-                "cannot take; cast it in transform= or use output='numpy'"
-            ) from e
-    return out
-
-
 def start_engine(
     dataset: _core.Dataset, plan: _core.PlanOptions, options: _core.EngineOptions
 ) -> _core.Engine:
@@ -69,9 +46,20 @@ def convert(batch: dict[str, Any], output: str) -> dict[str, Any]:
     if output == "numpy":
         return batch
     if output == "jax":
-        return _to_jax(batch)
+        # jax.Arrays through DLPack: on the CPU device they alias the engine's
+        # (64-byte aligned) buffers, which stay alive as long as the array does.
+        # With JAX's default jax_enable_x64=False, 64-bit outputs become 32-bit
+        # copies, as everywhere in JAX.
+        import jax.dlpack
+
+        return _arrays_to(batch, jax.dlpack.from_dlpack, f"jax {jax.__version__}")
     import torch
 
+    return _arrays_to(batch, torch.from_numpy, f"torch {torch.__version__}")
+
+
+def _arrays_to(batch: dict[str, Any], make: Callable[[Any], Any], library: str) -> dict[str, Any]:
+    """The batch with each ndarray made into the library's array by `make` (no copy)."""
     out: dict[str, Any] = {}
     for name, value in batch.items():
         if not isinstance(value, np.ndarray):
@@ -79,14 +67,14 @@ def convert(batch: dict[str, Any], output: str) -> dict[str, Any]:
             continue
         if value.dtype.char in "Qq":
             # numpy's "unsigned long long" twin of uint64 (what the binding's
-            # arrays carry); torch takes only the canonical one.  A view: no copy.
+            # arrays carry); torch and jax take only the canonical one.  A view.
             value = value.view(value.dtype.str)
         try:
-            out[name] = torch.from_numpy(value)
-        except TypeError as e:  # e.g. uint64 with a torch older than 2.3
+            out[name] = make(value)
+        except (TypeError, ValueError, RuntimeError) as e:  # e.g. uint64, torch < 2.3
             raise UnsupportedTypeError(
-                f"output {name!r} has dtype {value.dtype}, which this torch "
-                f"{torch.__version__} cannot hold; cast it in transform= or use output='numpy'"
+                f"output {name!r} has dtype {value.dtype}, which this {library} cannot "
+                "hold; cast it in transform= or use output='numpy'"
             ) from e
     return out
 
