@@ -961,6 +961,38 @@ def _train_md(doc: dict[str, Any]) -> list[str]:
     return [*lines, "", *[f"- {n}" for n in doc.get("notes", [])], ""]
 
 
+def _epochs_md(doc: dict[str, Any]) -> list[str]:
+    """``bench_epochs.py``: the wait per epoch with the next pass started early and without."""
+    cfg = doc.get("config", {})
+    by = {r["system"]: r for r in doc["results"]}
+    lines = [
+        "## Epoch boundaries (`bench_epochs.py`)",
+        "",
+        f"150,000 rows x 256 float32 in 30 row groups (a window of 28 at the default limit), "
+        f"`[1024, 256]` batches, {cfg.get('epochs')} epochs per fresh process, "
+        f"{cfg.get('repeats')} processes per system, runs alternating; after each batch a "
+        f"{cfg.get('step_ms')} ms step that sleeps (an accelerator's) or keeps one core busy. "
+        f"Figures over the epochs after the first; {doc['timestamp']}.",
+        "",
+        "| system | wait per epoch (median) | max | first batch (median) | rows/s | "
+        "÷ plain | started early | peak RSS MB |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in doc["results"]:
+        e = r.get("extra", {})
+        plain = by.get(f"plain_{e.get('step')}")
+        ratio = (
+            f"{r['rows_per_second_median'] / plain['rows_per_second_median']:.2f}" if plain else "-"
+        )
+        lines.append(
+            f"| `{r['system']}` | {_fmt_pct(e.get('wait_median'))} | "
+            f"{_fmt_pct(e.get('wait_max'))} | {e.get('first_batch_ms_median', 0):.1f} ms | "
+            f"{_fmt_rps(r['rows_per_second_median'])} | {ratio} | "
+            f"{e.get('passes_started_early')}/{e.get('passes')} | {r['peak_rss_mb']:,.0f} |"
+        )
+    return [*lines, ""]
+
+
 def _memory_md(doc: dict[str, Any]) -> list[str]:
     """``bench_memory.py``: rows/s and peak RSS per system and row-group size, W_eff."""
     cfg, rat = doc.get("config", {}), doc.get("ratios", {})
@@ -1192,6 +1224,11 @@ def write_report(meta: dict[str, Any] | None = None) -> Path:
         lines += _train_md(train)
     else:
         lines += _kept(old, "## Training on the CPU", "train")
+    epochs = _load("epochs")
+    if epochs:
+        lines += _epochs_md(epochs)
+    else:
+        lines += _kept(old, "## Epoch boundaries", "epochs")
     memory = _load("bench_memory")
     if memory:
         lines += _memory_md(memory)

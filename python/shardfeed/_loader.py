@@ -142,37 +142,34 @@ def _machine_idle() -> tuple[int, int] | None:
 
 
 class _SpareCpu:
-    """Whether the CPUs have room for more work since start(): this process used less
-    than 3/4 of the CPUs it may run on, and the machine was at least 1/4 idle.  A
+    """Whether the CPUs had room for more work over the last ~50 ms: this process used
+    less than 3/4 of the CPUs it may run on, and the machine was at least 1/4 idle.  A
     training step on an accelerator leaves them idle; one on the CPU does not, and
-    there starting another engine's decode early only competes with it."""
+    there another engine's decode would only compete with it."""
+
+    _PERIOD = 0.05
 
     def __init__(self) -> None:
         try:
             self._cpus = len(os.sched_getaffinity(0))
         except AttributeError:
             self._cpus = os.cpu_count() or 1
-        self.start()
+        self._last = self._sample()
 
-    def start(self) -> None:
-        t = os.times()
-        self._cpu0 = t.user + t.system
-        self._wall0 = time.monotonic()
-        self._idle0 = _machine_idle()
-        self._next_look = self._wall0 + 0.05  # (os.times counts in 10 ms ticks)
+    @staticmethod
+    def _sample() -> tuple[float, float, tuple[int, int] | None]:
+        return time.monotonic(), time.process_time(), _machine_idle()
 
     def spare(self) -> bool:
-        now = time.monotonic()
-        if now < self._next_look:
+        wall0, cpu0, idle0 = self._last
+        if time.monotonic() - wall0 < self._PERIOD:
             return False
-        self._next_look = now + 0.02
-        t = os.times()
-        if t.user + t.system - self._cpu0 > 0.75 * (now - self._wall0) * self._cpus:
+        self._last = wall, cpu, idle = self._sample()
+        if cpu - cpu0 > 0.75 * (wall - wall0) * self._cpus:
             return False
-        idle = _machine_idle()
-        if idle is None or self._idle0 is None or idle[1] <= self._idle0[1]:
+        if idle is None or idle0 is None or idle[1] <= idle0[1]:
             return True
-        return (idle[0] - self._idle0[0]) >= 0.25 * (idle[1] - self._idle0[1])
+        return (idle[0] - idle0[0]) >= 0.25 * (idle[1] - idle0[1])
 
 
 class _EarlyEngine:
@@ -269,10 +266,6 @@ class Loader(Stream):
             if early and engine.decodes_started and (spare is None or spare.spare()):
                 early = not self._start_early(engine, predicted)
             yield batch
-        if self._early is not None:
-            # This pass's engine left its idle blocks for a next engine that has
-            # made its own: keeping them would hold a second window's memory.
-            self._leftovers.clear()
 
     def _make_engine(self, epoch: int, start: int) -> _core.Engine:
         return self._engine_maker(epoch, start)()
