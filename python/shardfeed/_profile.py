@@ -173,6 +173,7 @@ def profile(
     loader = Loader(sources, columns=cols, batch_size=batch_size, num_threads=threads,
                     stack=stack_arg, output="numpy", **loader_args)  # fmt: skip
     loader._settings.extra["trace"] = trace is not None
+    loader._settings.extra["start_early"] = False  # one pass: a next one would only compete
     loader._settings.extra.update(_hooks or {})  # tests slow a stage down on purpose
     rows = n = 0
     seen: list[np.ndarray] = []  # each batch's sample ids
