@@ -293,6 +293,7 @@ ld = shardfeed.Loader(src, batch_size=64, stack={"feats": [f"f{i}" for i in rang
                       columns=["label"], output="numpy", seed=seed, num_threads=2,
                       cache_dir=cache, cache_decoded=True)
 ld._settings.extra.update(debug_slow_stage="decode", debug_slow_us=150_000)
+ld._settings.extra["start_early"] = False  # a next pass's engine would map the tier too
 rows = sum(len(b["label"]) for b in ld)
 s = ld.stats()
 print(json.dumps({"hits": s["decoded_hits"], "misses": s["decoded_misses"], "rows": rows}))

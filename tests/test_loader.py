@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import gc
 import json
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -385,3 +387,26 @@ def test_the_next_pass_does_not_start_early_without_room_in_the_budget(dataset):
         ld.set_epoch(epoch)
         assert _pass(ld) == digest(_epoch(dataset, epoch, memory_limit=2**16))
     assert not ld.stats()["started_early"]
+
+
+_SPARE = r"""
+import os, time
+from shardfeed._loader import _SpareCpu
+os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})  # one CPU: busy is all of it
+s = _SpareCpu()
+seen = [s.spare()]  # too soon to tell
+t0 = time.monotonic()
+while time.monotonic() - t0 < 0.08:
+    pass
+seen.append(s.spare())  # a step on the CPU
+time.sleep(0.08)
+seen.append(s.spare())  # a step elsewhere (an accelerator's)
+print(seen)
+"""
+
+
+def test_the_next_pass_starts_early_only_when_the_cpus_have_room():
+    """The default's CPU test over the last 50 ms: a busy CPU says no, an idle one yes."""
+    out = subprocess.run([sys.executable, "-c", _SPARE], capture_output=True, text=True,
+                         check=True, timeout=60)  # fmt: skip
+    assert out.stdout.strip() == "[False, False, True]"
