@@ -173,8 +173,8 @@ class _SpareCpu:
 
 
 class _EarlyEngine:
-    """The engine of the predicted next pass, started (on a thread of its own: a
-    fresh engine writes its first pages there) near the end of the current one."""
+    """The engine of the predicted next pass, made on a thread of its own (making one
+    plans the epoch and may write its first pages) while the current pass is served."""
 
     def __init__(self, epoch: int, extra: dict[str, Any], make: Callable[[], _core.Engine]) -> None:
         self.epoch = epoch
