@@ -67,7 +67,7 @@ class EngineHandle {
   }
 
   int64_t num_units() const { return engine_->num_units(); }
-  int64_t memory_used() const { return engine_->memory_used(); }
+  int64_t memory_held() const { return engine_->memory_held(); }
   bool decodes_started() const { return engine_->decodes_started(); }
 
   std::vector<std::tuple<int, std::string, double, double, int64_t>> Trace() const {
@@ -241,7 +241,7 @@ void RegisterEngine(nb::module_& m) {
            "Stops the workers without waiting for them (after Ctrl-C); close() joins them.")
       .def_prop_ro("num_units", &EngineHandle::num_units)
       .def_prop_ro("num_batches", &EngineHandle::num_batches)
-      .def_prop_ro("memory_used", &EngineHandle::memory_used,
+      .def_prop_ro("memory_held", &EngineHandle::memory_held,
                    "Bytes held now: booked in the memory budget and idle (kept for reuse).")
       .def_prop_ro("decodes_started", &EngineHandle::decodes_started,
                    "Every row group of the last window has begun to decode (the engine books "

@@ -453,7 +453,7 @@ class Engine:
     def num_batches(self) -> int: ...
 
     @property
-    def memory_used(self) -> int:
+    def memory_held(self) -> int:
         """Bytes held now: booked in the memory budget and idle (kept for reuse)."""
 
     @property

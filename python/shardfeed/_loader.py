@@ -259,7 +259,7 @@ class Loader(Stream):
             batches = to_device(batches, self._settings.device)
         early = self._may_start_early()
         # (Tests: extra["start_early"] True skips the CPU check.)
-        spare = None if self._settings.extra.get("start_early") else _SpareCpu()
+        spare = _SpareCpu() if early and not self._settings.extra.get("start_early") else None
         predicted = self._epoch + 1 if advanced else self._epoch
         for batch in batches:
             self._consumed += 1
@@ -304,7 +304,7 @@ class Loader(Stream):
             return True
         plan = self._settings.memory_plan or {}
         limit = self._settings.memory_limit
-        if limit > 0 and engine.memory_used + int(plan.get("start_bytes", 0)) > limit:
+        if limit > 0 and engine.memory_held + int(plan.get("start_bytes", 0)) > limit:
             return False
         extra = dict(self._settings.extra)
         self._early = _EarlyEngine(epoch, extra, self._engine_maker(epoch, 0))

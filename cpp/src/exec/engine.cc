@@ -461,7 +461,7 @@ class EngineImpl final : public Engine {
   }
 
   int64_t num_units() const override { return schedule_->num_units(); }
-  int64_t memory_used() const override {
+  int64_t memory_held() const override {
     const auto m = budget_->snapshot();
     return m.used + m.of[MemoryBudget::kIdle];
   }

@@ -215,12 +215,12 @@ TEST_F(EngineTest, DecodesStartedOnceTheLastWindowBeganAndNothingIsBookedAtTheEn
   auto engine = Engine::Make(catalog_, plan, o).ValueOrDie();
   ASSERT_TRUE(engine->Next().ValueOrDie());
   EXPECT_FALSE(engine->decodes_started());
-  EXPECT_GT(engine->memory_used(), 0);  // the first window
+  EXPECT_GT(engine->memory_held(), 0);  // the first window
   while (engine->Next().ValueOrDie()) {
   }
   EXPECT_TRUE(engine->decodes_started());
   EXPECT_EQ(engine->stats().memory_used, 0);
-  EXPECT_GE(engine->memory_used(), 0);  // idle blocks kept for reuse, if any
+  EXPECT_GE(engine->memory_held(), 0);  // idle blocks kept for reuse, if any
 }
 
 TEST_F(EngineTest, PlanMemoryChoosesTheWindowFromTheLimit) {
