@@ -92,6 +92,14 @@ def test_unsupported_type(tmp_path):
     write(nested / "n.parquet", pa.table({"ll": pa.array([[[1]], [[2]]])}))
     with pytest.raises(shardfeed.UnsupportedTypeError, match="nested"):
         shardfeed.Loader(nested)
+    # A Spark table's struct or map column the model does not use: the error says how
+    # to leave it out, and leaving it out works.
+    spark = tmp_path / "spark"
+    info = pa.array([{"a": 1, "b": "x"}, {"a": 2, "b": "y"}])
+    write(spark / "s.parquet", pa.table({"x": [1.0, 2.0], "info": info}))
+    with pytest.raises(shardfeed.UnsupportedTypeError, match=r"'info' has type struct.*columns="):
+        shardfeed.Loader(spark)
+    assert shardfeed.Loader(spark, columns=["x"], batch_size=2).num_rows == 2
 
 
 def test_zero_row_files_are_skipped(tmp_path):

@@ -114,7 +114,7 @@ arrow::Result<DType> ValueDType(const arrow::DataType& type, const std::string& 
     case arrow::Type::DICTIONARY:
       return ValueDType(*static_cast<const arrow::DictionaryType&>(type).value_type(), column);
     default: {
-      std::string hint = std::string(" (") + kSupported + ")";
+      std::string hint = std::string(" (") + kSupported + "); leave it out with columns=[...]";
       const auto* values = &type;
       if (type.id() == arrow::Type::DICTIONARY) {
         values = static_cast<const arrow::DictionaryType&>(type).value_type().get();
