@@ -94,15 +94,15 @@ def engine_threads() -> int:
 @pytest.fixture(autouse=True)
 def _no_early_start_unless_asked(monkeypatch: pytest.MonkeyPatch) -> None:
     """Whether a Loader starts its next pass early depends on how idle the CPUs are
-    (see Loader._start_early); an engine started so would add to the counters that
+    (see shardfeed._early); an engine started so would add to the counters that
     tests compare (tier hits, downloads, live threads).  In this process it starts
     only where a test asks with ``_settings.extra["start_early"] = True`` (which
     also skips the CPU check); children the tests start keep the default."""
-    from shardfeed import _loader
+    from shardfeed import _early
 
-    may = _loader.Loader._may_start_early
+    may = _early.may_start_early
 
-    def only_if_asked(self: Any) -> bool:
-        return bool(self._settings.extra.get("start_early")) and may(self)
+    def only_if_asked(settings: Any) -> bool:
+        return bool(settings.extra.get("start_early")) and may(settings)
 
-    monkeypatch.setattr(_loader.Loader, "_may_start_early", only_if_asked)
+    monkeypatch.setattr(_early, "may_start_early", only_if_asked)

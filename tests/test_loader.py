@@ -391,9 +391,9 @@ def test_the_next_pass_does_not_start_early_without_room_in_the_budget(dataset):
 
 _SPARE = r"""
 import os, time
-from shardfeed._loader import _SpareCpu
+from shardfeed._early import SpareCpu
 os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})  # one CPU: busy is all of it
-s = _SpareCpu()
+s = SpareCpu()
 seen = [s.spare()]  # too soon to tell
 t0 = time.monotonic()
 while time.monotonic() - t0 < 0.08:

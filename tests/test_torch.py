@@ -125,3 +125,65 @@ def test_a_pickled_copy_keeps_its_own_epoch(dataset):
     copy = pickle.loads(pickle.dumps(ds))
     ds.set_epoch(4)  # the copy does not share the original's numbers
     assert digest(copy) == _loader_stream(dataset, 3)
+
+
+def _log_engine_threads(path):
+    """A worker_init_fn: each engine a worker starts appends the name of the thread that
+    made it to `path` ("shardfeed-early-engine" when it started ahead of its pass)."""
+
+    def init(worker_id):
+        import threading
+
+        from shardfeed import _torch
+
+        real = _torch.start_engine
+
+        def logged(*args, **kwargs):
+            with open(path, "a") as f:
+                f.write(f"{threading.current_thread().name}\n")
+            return real(*args, **kwargs)
+
+        _torch.start_engine = logged
+
+    return init
+
+
+def _slowly(loader):
+    import time
+
+    return [b for b in loader if time.sleep(0.0005) is None]  # a step: time to start early
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_the_next_pass_starts_early_in_the_process_that_runs_the_engine(
+    dataset, tmp_path, workers, monkeypatch
+):
+    """Persistent workers (and the main process with none) start the next epoch's engine
+    near the end of a pass; each pass is still that epoch's stream.  A worker starts one
+    from its second pass on (only a persistent worker runs one); a pass other than the
+    predicted one closes that engine and makes its own."""
+    from shardfeed import _torch
+
+    log = tmp_path / "engines.txt"
+    ds = shardfeed.TorchDataset(dataset, **ARGS)
+    ds._settings.extra["start_early"] = True  # whatever the CPUs are doing
+    if workers:
+        loader = torch.utils.data.DataLoader(
+            ds, batch_size=None, num_workers=workers, persistent_workers=True,
+            worker_init_fn=_log_engine_threads(log),
+        )  # fmt: skip
+    else:
+        monkeypatch.setattr(_torch, "start_engine", _torch.start_engine)  # put back after
+        _log_engine_threads(log)(0)
+        loader = dataloader(ds, 0)
+    for epoch in (0, 1, 2, 3, 5):
+        ds.set_epoch(epoch)
+        assert digest(_slowly(loader)) == _loader_stream(dataset, epoch), epoch
+    early = [name == "shardfeed-early-engine" for name in log.read_text().split()]
+    # Engines: epoch 0's; 1's (early in the main process: set_epoch says epochs advance;
+    # a worker's first pass starts none); 2, 3 and 4 early; 5's, as 4 was predicted;
+    # and 5 again, early, as 3 -> 5 predicts the same epoch.
+    if workers:
+        assert early == [False, False, True, True, True, False, True]
+    else:
+        assert early == [False, True, True, True, True, False, True]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import atexit
 import functools
-import os
 import threading
 import time
 import weakref
@@ -15,6 +14,7 @@ import numpy as np
 
 from . import _core
 from ._device import PinnedArena, batch_bytes, to_device
+from ._early import NextPass
 from ._errors import ArgumentTypeError, UnsupportedTypeError
 from ._options import Caches, Settings
 from ._stream import Stream
@@ -130,73 +130,6 @@ def iterate(
             engine.close()
 
 
-def _machine_idle() -> tuple[int, int] | None:
-    """(idle, total) jiffies of all CPUs from /proc/stat; None where there is none."""
-    try:
-        with open("/proc/stat", "rb") as f:
-            fields = f.readline().split()
-        values = [int(v) for v in fields[1:]]
-        return values[3] + values[4], sum(values)  # idle + iowait
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-class _SpareCpu:
-    """Whether the CPUs had room for more work over the last ~50 ms: this process used
-    less than 3/4 of the CPUs it may run on, and the machine was at least 1/4 idle.  A
-    training step on an accelerator leaves them idle; one on the CPU does not, and
-    there another engine's decode would only compete with it."""
-
-    _PERIOD = 0.05
-
-    def __init__(self) -> None:
-        try:
-            self._cpus = len(os.sched_getaffinity(0))
-        except AttributeError:
-            self._cpus = os.cpu_count() or 1
-        self._last = self._sample()
-
-    @staticmethod
-    def _sample() -> tuple[float, float, tuple[int, int] | None]:
-        return time.monotonic(), time.process_time(), _machine_idle()
-
-    def spare(self) -> bool:
-        wall0, cpu0, idle0 = self._last
-        if time.monotonic() - wall0 < self._PERIOD:
-            return False
-        self._last = wall, cpu, idle = self._sample()
-        if cpu - cpu0 > 0.75 * (wall - wall0) * self._cpus:
-            return False
-        if idle is None or idle0 is None or idle[1] <= idle0[1]:
-            return True
-        return (idle[0] - idle0[0]) >= 0.25 * (idle[1] - idle0[1])
-
-
-class _EarlyEngine:
-    """The engine of the predicted next pass, made on a thread of its own (making one
-    plans the epoch and may write its first pages) while the current pass is served."""
-
-    def __init__(self, epoch: int, extra: dict[str, Any], make: Callable[[], _core.Engine]) -> None:
-        self.epoch = epoch
-        self.extra = extra
-        self.engine: _core.Engine | None = None
-        self._make: Callable[[], _core.Engine] | None = make
-        self.thread = threading.Thread(target=self._run, name="shardfeed-early-engine", daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        make, self._make = self._make, None
-        try:
-            self.engine = None if make is None else make()
-        except Exception:  # the pass that wants it makes its own, and raises
-            self.engine = None
-
-    def take(self) -> _core.Engine | None:
-        self.thread.join()
-        engine, self.engine = self.engine, None
-        return engine
-
-
 class Loader(Stream):
     """Batches from a Parquet dataset in one reproducible order.
 
@@ -218,8 +151,8 @@ class Loader(Stream):
         self._arena: PinnedArena | None = None
         # The idle matrices and batch buffers of one epoch's engine, for the next.
         self._leftovers = _core.EngineLeftovers()
-        # The next pass's engine, started as this pass ends (see _start_early).
-        self._early: _EarlyEngine | None = None
+        # The next pass's engine, started as this pass ends (see _early).
+        self._next = NextPass()
         self._started_early = False  # whether the latest pass's engine was
         self._seeked = False  # set_epoch / load_state_dict since the latest pass began
         self._last_pass_epoch: int | None = None
@@ -246,7 +179,7 @@ class Loader(Stream):
         )
         self._seeked = False
         self._last_pass_epoch = self._epoch
-        engine = self._take_early(start)
+        engine = self._next.take(self._epoch, start, self._settings.extra)
         self._started_early = engine is not None
         if engine is None:
             engine = self._make_engine(self._epoch, start)
@@ -257,14 +190,10 @@ class Loader(Stream):
             batches = self._growing(batches, self._arena)
         if self._settings.device is not None:
             batches = to_device(batches, self._settings.device)
-        early = self._may_start_early()
-        # (Tests: extra["start_early"] True skips the CPU check.)
-        spare = _SpareCpu() if early and not self._settings.extra.get("start_early") else None
         predicted = self._epoch + 1 if advanced else self._epoch
-        for batch in batches:
+        make = self._engine_maker
+        for batch in self._next.watch(batches, engine, predicted, self._settings, make):
             self._consumed += 1
-            if early and engine.decodes_started and (spare is None or spare.spare()):
-                early = not self._start_early(engine, predicted)
             yield batch
 
     def _make_engine(self, epoch: int, start: int) -> _core.Engine:
@@ -279,49 +208,6 @@ class Loader(Stream):
         return functools.partial(
             start_engine, self._dataset, self._settings.plan_options(epoch), options
         )
-
-    # -- the next pass's engine, started early -----------------------------------------
-    # A pass's first batch waits for its first window's decode (with a window
-    # of the whole of a small dataset, for all of it).  So once the current
-    # engine has begun to decode its last window (it books no more memory from
-    # then on) and leaves room in the memory budget for what an engine holds
-    # at its start (plan "start_bytes"), and the CPUs have been partly idle
-    # (the training step runs elsewhere: see _SpareCpu), the predicted next
-    # pass's engine starts, and decodes its first window while this pass's
-    # batches are served.  A pass that is not the one predicted (another epoch, a resume,
-    # other debug settings) closes it and starts its own.  The stream is the
-    # same either way: an engine is a pure function of the epoch and settings.
-    def _may_start_early(self) -> bool:
-        # Not with pinned slabs (sized for one engine's batches).
-        plan = self._settings.memory_plan
-        if self._settings.extra.get("start_early") is False:
-            return False
-        return plan is not None and self._arena is None and self._settings.device is None
-
-    def _start_early(self, engine: _core.Engine, epoch: int) -> bool:
-        """Starts the engine of `epoch`'s pass if the budget has room; False: not yet."""
-        if self._early is not None or epoch >= 2**64:
-            return True
-        plan = self._settings.memory_plan or {}
-        limit = self._settings.memory_limit
-        if limit > 0 and engine.memory_held + int(plan.get("start_bytes", 0)) > limit:
-            return False
-        extra = dict(self._settings.extra)
-        self._early = _EarlyEngine(epoch, extra, self._engine_maker(epoch, 0))
-        return True
-
-    def _take_early(self, start: int) -> _core.Engine | None:
-        """The early engine if it is this pass's; any other is closed."""
-        early, self._early = self._early, None
-        if early is None:
-            return None
-        engine = early.take()
-        if engine is None:
-            return None
-        if early.epoch == self._epoch and start == 0 and early.extra == self._settings.extra:
-            return engine
-        engine.close()
-        return None
 
     @staticmethod
     def _growing(batches: Iterator[dict[str, Any]], arena: PinnedArena) -> Iterator[dict[str, Any]]:

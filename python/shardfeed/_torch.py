@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import multiprocessing
 import os
 import secrets
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from multiprocessing import context as mp_context
 from typing import Any
 
@@ -14,6 +15,7 @@ import torch.utils.data
 from . import _core, _fanout, _shm
 from ._check import check_int
 from ._device import batch_bytes
+from ._early import EngineMaker, NextPass
 from ._errors import InvalidArgumentError, StateDictError
 from ._loader import deliver, iterate, start_engine
 from ._options import Caches, open_filtered
@@ -71,10 +73,19 @@ class TorchDataset(Stream, torch.utils.data.IterableDataset):  # type: ignore[ty
         # workers see them at the start of each pass too.
         self._where: Any = multiprocessing.RawArray("Q", 2)
         self._where[:] = [self._epoch, self._start]
+        # Per process: the next pass's engine, started early (see _early), and the
+        # passes this process ran (a DataLoader worker that runs a second one is
+        # persistent: from then on one may start early).
+        self._next: NextPass | None = None
+        self._next_pid = 0
+        self._passes_here = 0
+        self._last_epoch: int | None = None
+        self._seeked = False  # set_epoch / load_state_dict in this process since a pass began
 
     def _seek(self, epoch: int, batch: int) -> None:
         self._epoch = epoch
         self._start = batch
+        self._seeked = True
         if self._where is not None:
             self._where[:] = [epoch, batch]
 
@@ -87,6 +98,7 @@ class TorchDataset(Stream, torch.utils.data.IterableDataset):  # type: ignore[ty
         state["_dataset"] = None  # the C++ catalog is rebuilt in the worker
         state["_caches"] = None
         state["_leftovers"] = None
+        state["_next"] = None
         if mp_context.get_spawning_popen() is None:
             state["_where"] = None  # shared only with the processes it starts
         return state
@@ -117,8 +129,9 @@ class TorchDataset(Stream, torch.utils.data.IterableDataset):  # type: ignore[ty
             name = _fanout.address(self._token, info.seed - worker, self._passes)  # type: ignore[union-attr]
             if worker == 0:
                 leader = _fanout.Leader(shm, workers, name, self._handshake())
-                engine = self._start_engine(shm, 1, 0, self._settings.num_threads, 4 * workers)
-                raw = leader.batches(engine)
+                make = self._engine_maker(shm, 1, 0, self._settings.num_threads, 4 * workers)
+                engine, watch = self._pass_engine(make, in_worker=True)
+                raw = watch(leader.batches(engine))
             else:
                 raw = _fanout.follow(name, worker, self._handshake())
             for arrays in raw:
@@ -129,11 +142,15 @@ class TorchDataset(Stream, torch.utils.data.IterableDataset):  # type: ignore[ty
         threads = self._settings.num_threads
         if workers > 1 and not self._threads_given:
             threads = max(1, threads // workers)
-        engine = self._start_engine(shm, workers, worker, threads, 0)
+        make = self._engine_maker(shm, workers, worker, threads, 0)
+        if workers > 1:  # an engine per worker (no memfd_create): none starts early
+            engine, watch = make(self._epoch, self._start)(), _unwatched
+        else:
+            engine, watch = self._pass_engine(make, in_worker=info is not None)
         if shm is None:
-            yield from iterate(engine, self._settings)
+            yield from watch(iterate(engine, self._settings))
             return
-        for batch in iterate(engine, self._settings):
+        for batch in watch(iterate(engine, self._settings)):
             shm.after_batch()
             yield _shm.SharedBatch(batch) if type(batch) is dict else batch
 
@@ -141,25 +158,63 @@ class TorchDataset(Stream, torch.utils.data.IterableDataset):  # type: ignore[ty
         """What the workers of one pass must agree on."""
         return (self._token, self._fingerprint, self._epoch, self._start)
 
-    def _start_engine(
+    def _pass_engine(
+        self, make: EngineMaker, in_worker: bool
+    ) -> tuple[_core.Engine, Callable[[Iterator[Any]], Iterator[Any]]]:
+        """This pass's engine (the one started early, if it is this pass's), and what
+        watches its batches to start the next pass's engine early.  Passes run by
+        one engine only; in a DataLoader worker from its second pass on, since only
+        a persistent worker runs another."""
+        if self._next is None or self._next_pid != os.getpid():
+            self._next, self._next_pid = NextPass(), os.getpid()
+            self._passes_here, self._last_epoch = 0, None
+        self._passes_here += 1
+        # The next epoch when this one is one past the previous pass's (on a first
+        # pass: when it was set in this process, as Loader), else the same epoch.
+        if self._last_epoch is None:
+            advanced = self._seeked
+        else:
+            advanced = self._epoch == self._last_epoch + 1
+        self._last_epoch, self._seeked = self._epoch, False
+        next_pass = self._next
+        engine = next_pass.take(self._epoch, self._start, self._settings.extra)
+        if engine is None:
+            engine = make(self._epoch, self._start)()
+        if in_worker and self._passes_here < 2:
+            return engine, _unwatched
+        predicted = self._epoch + 1 if advanced else self._epoch
+        settings = self._settings
+        return engine, lambda batches: next_pass.watch(batches, engine, predicted, settings, make)
+
+    def _engine_maker(
         self, shm: _shm.Sender | None, stride: int, offset: int, threads: int, more: int
-    ) -> _core.Engine:
-        options = self._settings.engine_options(
-            start_batch=self._start, offset=offset, stride=stride, threads=threads
-        )
+    ) -> EngineMaker:
+        """Makes the engine of (epoch, start batch) when called (the dataset and the
+        caches are opened now, on this thread)."""
         dataset = self._own_dataset()
         if self._caches is None:
             self._caches = Caches.open(self._settings.cache, dataset, self._settings.remote_timeout)
-        self._caches.apply(options, self._settings.cache)
         if self._leftovers is None or self._leftovers_pid != os.getpid():
             self._leftovers, self._leftovers_pid = _core.EngineLeftovers(), os.getpid()
-        options.leftovers = self._leftovers
-        if shm is not None:
-            # Room for the engine's ready batches and those on their way to the
-            # main process (`more` for other workers); the slabs grow when the
-            # engine misses them.
-            held = threads * (self._settings.prefetch + 1) + 8 + more
-            options.output_arena = shm.arena(
-                batch_bytes(self.outputs, self._settings.batch_size), held
+        caches, leftovers, settings = self._caches, self._leftovers, self._settings
+        outputs = self.outputs
+
+        def maker(epoch: int, start: int) -> Callable[[], _core.Engine]:
+            options = settings.engine_options(
+                start_batch=start, offset=offset, stride=stride, threads=threads
             )
-        return start_engine(dataset, self._settings.plan_options(self._epoch), options)
+            caches.apply(options, settings.cache)
+            options.leftovers = leftovers
+            if shm is not None:
+                # Room for the engine's ready batches and those on their way to the
+                # main process (`more` for other workers); the slabs grow when the
+                # engine misses them.
+                held = threads * (settings.prefetch + 1) + 8 + more
+                options.output_arena = shm.arena(batch_bytes(outputs, settings.batch_size), held)
+            return functools.partial(start_engine, dataset, settings.plan_options(epoch), options)
+
+        return maker
+
+
+def _unwatched(batches: Iterator[Any]) -> Iterator[Any]:
+    return batches
