@@ -972,7 +972,10 @@ def _epochs_md(doc: dict[str, Any]) -> list[str]:
         f"`[1024, 256]` batches, {cfg.get('epochs')} epochs per fresh process, "
         f"{cfg.get('repeats')} processes per system, runs alternating; after each batch a "
         f"{cfg.get('step_ms')} ms step that sleeps (an accelerator's) or keeps one core busy. "
-        f"Figures over the epochs after the first; {doc['timestamp']}.",
+        f"Figures over the epochs after the first; {doc['timestamp']}. `torch_2w_*`: "
+        "`TorchDataset` in a DataLoader with 2 persistent workers; a worker starts the next "
+        "pass early from its second pass on (so never the second epoch), which the main "
+        "process cannot count (-); its RSS is the largest worker's or the main process's.",
         "",
         "| system | wait per epoch (median) | max | first batch (median) | rows/s | "
         "÷ plain | started early | peak RSS MB |",
@@ -980,7 +983,9 @@ def _epochs_md(doc: dict[str, Any]) -> list[str]:
     ]
     for r in doc["results"]:
         e = r.get("extra", {})
-        plain = by.get(f"plain_{e.get('step')}")
+        reader = e.get("reader", "loader")
+        prefix = "" if reader == "loader" else f"{reader}_"
+        plain = by.get(f"{prefix}plain_{e.get('step')}")
         ratio = (
             f"{r['rows_per_second_median'] / plain['rows_per_second_median']:.2f}" if plain else "-"
         )
@@ -988,9 +993,14 @@ def _epochs_md(doc: dict[str, Any]) -> list[str]:
             f"| `{r['system']}` | {_fmt_pct(e.get('wait_median'))} | "
             f"{_fmt_pct(e.get('wait_max'))} | {e.get('first_batch_ms_median', 0):.1f} ms | "
             f"{_fmt_rps(r['rows_per_second_median'])} | {ratio} | "
-            f"{e.get('passes_started_early')}/{e.get('passes')} | {r['peak_rss_mb']:,.0f} |"
+            f"{_early_count(e)} | {r['peak_rss_mb']:,.0f} |"
         )
     return [*lines, ""]
+
+
+def _early_count(extra: dict[str, Any]) -> str:
+    started = extra.get("passes_started_early")
+    return "-" if started is None else f"{started}/{extra.get('passes')}"
 
 
 def _memory_md(doc: dict[str, Any]) -> list[str]:
