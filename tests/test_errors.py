@@ -132,3 +132,15 @@ def test_bad_settings(tmp_path):
 def test_errors_are_shardfeed_errors(tmp_path):
     with pytest.raises(shardfeed.ShardfeedError):
         shardfeed.Loader(tmp_path / "missing")
+
+
+def test_a_loader_says_it_cannot_be_pickled_or_copied(tmp_path):
+    import copy
+    import pickle
+
+    write(tmp_path / "a.parquet", make_table(0, 40, 0))
+    ld = shardfeed.Loader(tmp_path, batch_size=10)
+    for attempt in (pickle.dumps, copy.copy, copy.deepcopy):
+        with pytest.raises(TypeError, match=r"Loader cannot be pickled.*TorchDataset"):
+            attempt(ld)
+    assert len(list(ld)) == 4  # and it still works

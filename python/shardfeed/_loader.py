@@ -215,6 +215,15 @@ class Loader(Stream):
             arena.after_batch()
             yield batch
 
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        # Without this, pickle fails deep inside on "cannot pickle 'Dataset' object".
+        raise TypeError(
+            "a Loader cannot be pickled or copied: it holds engine threads and open files. "
+            "Make it in the process that iterates it (send its arguments instead; "
+            "state_dict() and load_state_dict() carry its position), or use TorchDataset, "
+            "which pickles, in a DataLoader"
+        )
+
     # -- resume ----------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
         """A small JSON-serializable dict: where this epoch stands, and what it is valid for."""
