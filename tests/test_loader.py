@@ -328,6 +328,18 @@ def test_a_local_source_may_be_a_glob_or_start_with_a_tilde(dataset, tmp_path, m
         shardfeed.Loader(f"{dataset}/missing")
 
 
+def test_a_file_uri_with_spaces_and_accents(dataset, tmp_path):
+    """A URI's path may hold what a URI must escape (a space, "é"): it is escaped for
+    Arrow, which decodes it; an escape already there stays one."""
+    folder = tmp_path / "a b é"
+    folder.mkdir()
+    (folder / "x y.parquet").write_bytes((dataset / "a.parquet").read_bytes())
+    expected = digest(loader(dataset / "a.parquet"))
+    escaped = (folder / "x y.parquet").as_uri()  # file:///.../a%20b%20%C3%A9/x%20y.parquet
+    for uri in (f"file://{folder}", f"file://{folder}/x y.parquet", escaped):
+        assert digest(loader(uri)) == expected, uri
+
+
 def _early(dataset: Path, **kw) -> shardfeed.Loader:
     ld = loader(dataset, **kw)
     ld._settings.extra["start_early"] = True  # whatever the CPUs are doing

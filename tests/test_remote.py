@@ -197,6 +197,20 @@ def test_cache_cli(remote, tmp_path, capsys):
     assert cleared["files"]["entries"] == 0 and cleared["freed_bytes"] > 0
 
 
+def test_keys_with_spaces_and_accents_in_a_uri_as_they_are(s3, tmp_path):
+    """Hive writes city=New York: a URI naming such a folder or file works typed as it
+    is (the path is percent-encoded for Arrow) and percent-encoded by the user."""
+    folder = tmp_path / "city=São Paulo"
+    folder.mkdir()
+    pq.write_table(pa.table({"v": np.arange(6)}), folder / "part 0.parquet")
+    root = s3.upload_folder(tmp_path, "spaces", "lake")
+    plain = root.replace("/lake?", "/lake/city=São Paulo/part 0.parquet?")
+    escaped = root.replace("/lake?", "/lake/city=S%C3%A3o%20Paulo?")
+    for uri in (root, plain, escaped, root.replace("/lake?", "/lake/city=São Paulo?")):
+        ld = shardfeed.Loader(uri, batch_size=2, shuffle=False, output="numpy", columns=["v"])
+        assert [b["v"].tolist() for b in ld] == [[0, 1], [2, 3], [4, 5]], uri
+
+
 def test_remote_errors_name_the_uri(s3):
     with pytest.raises(FileNotFoundError, match="nothing-here"):
         shardfeed.Loader(s3.uri("data", "nothing-here"))

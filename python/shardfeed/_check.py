@@ -12,6 +12,7 @@ import numbers
 import operator
 import os
 import re
+import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -179,11 +180,28 @@ def check_source(value: Any) -> list[str]:
     return [path for item in items for path in _expand_local(item)]
 
 
+# scheme://authority, the path, and the query and fragment as they are.
+_URI = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://[^/?#]*)([^?#]*)(.*)", re.DOTALL)
+
+
+def _quote_uri(uri: str) -> str:
+    """The URI with its path percent-encoded where a URI may not hold the character
+    as it is (a space, non-ASCII letters, quotes, ...), as object keys and folders
+    often do (Hive's ``city=New York``): Arrow refuses them unencoded and decodes
+    them back.  Escapes already there (``%20``) and reserved characters stay."""
+    match = _URI.fullmatch(uri)
+    if match is None:
+        return uri
+    head, path, rest = match.groups()
+    return head + urllib.parse.quote(path, safe="/%:@!$&'()*+,;=~") + rest
+
+
 def _expand_local(source: str) -> list[str]:
     """A local path with ``~`` expanded; a glob pattern (``*``, ``?``, ``[``; ``**``
-    for any depth) that names no existing path becomes the paths it matches."""
+    for any depth) that names no existing path becomes the paths it matches.  A URI
+    has its path percent-encoded where it must be (see _quote_uri)."""
     if "://" in source:
-        return [source]
+        return [_quote_uri(source)]
     path = os.path.expanduser(source)
     if os.path.lexists(path) or not glob.has_magic(path):
         return [path]
