@@ -2,7 +2,8 @@
 
 The Loader's own per-batch time T is measured first: ``shardfeed profile`` with no step,
 its wall time over the batches it delivered (start-up included: the first batches wait
-for a whole window's decode), the median of ``--repeats`` runs. Then, for each multiple
+for a whole window's decode), the median of ``--repeats`` runs; also reported, the stricter
+steady T (after the start-up batches) and each step as a multiple of it. Then, for each multiple
 m of ``--multiples``, ``shardfeed profile --step-ms m*T`` runs ``--repeats`` times. Each
 run is a fresh process reading ``--batches`` batches of ``[4096, 256]`` from the core
 benchmark's dataset, with a sleeping step so the cores are free for the engine. Reported
@@ -61,7 +62,15 @@ def main(argv: list[str] | None = None) -> int:
     # The whole pass (start-up included) over the batches: the start-up batches
     # wait for a whole window's decode, so leaving them out would flatter T.
     per_batch_ms = 1e3 * statistics.median(r["wall_seconds"] / r["batches"] for r in alone)
-    print(f"the loader alone: {per_batch_ms:.2f} ms per batch (median of {args.repeats})")
+    # The strict reading: after the start-up batches only (steady state).
+    steady_ms = 1e3 * statistics.median(
+        (r["wall_seconds"] - r["startup_seconds"]) / max(1, r["batches"] - r["startup_batches"])
+        for r in alone
+    )
+    print(
+        f"the loader alone: {per_batch_ms:.2f} ms per batch, {steady_ms:.2f} after the start-up "
+        f"(medians of {args.repeats})"
+    )
     results = []
     for m in [float(v) for v in args.multiples.split(",")]:
         step = m * per_batch_ms
@@ -92,6 +101,7 @@ def main(argv: list[str] | None = None) -> int:
                 ],
                 "extra": {
                     "multiple": m,
+                    "multiple_of_steady": step / steady_ms,
                     "step_ms": step,
                     "wait_median": statistics.median(waits),
                     "wait_max": max(waits),
@@ -100,6 +110,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     config = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
     config["per_batch_ms"] = per_batch_ms
+    config["steady_per_batch_ms"] = steady_ms
     out, _ = common.write_results("stalls", dataset, config, results, path=args.output)
     print(f"written to {out}")
     return 0

@@ -865,6 +865,10 @@ def _generic_table(doc: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _fmt_multiple(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
 def _stalls_md(after: dict[str, Any], before: dict[str, Any] | None) -> list[str]:
     """The wait-against-step curve (``bench_stalls.py``), with the earlier engine's beside it."""
     cfg = after.get("config", {})
@@ -872,14 +876,15 @@ def _stalls_md(after: dict[str, Any], before: dict[str, Any] | None) -> list[str
         "## Stalls under a training step (issue 12, `bench_stalls.py`)",
         "",
         f"{_dataset_line(after['dataset'])}; {after['timestamp']}. The Loader's own time per "
-        f"batch T = {cfg.get('per_batch_ms', 0):.2f} ms; each step length m x T ran "
+        f"batch T = {cfg.get('per_batch_ms', 0):.2f} ms (start-up included; after it "
+        f"{cfg.get('steady_per_batch_ms', 0):.2f} ms, steady T); each step length m x T ran "
         f"{cfg.get('repeats')} times, each run a fresh process reading {cfg.get('batches')} "
         "batches under a sleeping step. Wait: the consumer's steady-state share of wall time "
         "in `next()` (after one batch per worker thread).",
         "",
     ]
     prior = {r["extra"]["multiple"]: r["extra"] for r in (before or {}).get("results", [])}
-    head = "| step | ms | wait median | wait max | runs |"
+    head = "| step | ms | x steady T | wait median | wait max | runs |"
     if prior:
         head += " before: median | before: max |"
     lines += [head, "|" + "---|" * (head.count("|") - 1)]
@@ -887,7 +892,8 @@ def _stalls_md(after: dict[str, Any], before: dict[str, Any] | None) -> list[str
         e = r["extra"]
         runs = ", ".join(f"{x['extra']['consumer_wait_fraction']:.1%}" for x in r["runs"])
         row = (
-            f"| {e['multiple']:g} x T | {e['step_ms']:.2f} | {e['wait_median']:.2%} | "
+            f"| {e['multiple']:g} x T | {e['step_ms']:.2f} | "
+            f"{_fmt_multiple(e.get('multiple_of_steady'))} | {e['wait_median']:.2%} | "
             f"{e['wait_max']:.2%} | {runs} |"
         )
         if prior:
