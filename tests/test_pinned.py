@@ -98,6 +98,26 @@ def test_a_full_arena_grows_and_nothing_is_lost(dataset, fake_pinned, monkeypatc
     assert _core.live_buffers() == base
 
 
+def test_the_next_pass_starts_early_with_pinned_batches_too(dataset, fake_pinned):
+    """Both engines take their buffers from the one arena (a training step on a GPU is
+    when the CPUs have room for the next epoch's decode); each pass is its epoch's
+    stream, with every batch in the arena."""
+    import time
+
+    pinned = loader(dataset, num_threads=2, pin_memory=True)
+    pinned._settings.extra["start_early"] = True  # whatever the CPUs are doing
+    for epoch in (0, 1, 2):
+        plain = loader(dataset, num_threads=2)
+        plain.set_epoch(epoch)
+        pinned.set_epoch(epoch)
+        batches = [b for b in pinned if time.sleep(0.0005) is None]  # a step
+        assert digest(batches) == digest(plain), epoch
+        assert pinned.stats()["started_early"] == (epoch > 0)
+        # The first slab (1 MiB at least) holds both engines' batches of this dataset.
+        assert all(pinned._arena.core.contains(b["feats"].data_ptr()) for b in batches)
+        assert pinned.stats()["pinned"]["misses"] == 0
+
+
 def test_torch_dataset_points_to_the_dataloader(dataset, fake_pinned):
     with pytest.raises(ValueError, match="DataLoader"):
         shardfeed.TorchDataset(dataset, columns=["label"], pin_memory=True)

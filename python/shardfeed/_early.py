@@ -99,11 +99,13 @@ class _EarlyEngine:
 
 def may_start_early(settings: Settings) -> bool:
     """Whether a pass with these settings may start the next one early: with a
-    memory plan, and not with pinned slabs (sized for one engine's batches) nor a
-    device.  ``extra["start_early"]``: False never, True without the CPU test."""
+    memory plan.  With ``pin_memory`` (or a device) both engines take their batch
+    buffers from the one pinned arena; what does not fit it comes from pageable
+    memory, and the arena grows (see ``PinnedArena``).  ``extra["start_early"]``:
+    False never, True without the CPU test."""
     if settings.extra.get("start_early") is False:
         return False
-    return settings.memory_plan is not None and not settings.pin_memory and settings.device is None
+    return settings.memory_plan is not None
 
 
 class NextPass:
