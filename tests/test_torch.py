@@ -187,3 +187,20 @@ def test_the_next_pass_starts_early_in_the_process_that_runs_the_engine(
         assert early == [False, False, True, True, True, False, True]
     else:
         assert early == [False, True, True, True, True, False, True]
+
+
+def test_workers_forked_while_the_main_process_holds_an_early_engine(dataset):
+    """A TorchDataset read in the main process (0 workers) has the next pass's engine
+    started; DataLoader workers forked then copy it, with threads that live only in the
+    main process.  They leave it be (destroying it killed the worker: std::system_error
+    joining threads it does not have) and give the stream."""
+    ds = shardfeed.TorchDataset(dataset, **ARGS)
+    ds._settings.extra["start_early"] = True  # whatever the CPUs are doing
+    for epoch in (0, 1):
+        ds.set_epoch(epoch)
+        _slowly(dataloader(ds, 0))
+    assert ds._next._early is not None  # epoch 2's engine, started in this process
+    ds.set_epoch(2)
+    loader = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=2, timeout=60)
+    assert digest(loader) == _loader_stream(dataset, 2)
+    assert digest(dataloader(ds, 0)) == _loader_stream(dataset, 2)  # the main process too

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import multiprocessing
 import os
@@ -113,6 +114,8 @@ class TorchDataset(Stream, torch.utils.data.IterableDataset):  # type: ignore[ty
                     "the dataset changed since the TorchDataset was made "
                     f"(fingerprint {dataset.fingerprint} != {self._fingerprint})"
                 )
+            if self._pid != os.getpid():
+                _abandon(self._caches)  # the parent's (its locks may be held there)
             self._dataset, self._pid = dataset, os.getpid()
             self._caches = None
         return self._dataset
@@ -166,6 +169,7 @@ class TorchDataset(Stream, torch.utils.data.IterableDataset):  # type: ignore[ty
         one engine only; in a DataLoader worker from its second pass on, since only
         a persistent worker runs another."""
         if self._next is None or self._next_pid != os.getpid():
+            _abandon(self._next)  # a fork's copy of the parent's: its engine's threads are there
             self._next, self._next_pid = NextPass(), os.getpid()
             self._passes_here, self._last_epoch = 0, None
         self._passes_here += 1
@@ -214,6 +218,14 @@ class TorchDataset(Stream, torch.utils.data.IterableDataset):  # type: ignore[ty
             return functools.partial(start_engine, dataset, settings.plan_options(epoch), options)
 
         return maker
+
+
+def _abandon(inherited: Any) -> None:
+    """Never destroys `inherited`, an object this process copied from its parent in a
+    fork: an engine's destructor joins its threads, which live only in the parent
+    (std::system_error, the worker dies), and may wait on locks they held."""
+    if inherited is not None:
+        ctypes.pythonapi.Py_IncRef(ctypes.py_object(inherited))
 
 
 def _unwatched(batches: Iterator[Any]) -> Iterator[Any]:
