@@ -1,7 +1,10 @@
 #include "gil.h"
 
+#include <pthread.h>
+
 #include <chrono>
 #include <mutex>
+#include <new>
 #include <thread>
 
 namespace shardfeed::py {
@@ -14,6 +17,13 @@ bool exiting = false;  // guarded by exit_mu
 std::thread::id exit_thread;
 
 bool ParkedLocked() { return exiting && std::this_thread::get_id() != exit_thread; }
+
+// A fork copies exit_mu as it is: held, perhaps, by a thread that was waiting
+// for the GIL (which the forking thread holds), a thread the child does not
+// have, so that the child's first ReleaseGil would wait for good.  The child
+// (only the forking thread runs there) starts with it free.
+void FreeExitMutexInChild() { new (&exit_mu) std::mutex(); }
+[[maybe_unused]] const int kAtFork = pthread_atfork(nullptr, nullptr, FreeExitMutexInChild);
 
 [[noreturn]] void Park() {
   for (;;) std::this_thread::sleep_for(std::chrono::hours(24));

@@ -8,6 +8,8 @@
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
+#include <unistd.h>
+
 #include <map>
 #include <memory>
 #include <string>
@@ -24,6 +26,7 @@
 #include "shardfeed/decoded_tier.h"
 #include "shardfeed/engine.h"
 #include "shardfeed/output_arena.h"
+#include "shardfeed/status.h"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -31,11 +34,20 @@ using namespace nb::literals;
 namespace shardfeed::py {
 namespace {
 
+// A fork copies an engine but not its threads, which stay in the process that
+// made it: there, stopping the engine joins them; in the child it would join
+// threads that do not exist (std::system_error) or wait on locks they held.  So
+// in another process than its own an engine is never stopped nor destroyed (its
+// memory is a copy, left as it is), and next() says why it cannot deliver.
 class EngineHandle {
  public:
   EngineHandle(std::unique_ptr<Engine> engine, int64_t num_batches)
-      : engine_(std::move(engine)), num_batches_(num_batches) {}
+      : engine_(std::move(engine)), num_batches_(num_batches), pid_(getpid()) {}
   ~EngineHandle() {
+    if (Forked()) {
+      (void)engine_.release();
+      return;
+    }
     ReleaseGil release;
     engine_.reset();  // stops and joins the workers
   }
@@ -45,6 +57,13 @@ class EngineHandle {
   // workers are stuck on.  The interrupted wait loses nothing: the engine keeps
   // its position and a later next() delivers the batch it was waiting for.
   nb::object Next() {
+    if (Forked()) {
+      Check(Error(ErrorKind::kInvalidArgument,
+                  "this engine was made in process " + std::to_string(pid_) +
+                      " and copied into this one by a fork, without its threads: make the "
+                      "loader in the process that iterates it (or iterate it anew: a Loader "
+                      "starts a fresh engine after a fork)"));
+    }
     std::shared_ptr<Batch> batch;
     for (;;) {
       bool timed_out = false;
@@ -59,9 +78,12 @@ class EngineHandle {
     return BatchToDict(*batch);
   }
 
-  void Cancel() { engine_->Cancel(); }
+  void Cancel() {
+    if (!Forked()) engine_->Cancel();
+  }
 
   void Close() {
+    if (Forked()) return;
     ReleaseGil release;
     engine_->Stop();
   }
@@ -128,8 +150,11 @@ class EngineHandle {
   }
 
  private:
+  bool Forked() const { return getpid() != pid_; }
+
   std::unique_ptr<Engine> engine_;
   int64_t num_batches_;
+  pid_t pid_;
 };
 
 // Keeps a Python object alive for C++: the last release takes the GIL (from

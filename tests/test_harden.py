@@ -361,6 +361,62 @@ def test_the_interpreter_exits_cleanly_under_a_daemon_thread_that_iterates(
         assert "leaked" not in proc.stderr, proc.stderr[-2000:]
 
 
+# A fork copies a loader and its engines but not their threads.  Before, a DataLoader
+# worker iterating a Loader whose next pass had started early in the parent waited
+# forever on that engine, and a child dropping or closing one (at exit too) aborted.
+_FORK_CODE = """
+import os, sys, time, shardfeed
+l = shardfeed.Loader(sys.argv[1], batch_size=16, output='numpy', seed=3)
+l._settings.extra['start_early'] = True
+for e in (0, 1):
+    l.set_epoch(e)
+    [b for b in l if time.sleep(0.001) is None]
+assert l._next._early is not None  # epoch 2's engine, started here
+l.set_epoch(2)
+it = iter(l)
+head = [next(it)["label"].tolist() for _ in range(3)]  # a pass in progress too
+pid = os.fork()
+if pid == 0:  # the child reads epoch 2 with the copy and exits the normal way
+    print("child", sum(len(b["label"]) for b in l), flush=True)
+    sys.exit(0)
+_, status = os.waitpid(pid, 0)
+print("child status", status, flush=True)
+print("parent", sum(len(b["label"]) for b in it) + 48, flush=True)
+"""
+
+
+def test_a_forked_child_reads_with_its_copy_of_a_loader_and_exits_cleanly(dataset):
+    proc = subprocess.run(
+        [sys.executable, "-c", _FORK_CODE, str(dataset)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    rows = len(shardfeed.Loader(dataset, batch_size=16)) * 16
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split("\n")[:3] == [f"child {rows}", "child status 0", f"parent {rows}"]
+    assert "terminate" not in proc.stderr and "leaked" not in proc.stderr, proc.stderr[-2000:]
+
+
+def test_dataloader_workers_iterating_a_loader_made_in_the_parent(dataset):
+    """Not TorchDataset's way (each worker yields the whole epoch), but it must not
+    hang: the Loader's next pass had started early in the parent."""
+    import torch
+
+    ld = shardfeed.Loader(dataset, batch_size=16, output="numpy", seed=3)
+    ld._settings.extra["start_early"] = True
+    for epoch in (0, 1):
+        ld.set_epoch(epoch)
+        [b for b in ld if time.sleep(0.001) is None]
+    ld.set_epoch(2)
+
+    class Each(torch.utils.data.IterableDataset):  # type: ignore[type-arg]
+        def __iter__(self) -> Any:
+            return iter(ld)
+
+    got = list(torch.utils.data.DataLoader(Each(), batch_size=None, num_workers=2, timeout=60))
+    reference = digest(ld)  # epoch 2, in this process
+    assert digest(got[0::2]) == reference and digest(got[1::2]) == reference
+
+
 # -- the remote deadline -------------------------------------------------------------
 
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import atexit
+import ctypes
 import functools
+import os
 import threading
 import time
 import weakref
@@ -24,12 +26,27 @@ from ._stream import Stream
 _live_engines: weakref.WeakSet[_core.Engine] = weakref.WeakSet()
 
 
+def abandon(inherited: Any) -> None:
+    """Never destroys `inherited`, an object this process copied from its parent in a
+    fork (the caches: their destructors may wait on locks the parent's threads held).
+    An engine copied so guards itself: it neither stops nor is destroyed outside the
+    process that made it."""
+    if inherited is not None:
+        ctypes.pythonapi.Py_IncRef(ctypes.py_object(inherited))
+
+
+_IMPORTED_IN = os.getpid()
+
+
 @atexit.register
 def _close_engines() -> None:
     # First, so that a daemon thread waiting in next() does not take the GIL
     # back as the interpreter finalizes (that aborts the process): from here on
     # such a thread sleeps until the process ends.
-    _core.begin_exit(quiet_leaks=threading.active_count() > 1)
+    # No leak report when other threads' frames hold objects, nor in a fork's child,
+    # which keeps what it copied from the parent (engines, caches) on purpose.
+    forked = os.getpid() != _IMPORTED_IN
+    _core.begin_exit(quiet_leaks=threading.active_count() > 1 or forked)
     for engine in list(_live_engines):
         engine.close()
 
@@ -142,6 +159,7 @@ class Loader(Stream):
     """
 
     def _opened(self, dataset: _core.Dataset) -> None:
+        self._pid = os.getpid()  # the process whose engines these are (see _after_fork)
         self._dataset = dataset
         self._caches = Caches.open(self._settings.cache, dataset, self._settings.remote_timeout)
         self._consumed = 0  # batches handed out in this epoch
@@ -169,6 +187,8 @@ class Loader(Stream):
 
     # -- the stream ------------------------------------------------------------------
     def __iter__(self) -> Iterator[dict[str, Any]]:
+        if self._pid != os.getpid():
+            self._after_fork()
         start = self._resume_at
         self._resume_at = 0
         self._consumed = start
@@ -195,6 +215,20 @@ class Loader(Stream):
         for batch in self._next.watch(batches, engine, predicted, self._settings, make):
             self._consumed += 1
             yield batch
+
+    def _after_fork(self) -> None:
+        """This Loader was copied by a fork (a DataLoader worker iterating it, say): its
+        engines' threads stayed in the parent, so the engine started early there would
+        never deliver, and the parent's filesystem handles may not work here.  Reopens
+        the dataset (the fingerprint proves it is the same data) and starts afresh,
+        keeping the epoch and the position."""
+        abandon(self._caches)  # the parent's (their locks may be held there)
+        self._dataset = dataset = self._reopened()
+        self._caches = Caches.open(self._settings.cache, dataset, self._settings.remote_timeout)
+        self._leftovers = _core.EngineLeftovers()
+        self._next = NextPass()
+        self._last_engine = None
+        self._pid = os.getpid()
 
     def _make_engine(self, epoch: int, start: int) -> _core.Engine:
         return self._engine_maker(epoch, start)()

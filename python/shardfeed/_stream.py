@@ -10,6 +10,7 @@ import numpy as np
 
 from . import _core
 from ._check import UINT64, check_int
+from ._errors import StateDictError
 from ._filter import FilterArg
 from ._options import (
     DEFAULT_BATCH_SIZE,
@@ -239,6 +240,18 @@ class Stream:
     def _seek(self, epoch: int, batch: int) -> None:
         """The next pass yields epoch `epoch` from batch `batch` on."""
         raise NotImplementedError
+
+    def _reopened(self) -> _core.Dataset:
+        """The dataset read anew, as in another process (after a fork, or unpickled)
+        rather than through the parent's filesystem handles; the fingerprint proves it
+        is the same data."""
+        dataset, _ = open_filtered(self._settings, self._filter_image)
+        if dataset.fingerprint != self._fingerprint:
+            raise StateDictError(
+                "the dataset changed since the loader was made "
+                f"(fingerprint {dataset.fingerprint} != {self._fingerprint})"
+            )
+        return dataset
 
     def __len__(self) -> int:
         """Batches this rank yields per epoch."""

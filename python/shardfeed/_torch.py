@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ctypes
 import functools
 import multiprocessing
 import os
@@ -17,9 +16,9 @@ from . import _core, _fanout, _shm
 from ._check import check_int
 from ._device import batch_bytes
 from ._early import EngineMaker, NextPass
-from ._errors import InvalidArgumentError, StateDictError
-from ._loader import deliver, iterate, start_engine
-from ._options import Caches, open_filtered
+from ._errors import InvalidArgumentError
+from ._loader import abandon, deliver, iterate, start_engine
+from ._options import Caches
 from ._stream import Stream
 
 
@@ -108,14 +107,9 @@ class TorchDataset(Stream, torch.utils.data.IterableDataset):  # type: ignore[ty
         # After a fork (or unpickling) read the footers anew rather than reuse the
         # parent's filesystem handles; the fingerprint proves it is the same data.
         if self._dataset is None or self._pid != os.getpid():
-            dataset, _ = open_filtered(self._settings, self._filter_image)
-            if dataset.fingerprint != self._fingerprint:
-                raise StateDictError(
-                    "the dataset changed since the TorchDataset was made "
-                    f"(fingerprint {dataset.fingerprint} != {self._fingerprint})"
-                )
+            dataset = self._reopened()
             if self._pid != os.getpid():
-                _abandon(self._caches)  # the parent's (its locks may be held there)
+                abandon(self._caches)  # the parent's (its locks may be held there)
             self._dataset, self._pid = dataset, os.getpid()
             self._caches = None
         return self._dataset
@@ -169,7 +163,6 @@ class TorchDataset(Stream, torch.utils.data.IterableDataset):  # type: ignore[ty
         one engine only; in a DataLoader worker from its second pass on, since only
         a persistent worker runs another."""
         if self._next is None or self._next_pid != os.getpid():
-            _abandon(self._next)  # a fork's copy of the parent's: its engine's threads are there
             self._next, self._next_pid = NextPass(), os.getpid()
             self._passes_here, self._last_epoch = 0, None
         self._passes_here += 1
@@ -218,14 +211,6 @@ class TorchDataset(Stream, torch.utils.data.IterableDataset):  # type: ignore[ty
             return functools.partial(start_engine, dataset, settings.plan_options(epoch), options)
 
         return maker
-
-
-def _abandon(inherited: Any) -> None:
-    """Never destroys `inherited`, an object this process copied from its parent in a
-    fork: an engine's destructor joins its threads, which live only in the parent
-    (std::system_error, the worker dies), and may wait on locks they held."""
-    if inherited is not None:
-        ctypes.pythonapi.Py_IncRef(ctypes.py_object(inherited))
 
 
 def _unwatched(batches: Iterator[Any]) -> Iterator[Any]:

@@ -1,7 +1,10 @@
 #include "exec/footprint.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <mutex>
+#include <new>
 #include <string>
 #include <unordered_map>
 
@@ -129,18 +132,41 @@ std::vector<RowGroupFootprint> EstimateFootprints(const Catalog& catalog, const 
   return out;
 }
 
-std::shared_ptr<const std::vector<RowGroupFootprint>> Footprints(
-    const std::shared_ptr<const Catalog>& catalog, const Layout& layout) {
+namespace {
+
+// The footprints of the latest catalogs, shared by the engines of a process.
+struct KeptFootprints {
   struct Entry {
     std::weak_ptr<const Catalog> catalog;
     std::vector<int> fields;
     std::vector<double> shares;  // what fusing depends on (FusedShares)
     std::shared_ptr<const std::vector<RowGroupFootprint>> footprints;
   };
+  std::mutex mu;
+  std::vector<Entry> kept;  // latest last
+};
+
+KeptFootprints* Kept() {
+  static KeptFootprints* const kept = new KeptFootprints();  // never destroyed: see below
+  return kept;
+}
+
+// A fork copies the list as it is: its mutex perhaps held by a thread the child
+// does not have (an engine being made), the list perhaps half changed.  The
+// child (only the forking thread runs there) starts with an empty one; the
+// copy is left as it is.
+void ForgetKeptInChild() { new (Kept()) KeptFootprints(); }
+[[maybe_unused]] const int kAtFork = pthread_atfork(nullptr, nullptr, ForgetKeptInChild);
+
+}  // namespace
+
+std::shared_ptr<const std::vector<RowGroupFootprint>> Footprints(
+    const std::shared_ptr<const Catalog>& catalog, const Layout& layout) {
+  using Entry = KeptFootprints::Entry;
   const std::vector<double> shares = FusedShares(layout);
   constexpr size_t kKept = 8;
-  static std::mutex mu;
-  static std::vector<Entry> kept;  // latest last
+  std::mutex& mu = Kept()->mu;
+  std::vector<Entry>& kept = Kept()->kept;
   const auto same = [&](const Entry& e) {
     // Owner equality, not the address: a catalog freed and another made at
     // the same address is not a match.
