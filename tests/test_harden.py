@@ -377,6 +377,7 @@ it = iter(l)
 head = [next(it)["label"].tolist() for _ in range(3)]  # a pass in progress too
 pid = os.fork()
 if pid == 0:  # the child reads epoch 2 with the copy and exits the normal way
+    assert l.stats()["epoch"] == 2 and "stages" not in l.stats()  # no pass of its own yet
     print("child", sum(len(b["label"]) for b in l), flush=True)
     sys.exit(0)
 _, status = os.waitpid(pid, 0)

@@ -228,6 +228,7 @@ class Loader(Stream):
         self._leftovers = _core.EngineLeftovers()
         self._next = NextPass()
         self._last_engine = None
+        self._started_early = False
         self._pid = os.getpid()
 
     def _make_engine(self, epoch: int, start: int) -> _core.Engine:
@@ -325,6 +326,8 @@ class Loader(Stream):
         ``used_bytes``, ``peak_bytes``, ``allocations`` and ``misses`` (buffers
         that came from pageable memory because the arena was full).
         """
+        if self._pid != os.getpid():
+            self._after_fork()  # the parent's engine and caches are not to be touched here
         stats: dict[str, Any] = {
             "epoch": self._epoch,
             "batches_consumed": self._consumed,
@@ -354,4 +357,6 @@ class Loader(Stream):
     def trace_events(self) -> list[tuple[int, str, float, float, int]]:
         """(worker, stage, start_us, duration_us, arg) of the latest pass, when it was
         made with tracing on (see ``shardfeed profile --trace``); worker -1 is the consumer."""
+        if self._pid != os.getpid():
+            self._after_fork()
         return [] if self._last_engine is None else list(self._last_engine.trace())
