@@ -106,3 +106,23 @@ def _no_early_start_unless_asked(monkeypatch: pytest.MonkeyPatch) -> None:
         return bool(settings.extra.get("start_early")) and may(settings)
 
     monkeypatch.setattr(_early, "may_start_early", only_if_asked)
+
+
+def log_engine_starts(path: Path, label: Any) -> Any:
+    """A DataLoader worker_init_fn (or, called with 0, a patch of this process): each
+    engine a TorchDataset starts in that process appends ``label()`` to `path` (the
+    pid, the name of the thread that made it, ...)."""
+
+    def init(worker_id: int) -> None:
+        from shardfeed import _torch
+
+        real = _torch.start_engine
+
+        def logged(*args: Any, **kwargs: Any) -> Any:
+            with open(path, "a") as f:
+                f.write(f"{label()}\n")
+            return real(*args, **kwargs)
+
+        _torch.start_engine = logged  # type: ignore[assignment]
+
+    return init

@@ -8,7 +8,7 @@ torch = pytest.importorskip("torch")
 
 import shardfeed  # noqa: E402
 
-from .conftest import digest, sample_ids  # noqa: E402
+from .conftest import digest, log_engine_starts, sample_ids  # noqa: E402
 
 ARGS = dict(
     batch_size=50,
@@ -127,25 +127,10 @@ def test_a_pickled_copy_keeps_its_own_epoch(dataset):
     assert digest(copy) == _loader_stream(dataset, 3)
 
 
-def _log_engine_threads(path):
-    """A worker_init_fn: each engine a worker starts appends the name of the thread that
-    made it to `path` ("shardfeed-early-engine" when it started ahead of its pass)."""
+def _thread_name() -> str:
+    import threading
 
-    def init(worker_id):
-        import threading
-
-        from shardfeed import _torch
-
-        real = _torch.start_engine
-
-        def logged(*args, **kwargs):
-            with open(path, "a") as f:
-                f.write(f"{threading.current_thread().name}\n")
-            return real(*args, **kwargs)
-
-        _torch.start_engine = logged
-
-    return init
+    return threading.current_thread().name  # "shardfeed-early-engine": started ahead
 
 
 def _slowly(loader):
@@ -170,11 +155,11 @@ def test_the_next_pass_starts_early_in_the_process_that_runs_the_engine(
     if workers:
         loader = torch.utils.data.DataLoader(
             ds, batch_size=None, num_workers=workers, persistent_workers=True,
-            worker_init_fn=_log_engine_threads(log),
+            worker_init_fn=log_engine_starts(log, _thread_name),
         )  # fmt: skip
     else:
         monkeypatch.setattr(_torch, "start_engine", _torch.start_engine)  # put back after
-        _log_engine_threads(log)(0)
+        log_engine_starts(log, _thread_name)(0)
         loader = dataloader(ds, 0)
     for epoch in (0, 1, 2, 3, 5):
         ds.set_epoch(epoch)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import collections
 import gc
+import os
 
 import numpy as np
 import pytest
@@ -15,7 +16,7 @@ torch = pytest.importorskip("torch")
 import shardfeed  # noqa: E402
 from shardfeed import _shm  # noqa: E402
 
-from .conftest import digest  # noqa: E402
+from .conftest import digest, log_engine_starts  # noqa: E402
 
 ARGS = dict(
     batch_size=10,
@@ -147,26 +148,6 @@ def test_breaking_off_and_starting_again(dataset):
     assert all(np.isfinite(b["f"].numpy()).all() for b in first)
 
 
-def _log_engine_starts(path):
-    """A worker_init_fn: each engine a worker starts appends the worker's pid to `path`."""
-
-    def init(worker_id):
-        import os
-
-        from shardfeed import _torch
-
-        real = _torch.start_engine
-
-        def logged(*args, **kwargs):
-            with open(path, "a") as f:
-                f.write(f"{os.getpid()}\n")
-            return real(*args, **kwargs)
-
-        _torch.start_engine = logged
-
-    return init
-
-
 @pytest.mark.parametrize("workers", [2, 3])
 def test_one_engine_decodes_for_every_worker(dataset, tmp_path, workers):
     """Worker 0 runs the only engine of a pass; every worker still yields its own
@@ -175,7 +156,7 @@ def test_one_engine_decodes_for_every_worker(dataset, tmp_path, workers):
     log = tmp_path / "engines.txt"
     ds = shardfeed.TorchDataset(dataset, **ARGS)
     loader = dataloader(
-        ds, workers, persistent_workers=True, worker_init_fn=_log_engine_starts(log)
+        ds, workers, persistent_workers=True, worker_init_fn=log_engine_starts(log, os.getpid)
     )
     for passes in (1, 2):
         assert digest(loader) == reference
