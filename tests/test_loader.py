@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import gc
 import json
 import subprocess
@@ -13,6 +14,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 import shardfeed
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from shardfeed import _core
 
 from .conftest import digest, engine_threads, sample_ids, to_numpy
@@ -422,3 +425,55 @@ def test_the_next_pass_starts_early_only_when_the_cpus_have_room():
     out = subprocess.run([sys.executable, "-c", _SPARE], capture_output=True, text=True,
                          check=True, timeout=60)  # fmt: skip
     assert out.stdout.strip() == "[False, False, True]"
+
+
+# One step of a training script's history: ("epoch", e) calls set_epoch(e) and reads
+# the whole pass; ("break", k) reads k batches of a pass, saves the state and stops;
+# ("resume",) loads the latest saved state and reads the rest; ("again",) reads a
+# whole pass with no set_epoch.
+_STEP = st.one_of(
+    st.tuples(st.just("epoch"), st.integers(0, 3)),
+    st.tuples(st.just("break"), st.integers(0, 6)),
+    st.tuples(st.just("resume")),
+    st.tuples(st.just("again")),
+)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+@given(history=st.lists(_STEP, min_size=1, max_size=6))
+def test_any_history_of_passes_gives_each_epochs_stream_with_early_start(dataset, history):
+    """Whatever the script does between passes, a pass whose engine started early (or
+    was closed as a wrong guess) yields exactly what a fresh loader would."""
+    fresh = _stream_digests(dataset)
+    ld = _early(dataset, seed=4)
+    saved: dict | None = None
+    for step in history:
+        if step[0] == "resume":
+            if saved is None:
+                continue
+            ld.load_state_dict(saved)
+            start = saved["batches_consumed"]
+            expected = fresh[saved["epoch"]][start:]
+        else:
+            if step[0] == "epoch":
+                ld.set_epoch(step[1])
+            expected = fresh[ld.epoch]
+        got = []
+        for batch in ld:
+            got.append(digest([batch]))
+            time.sleep(0.0005)  # a step: time for the next pass to start early
+            if step[0] == "break" and len(got) == step[1]:
+                saved = ld.state_dict()
+                break
+        assert got == expected[: len(got)] and (step[0] == "break" or got == expected), step
+
+
+@functools.cache
+def _stream_digests(dataset: Path) -> dict[int, list[str]]:
+    out = {}
+    for epoch in range(4):
+        ld = loader(dataset, seed=4)
+        ld._settings.extra["start_early"] = False
+        ld.set_epoch(epoch)
+        out[epoch] = [digest([b]) for b in ld]
+    return out
