@@ -20,6 +20,30 @@ def test_info_reports_bad_input_without_a_traceback(tmp_path, capsys):
     assert "DatasetNotFoundError" in capsys.readouterr().err
 
 
+def test_bad_settings_are_errors_not_tracebacks(dataset, capsys):
+    """A setting out of range is an error that names it (exit status 2), whether the
+    command line or the library refuses it; the catalog is not printed as if fine."""
+    import pytest
+
+    for argv in (
+        ["info", str(dataset), "--batch-size", "0"],
+        ["info", str(dataset), "--memory-limit", "lots"],
+        ["profile", str(dataset), "--batches", "-3"],
+        ["profile", str(dataset), "--step-ms", "-1"],
+        ["demo", "--epochs", "0"],
+    ):
+        try:
+            status = cli.main(argv)
+        except SystemExit as e:  # argparse's own refusal
+            status = e.code
+        err = capsys.readouterr().err
+        assert status == 2, argv
+        assert argv[-2].lstrip("-").split("-")[0] in err.replace("_", "-"), (argv, err)
+        assert "Traceback" not in err
+    with pytest.raises(SystemExit):
+        cli.main(["profile", str(dataset), "--batches", "many"])
+
+
 def test_demo_trains_and_prints_the_same_order_fingerprint_twice(tmp_path, capsys):
     assert cli.main(["demo", "--data-dir", str(tmp_path / "demo"), "--epochs", "2"]) == 0
     first = capsys.readouterr().out

@@ -5,10 +5,27 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 
-from ._errors import ShardfeedError
+from ._errors import ArgumentTypeError, InvalidArgumentError, ShardfeedError
 
 DEFAULT_MEMORY_LIMIT_TEXT = "384MiB"  # EngineOptions::memory_limit (checked by a test)
+
+
+def _at_least(least: float, kind: Callable[[str], float] = int) -> Callable[[str], float]:
+    """An argparse type: a number of `kind` that is at least `least`."""
+
+    def parse(text: str) -> float:
+        try:
+            value = kind(text)
+        except ValueError:
+            what = "a whole number" if kind is int else "a number"
+            raise argparse.ArgumentTypeError(f"not {what}: {text!r}") from None
+        if value < least:
+            raise argparse.ArgumentTypeError(f"must be at least {least}, got {text}")
+        return value
+
+    return parse
 
 
 def _info(args: argparse.Namespace) -> int:
@@ -45,8 +62,10 @@ def _info(args: argparse.Namespace) -> int:
             world_size=args.world_size, rank=0,
             filter=None if args.filter is None else json.loads(args.filter),
         )  # fmt: skip
+    except (InvalidArgumentError, ArgumentTypeError):
+        raise  # a setting of the command line: said as an error (main)
     except ShardfeedError as e:
-        # The catalog is still worth printing: say why these settings would not load.
+        # The catalog is still worth printing: say why these columns would not load.
         info["plan"] = {"error": f"{type(e).__name__}: {e}", "hint": "choose --columns/--stack"}
     print(json.dumps(info, indent=2))
     return 0
@@ -154,8 +173,8 @@ def main(argv: list[str] | None = None) -> int:
 
     demo = sub.add_parser("demo", help="generate a tabular dataset and train a small MLP on it")
     demo.add_argument("--data-dir", default=None, help="default: ~/.cache/shardfeed/demo")
-    demo.add_argument("--epochs", type=int, default=2)
-    demo.add_argument("--batch-size", type=int, default=1024)
+    demo.add_argument("--epochs", type=_at_least(1), default=2)
+    demo.add_argument("--batch-size", type=_at_least(1), default=1024)
     demo.add_argument("--threads", type=int, default=None)
     demo.set_defaults(func=_demo)
 
@@ -202,8 +221,10 @@ def main(argv: list[str] | None = None) -> int:
     prof.add_argument("--columns", help="comma-separated names or patterns (default: all)")
     prof.add_argument("--stack", help="NAME=PATTERNS: stack matching columns into one array")
     prof.add_argument("--batch-size", type=int, default=1024)
-    prof.add_argument("--batches", type=int, default=200)
-    prof.add_argument("--step-ms", type=float, default=0.0, help="simulated training step")
+    prof.add_argument("--batches", type=_at_least(1), default=200)
+    prof.add_argument(
+        "--step-ms", type=_at_least(0.0, float), default=0.0, help="simulated training step"
+    )
     prof.add_argument("--threads", type=int, default=None)
     prof.add_argument(
         "--memory-limit",
