@@ -268,9 +268,10 @@ void RegisterEngine(nb::module_& m) {
       .def_prop_ro("num_batches", &EngineHandle::num_batches)
       .def_prop_ro("memory_held", &EngineHandle::memory_held,
                    "Bytes held now: booked in the memory budget and idle (kept for reuse).")
-      .def_prop_ro("decodes_started", &EngineHandle::decodes_started,
-                   "Every row group of the last window has begun to decode (the engine books "
-                   "no more memory from now on).")
+      .def_prop_ro(
+          "decodes_started", &EngineHandle::decodes_started,
+          "Every row group of the last window its units read has begun to decode (it books "
+          "no more memory from now on).")
       .def("trace", &EngineHandle::Trace,
            "Timeline events (worker, stage, start_us, duration_us, arg); needs options.trace.")
       .def("stats", &EngineHandle::Stats, nb::sig("def stats(self) -> dict[str, typing.Any]"));

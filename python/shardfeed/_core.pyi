@@ -459,7 +459,7 @@ class Engine:
     @property
     def decodes_started(self) -> bool:
         """
-        Every row group of the last window has begun to decode (the engine books no more memory from now on).
+        Every row group of the last window its units read has begun to decode (it books no more memory from now on).
         """
 
     def trace(self) -> list[tuple[int, str, float, float, int]]:

@@ -233,7 +233,8 @@ class Engine {
   virtual int64_t num_units() const = 0;
   // Bytes held now: booked in the memory budget and idle (kept for reuse).
   virtual int64_t memory_held() const = 0;
-  // Every row group of the last window has begun to decode: from now on the
+  // Every row group of the last window its units read (a rank's slice may end
+  // before the epoch's last window) has begun to decode: from now on the
   // engine books no more memory for decodes, it only gives it back.
   virtual bool decodes_started() const = 0;
   virtual EngineStats stats() const = 0;

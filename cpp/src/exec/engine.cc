@@ -345,9 +345,11 @@ class EngineImpl final : public Engine {
     hooks_.verify_page_checksums = options_.verify_page_checksums;
     hooks_.stop = &stop_;
     hooks_.help = [this] { return HelpWhileLocked(); };
-    if (schedule_->num_windows() > 0) {
-      last_window_needed_ =
-          static_cast<int64_t>(schedule_->NeededRowGroups(schedule_->num_windows() - 1).size());
+    if (schedule_->num_units() > 0) {
+      // The last window this engine's units read: a rank (or a resume) may end
+      // before the epoch's last window.
+      last_window_ = schedule_->UnitWindows(schedule_->num_units() - 1).last;
+      last_window_needed_ = static_cast<int64_t>(schedule_->NeededRowGroups(last_window_).size());
     }
     const int n = num_threads_;
     if (options_.file_cache && !catalog_->is_local()) UseFileCache();
@@ -730,7 +732,7 @@ class EngineImpl final : public Engine {
     // A worker waiting for memory to decode `rg` itself now waits for the slot
     // instead (RowGroupStore::Decoding ends its Reserve).
     budget_->Wake();
-    if (window == schedule_->num_windows() - 1) last_window_decodes_.fetch_add(1);
+    if (window == last_window_) last_window_decodes_.fetch_add(1);
     // An exception must not leave the slot loading (its waiters would hang) nor
     // end the worker thread (std::terminate): it becomes this row group's error.
     const auto& entry = catalog_->row_groups()[static_cast<size_t>(rg)];
@@ -854,8 +856,9 @@ class EngineImpl final : public Engine {
   };
   std::shared_ptr<LiveCount> live_ = std::make_shared<LiveCount>();
   std::atomic<int64_t> consumer_unit_{0};  // next_unit_, for workers to read
-  // Decodes begun in the last window, of the row groups its units need.
+  // Decodes begun in the last window the units read, of the row groups they need.
   std::atomic<int64_t> last_window_decodes_{0};
+  int64_t last_window_ = -1;
   int64_t last_window_needed_ = 0;
   std::atomic<int64_t> max_started_{-1};  // the highest unit any worker has begun
   std::atomic<int> decoding_ahead_{0};    // workers decoding a row group with no unit to build

@@ -223,6 +223,26 @@ TEST_F(EngineTest, DecodesStartedOnceTheLastWindowBeganAndNothingIsBookedAtTheEn
   EXPECT_GE(engine->memory_held(), 0);  // idle blocks kept for reuse, if any
 }
 
+TEST_F(EngineTest, DecodesStartedLooksAtTheLastWindowOfTheRanksSlice) {
+  // Rank 0 of 2 reads the first half of the epoch: its last window is in the
+  // middle, and the epoch's last window is none of its business.
+  PlanOptions p;
+  p.batch_size = 32;
+  p.window_row_groups = 2;
+  p.world_size = 2;
+  p.rank = 0;
+  EngineOptions o;
+  o.num_threads = 2;
+  o.memory_limit = 1;
+  auto plan = EpochPlan::Make(catalog_->RowGroupRows(), p).ValueOrDie();
+  auto engine = Engine::Make(catalog_, plan, o).ValueOrDie();
+  ASSERT_TRUE(engine->Next().ValueOrDie());
+  EXPECT_FALSE(engine->decodes_started());
+  while (engine->Next().ValueOrDie()) {
+  }
+  EXPECT_TRUE(engine->decodes_started());
+}
+
 TEST_F(EngineTest, PlanMemoryChoosesTheWindowFromTheLimit) {
   const auto rows = catalog_->RowGroupRows();
   PlanOptions p;
