@@ -113,6 +113,18 @@ class NextPass:
 
     def __init__(self) -> None:
         self._early: _EarlyEngine | None = None
+        self._last_epoch: int | None = None
+        self.passes = 0  # passes begun in this process
+
+    def begin(self, epoch: int, seeked: bool) -> int:
+        """A pass of `epoch` begins (`seeked`: set_epoch or load_state_dict was called
+        in this process since the pass before); returns the epoch expected next: the
+        next one when this one is one past the previous pass's (on a first pass: when
+        it was set), else this one again."""
+        last, self._last_epoch = self._last_epoch, epoch
+        self.passes += 1
+        advanced = seeked if last is None else epoch == last + 1
+        return epoch + 1 if advanced else epoch
 
     def take(self, epoch: int, start: int, extra: dict[str, Any]) -> _core.Engine | None:
         """The early engine if it is this pass's (epoch, from its start, the same

@@ -159,7 +159,7 @@ class Loader(Stream):
     """
 
     def _opened(self, dataset: _core.Dataset) -> None:
-        self._pid = os.getpid()  # the process whose engines these are (see _after_fork)
+        self._pid = os.getpid()  # the process whose engines these are (see _in_own_process)
         self._dataset = dataset
         self._caches = Caches.open(self._settings.cache, dataset, self._settings.remote_timeout)
         self._consumed = 0  # batches handed out in this epoch
@@ -173,7 +173,6 @@ class Loader(Stream):
         self._next = NextPass()
         self._started_early = False  # whether the latest pass's engine was
         self._seeked = False  # set_epoch / load_state_dict since the latest pass began
-        self._last_pass_epoch: int | None = None
         if self._settings.pin_memory:
             # Room for what the engine's queues hold, and a few batches in use.
             held = self._settings.num_threads * (self._settings.prefetch + 1) + 4
@@ -187,22 +186,16 @@ class Loader(Stream):
 
     # -- the stream ------------------------------------------------------------------
     def __iter__(self) -> Iterator[dict[str, Any]]:
-        if self._pid != os.getpid():
-            self._after_fork()
+        self._in_own_process()
         start = self._resume_at
         self._resume_at = 0
         self._consumed = start
-        # The next pass is predicted to be the next epoch when this one was chosen
-        # with set_epoch one past the previous pass's, else this epoch again.
-        advanced = self._seeked and (
-            self._last_pass_epoch is None or self._epoch == self._last_pass_epoch + 1
-        )
+        predicted = self._next.begin(self._epoch, self._seeked)
         self._seeked = False
-        self._last_pass_epoch = self._epoch
         engine = self._next.take(self._epoch, start, self._settings.extra)
         self._started_early = engine is not None
         if engine is None:
-            engine = self._make_engine(self._epoch, start)
+            engine = self._engine_maker(self._epoch, start)()
         self._last_engine = engine
         self._deliver = DeliverClock()
         batches = iterate(engine, self._settings, self._deliver)
@@ -210,18 +203,19 @@ class Loader(Stream):
             batches = self._growing(batches, self._arena)
         if self._settings.device is not None:
             batches = to_device(batches, self._settings.device)
-        predicted = self._epoch + 1 if advanced else self._epoch
         make = self._engine_maker
         for batch in self._next.watch(batches, engine, predicted, self._settings, make):
             self._consumed += 1
             yield batch
 
-    def _after_fork(self) -> None:
-        """This Loader was copied by a fork (a DataLoader worker iterating it, say): its
-        engines' threads stayed in the parent, so the engine started early there would
-        never deliver, and the parent's filesystem handles may not work here.  Reopens
-        the dataset (the fingerprint proves it is the same data) and starts afresh,
+    def _in_own_process(self) -> None:
+        """After a fork (a DataLoader worker iterating this Loader, say) its engines'
+        threads stayed in the parent, so the engine started early there would never
+        deliver, and the parent's filesystem handles may not work here.  Reopens the
+        dataset (the fingerprint proves it is the same data) and starts afresh,
         keeping the epoch and the position."""
+        if self._pid == os.getpid():
+            return
         abandon(self._caches)  # the parent's (their locks may be held there)
         self._dataset = dataset = self._reopened()
         self._caches = Caches.open(self._settings.cache, dataset, self._settings.remote_timeout)
@@ -230,9 +224,6 @@ class Loader(Stream):
         self._last_engine = None
         self._started_early = False
         self._pid = os.getpid()
-
-    def _make_engine(self, epoch: int, start: int) -> _core.Engine:
-        return self._engine_maker(epoch, start)()
 
     def _engine_maker(self, epoch: int, start: int) -> Callable[[], _core.Engine]:
         """Makes the engine of (epoch, start) when called; holds no reference to self."""
@@ -326,8 +317,7 @@ class Loader(Stream):
         ``used_bytes``, ``peak_bytes``, ``allocations`` and ``misses`` (buffers
         that came from pageable memory because the arena was full).
         """
-        if self._pid != os.getpid():
-            self._after_fork()  # the parent's engine and caches are not to be touched here
+        self._in_own_process()  # the parent's engine and caches are not to be touched here
         stats: dict[str, Any] = {
             "epoch": self._epoch,
             "batches_consumed": self._consumed,
@@ -357,6 +347,5 @@ class Loader(Stream):
     def trace_events(self) -> list[tuple[int, str, float, float, int]]:
         """(worker, stage, start_us, duration_us, arg) of the latest pass, when it was
         made with tracing on (see ``shardfeed profile --trace``); worker -1 is the consumer."""
-        if self._pid != os.getpid():
-            self._after_fork()
+        self._in_own_process()
         return [] if self._last_engine is None else list(self._last_engine.trace())

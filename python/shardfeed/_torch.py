@@ -62,9 +62,9 @@ class TorchDataset(Stream, torch.utils.data.IterableDataset):  # type: ignore[ty
         self._pid = os.getpid()
         self._caches: Caches | None = None
         self._start = 0
-        # Per process: what one epoch's engine leaves to the next (persistent workers).
+        # Per process (reset with _dataset after a fork): what one epoch's engine
+        # leaves to the next (persistent workers).
         self._leftovers: _core.EngineLeftovers | None = None
-        self._leftovers_pid = 0
         # The workers of one DataLoader pass find each other by these (see _fanout).
         self._token = secrets.randbits(63)
         self._passes = 0
@@ -73,13 +73,8 @@ class TorchDataset(Stream, torch.utils.data.IterableDataset):  # type: ignore[ty
         # workers see them at the start of each pass too.
         self._where: Any = multiprocessing.RawArray("Q", 2)
         self._where[:] = [self._epoch, self._start]
-        # Per process: the next pass's engine, started early (see _early), and the
-        # passes this process ran (a DataLoader worker that runs a second one is
-        # persistent: from then on one may start early).
+        # Per process, likewise: the next pass's engine, started early (see _early).
         self._next: NextPass | None = None
-        self._next_pid = 0
-        self._passes_here = 0
-        self._last_epoch: int | None = None
         self._seeked = False  # set_epoch / load_state_dict in this process since a pass began
 
     def _seek(self, epoch: int, batch: int) -> None:
@@ -111,7 +106,7 @@ class TorchDataset(Stream, torch.utils.data.IterableDataset):  # type: ignore[ty
             if self._pid != os.getpid():
                 abandon(self._caches)  # the parent's (its locks may be held there)
             self._dataset, self._pid = dataset, os.getpid()
-            self._caches = None
+            self._caches = self._leftovers = self._next = None
         return self._dataset
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
@@ -162,24 +157,16 @@ class TorchDataset(Stream, torch.utils.data.IterableDataset):  # type: ignore[ty
         watches its batches to start the next pass's engine early.  Passes run by
         one engine only; in a DataLoader worker from its second pass on, since only
         a persistent worker runs another."""
-        if self._next is None or self._next_pid != os.getpid():
-            self._next, self._next_pid = NextPass(), os.getpid()
-            self._passes_here, self._last_epoch = 0, None
-        self._passes_here += 1
-        # The next epoch when this one is one past the previous pass's (on a first
-        # pass: when it was set in this process, as Loader), else the same epoch.
-        if self._last_epoch is None:
-            advanced = self._seeked
-        else:
-            advanced = self._epoch == self._last_epoch + 1
-        self._last_epoch, self._seeked = self._epoch, False
+        if self._next is None:
+            self._next = NextPass()
         next_pass = self._next
+        predicted = next_pass.begin(self._epoch, self._seeked)
+        self._seeked = False
         engine = next_pass.take(self._epoch, self._start, self._settings.extra)
         if engine is None:
             engine = make(self._epoch, self._start)()
-        if in_worker and self._passes_here < 2:
+        if in_worker and next_pass.passes < 2:
             return engine, _unwatched
-        predicted = self._epoch + 1 if advanced else self._epoch
         settings = self._settings
         return engine, lambda batches: next_pass.watch(batches, engine, predicted, settings, make)
 
@@ -191,8 +178,8 @@ class TorchDataset(Stream, torch.utils.data.IterableDataset):  # type: ignore[ty
         dataset = self._own_dataset()
         if self._caches is None:
             self._caches = Caches.open(self._settings.cache, dataset, self._settings.remote_timeout)
-        if self._leftovers is None or self._leftovers_pid != os.getpid():
-            self._leftovers, self._leftovers_pid = _core.EngineLeftovers(), os.getpid()
+        if self._leftovers is None:
+            self._leftovers = _core.EngineLeftovers()
         caches, leftovers, settings = self._caches, self._leftovers, self._settings
         outputs = self.outputs
 
