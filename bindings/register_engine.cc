@@ -135,6 +135,7 @@ class EngineHandle {
     memory["peak_decoded_bytes"] = s.memory_peak_decoded;
     memory["peak_batch_bytes"] = s.memory_peak_batches;
     memory["peak_idle_bytes"] = s.memory_peak_idle;
+    memory["peak_together_bytes"] = s.memory_peak_together;
     memory["matrices_reused"] = s.matrices_reused;
     memory["matrices_allocated"] = s.matrices_allocated;
     memory["matrices_prefaulted"] = s.matrices_prefaulted;

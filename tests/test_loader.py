@@ -393,15 +393,28 @@ def _epoch(dataset: Path, epoch: int, **kw):
     return iter(ld)
 
 
-def test_the_next_pass_does_not_start_early_without_room_in_the_budget(dataset):
-    """What an engine holds at its start (a window of 1 row group here) does not fit
-    beside what the current one holds: the next pass starts when it begins."""
-    ld = _early(dataset, seed=4, memory_limit=2**16)
-    assert ld._settings.memory_plan["start_bytes"] > 2**16
-    for epoch in (0, 1):
+@pytest.mark.parametrize("limit", [2**16, None])
+def test_the_next_pass_starts_early_in_a_budget_the_current_pass_fills(dataset, limit):
+    """A limit that one engine alone passes (2**16: every decode is its next batch's),
+    or one a window fills: the next pass still starts early and takes only the room the
+    current one leaves; its stream is its epoch's."""
+    if limit is None:  # a window of 2 row groups, and what an engine holds at its start
+        plan = loader(dataset, seed=4, shuffle_window=2)._settings.memory_plan
+        assert plan is not None
+        limit = plan["start_bytes"]
+    ld = _early(dataset, seed=4, memory_limit=limit, shuffle_window=2)
+    peaks = []
+    for epoch in (0, 1, 2):
         ld.set_epoch(epoch)
-        assert _pass(ld) == digest(_epoch(dataset, epoch, memory_limit=2**16))
-    assert not ld.stats()["started_early"]
+        assert _pass(ld) == digest(_epoch(dataset, epoch, memory_limit=limit, shuffle_window=2))
+        assert ld.stats()["started_early"] == (epoch > 0)
+        memory = ld.stats()["memory"]
+        peaks.append((memory["peak_bytes"], memory["peak_batch_bytes"]))
+    # Together they pass the limit only as one engine may: by a pass's next batch's
+    # decodes (which its own peak counts), or by the batches the current pass builds
+    # from the window it holds (booked whatever the limit, at most its ready batches).
+    together = ld.stats()["memory"]["peak_together_bytes"]
+    assert together <= max(limit + max(b for _, b in peaks), *(p for p, _ in peaks))
 
 
 _SPARE = r"""

@@ -1,16 +1,19 @@
 """The next pass's engine, started while the current pass is served.
 
 A pass's first batch waits for its first window's decode (with a window of the
-whole of a small dataset, for all of it).  So once the current engine has begun
-to decode its last window (it books no more memory from then on) and leaves room
-in the memory budget for what an engine holds at its start (plan
-"start_bytes"), and the CPUs have been partly idle (the training step runs
-elsewhere: see ``SpareCpu``), the predicted next pass's engine starts and decodes
-its first window while this pass's batches are served.  A pass that is not the
-one predicted (another epoch, a resume, other debug settings) closes it and
-starts its own.  The stream is the same either way: an engine is a pure function
-of the epoch and the settings.  ``Loader`` and ``TorchDataset`` (the process that
-runs a pass's one engine) both use ``NextPass``.
+whole of a small dataset, for all of it). So once the current engine has begun
+to decode its last window (it books no more memory from then on, but for the
+batches it builds) and the CPUs have been partly idle (the training step runs
+elsewhere: see ``SpareCpu``), the predicted next pass's engine starts and
+decodes its first window while this pass's batches are served. The two engines
+share the memory limit (they are given the same ``EngineLeftovers``): until its
+first batch is asked for, the new one decodes and builds only into the room the
+current one leaves, so together they pass the limit only as one engine may, even
+where one window is most of it. A pass that is not the one predicted (another epoch, a resume,
+other debug settings) closes it and starts its own. The stream is the same
+either way: an engine is a pure function of the epoch and the settings.
+``Loader`` and ``TorchDataset`` (the process that runs a pass's one engine) both
+use ``NextPass``.
 """
 
 from __future__ import annotations
@@ -155,18 +158,7 @@ class NextPass:
         spare = SpareCpu() if early and not settings.extra.get("start_early") else None
         for batch in batches:
             if early and engine.decodes_started and (spare is None or spare.spare()):
-                early = not self._start(engine, predicted, settings, make)
+                early = False
+                if self._early is None and predicted < 2**64:
+                    self._early = _EarlyEngine(predicted, dict(settings.extra), make(predicted, 0))
             yield batch
-
-    def _start(
-        self, engine: _core.Engine, epoch: int, settings: Settings, make: EngineMaker
-    ) -> bool:
-        """Starts the engine of `epoch`'s pass if the budget has room; False: not yet."""
-        if self._early is not None or epoch >= 2**64:
-            return True
-        plan = settings.memory_plan or {}
-        limit = settings.memory_limit
-        if limit > 0 and engine.memory_held + int(plan.get("start_bytes", 0)) > limit:
-            return False
-        self._early = _EarlyEngine(epoch, dict(settings.extra), make(epoch, 0))
-        return True

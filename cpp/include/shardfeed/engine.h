@@ -36,7 +36,12 @@ class FileCache;
 // for reuse.  An engine takes what the object holds when it starts (as idle
 // memory in its budget, within its caps: at most half of its limit in
 // matrices, a sixteenth in batch buffers) and leaves its own idle memory in
-// it when it stops.  Without it, each epoch's first decodes and batches wrote
+// it when it stops; once its last decode is done, the matrices it frees go
+// there at once, and an engine of the same object that finds no idle matrix
+// of its size takes one from there (the next pass's, started early).  The
+// engines given one object also share memory_limit: each books against what
+// all of them hold, and one whose consumer has not asked for a batch yet
+// never passes it.  Without it, each epoch's first decodes and batches wrote
 // into fresh pages: on bench_core's 70 MB matrices about 280 MB of page faults
 // per epoch, which made the first row groups of an epoch cost twice or three
 // times the others, and the consumer wait at the first window boundary.
@@ -164,6 +169,7 @@ struct EngineStats {
   int64_t memory_peak_decoded = 0;       // ... held by decoded row groups
   int64_t memory_peak_batches = 0;       // ... held by built batches not yet taken
   int64_t memory_peak_idle = 0;          // ... freed stack matrices kept for reuse
+  int64_t memory_peak_together = 0;      // most booked at once by all engines of its leftovers
   int64_t matrices_reused = 0;           // stack matrices taken from those kept
   int64_t matrices_allocated = 0;        // ... and allocated
   int64_t matrices_prefaulted = 0;       // made and written before the first batch
@@ -187,8 +193,7 @@ struct MemoryPlan {
   int64_t expected_peak_bytes = 0;  // what stats' memory peak should come to
   int64_t floor_bytes = 0;          // the least any limit can give: a window and one decode
   // What an engine holds by the time its ready batches are full: its first
-  // window, a decode per thread and the ready batches (the next epoch's engine
-  // starts when the current one leaves this much room; see Loader).
+  // window, a decode per thread and the ready batches.
   int64_t start_bytes = 0;
   double expected_mixing = 1;  // expected W_eff: 1 / P(two rows of a batch share a row group)
   // The memory_limit whose default window is kMixingTarget row groups (all of

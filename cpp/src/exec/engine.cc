@@ -281,13 +281,16 @@ class EngineImpl final : public Engine {
         clock_(std::make_shared<StageClock>(options_.trace)),
         num_threads_(std::max(1, options_.num_threads)),
         footprints_(Footprints(catalog_, layout_)),
-        budget_(std::make_shared<MemoryBudget>(options_.memory_limit)),
+        budget_(std::make_shared<MemoryBudget>(
+            options_.memory_limit,
+            options_.leftovers ? options_.leftovers->impl().group : nullptr)),
         batch_bytes_(
             EstimateBatchBytes(*footprints_, *catalog_, schedule_->plan().options().batch_size)),
         capacity_(ReadyBatchCapacity(batch_bytes_, num_threads_, options_.queue_depth,
                                      options_.memory_limit)),
         store_(schedule_->num_windows(), catalog_->row_groups().size()),
         built_(schedule_->num_units(), capacity_) {
+    if (options_.leftovers) options_.leftovers->impl().group->Join(budget_);
     hooks_.clock = clock_;
     hooks_.tier = options_.decoded_tier;
     // A window's matrices are freed together: keep as many as fit in half
@@ -316,7 +319,8 @@ class EngineImpl final : public Engine {
     if (options_.leftovers) {
       auto& left = options_.leftovers->impl();
       std::lock_guard<std::mutex> lock(left.mu);
-      hooks_.matrices->Adopt(&left.matrices);
+      hooks_.matrices->UseShelf(left.matrices);
+      hooks_.matrices->Adopt();
       if (recycler_) recycler_->Adopt(&left.batch_blocks);
     }
     // A fresh process (nothing adopted) writes the matrices of the first two
@@ -325,9 +329,9 @@ class EngineImpl final : public Engine {
     // the second window's row groups took 100-235 ms instead of 35 in a third
     // of the fresh runs, the same faults at twice the kernel time).
     if (hooks_.matrices->counts().idle_bytes == 0) {
-      const int64_t room = options_.memory_limit > 0
-                               ? options_.memory_limit - capacity_ * batch_bytes_
-                               : std::numeric_limits<int64_t>::max();
+      // (Room: what the other engines of the budget's group hold counts.)
+      const int64_t room = options_.memory_limit > 0 ? budget_->Room() - capacity_ * batch_bytes_
+                                                     : std::numeric_limits<int64_t>::max();
       if (room > 0) hooks_.matrices->Prefault(FirstMatrixSizes(), room, num_threads_);
     }
     // And the blocks of the ready batches and of those being built, which the
@@ -407,6 +411,11 @@ class EngineImpl final : public Engine {
     if (timed_out) *timed_out = false;
     if (!error_.ok()) return error_;
     if (next_unit_ >= schedule_->num_units()) return nullptr;
+    if (!consumer_started_.load()) {
+      // From now on the consumer's next unit is urgent (see BuildUnit).
+      consumer_started_.store(true);
+      budget_->Wake();
+    }
     const auto t0 = Clock::now();
     bool expired = false;
     auto item = built_.Take(wait, &expired);
@@ -457,7 +466,7 @@ class EngineImpl final : public Engine {
       store_.Clear();
       auto& left = options_.leftovers->impl();
       std::lock_guard<std::mutex> hand(left.mu);
-      hooks_.matrices->Surrender(&left.matrices);
+      hooks_.matrices->Surrender();
       if (recycler_) recycler_->Surrender(&left.batch_blocks);
     }
   }
@@ -510,6 +519,8 @@ class EngineImpl final : public Engine {
     s.memory_peak_decoded = m.peak_of[MemoryBudget::kDecoded];
     s.memory_peak_batches = m.peak_of[MemoryBudget::kBatches];
     s.memory_peak_idle = m.peak_of[MemoryBudget::kIdle];
+    s.memory_peak_together =
+        options_.leftovers ? options_.leftovers->impl().group->peak.load() : m.peak;
     const auto pooled = hooks_.matrices->counts();
     s.matrices_reused = pooled.reused;
     s.matrices_allocated = pooled.allocated;
@@ -648,6 +659,19 @@ class EngineImpl final : public Engine {
   }
 
   Item BuildUnit(int64_t unit, std::vector<SampleRef>* samples) {
+    // Until the consumer's first next() (an engine started early, while the
+    // pass before is served, shares that pass's budget), nothing goes past
+    // the limit: a batch is built only where its bytes fit, and no decode is
+    // urgent.  This pass then takes only the room the other leaves.
+    int64_t booked = 0;
+    if (!consumer_started_.load() && budget_->limit() > 0) {
+      if (!budget_->Reserve(
+              MemoryBudget::kBatches, batch_bytes_, [&] { return consumer_started_.load(); },
+              [&] { return stop_.load(); })) {
+        return arrow::Status::Cancelled("the loader was closed");
+      }
+      booked = batch_bytes_;
+    }
     int64_t seen = max_started_.load();
     while (unit > seen && !max_started_.compare_exchange_weak(seen, unit)) {
     }
@@ -684,7 +708,8 @@ class EngineImpl final : public Engine {
               // A worker that made the slot meanwhile decodes it: this one
               // then waits for it, and takes parts of the decode.
               return budget_->Reserve(
-                  MemoryBudget::kDecoding, reserved, [&] { return unit <= consumer_unit_.load(); },
+                  MemoryBudget::kDecoding, reserved,
+                  [&] { return consumer_started_.load() && unit <= consumer_unit_.load(); },
                   [&] { return store_.Decoding(w, s.row_group); });
             },
             [&] { budget_->Release(MemoryBudget::kDecoding, reserved); },
@@ -703,7 +728,10 @@ class EngineImpl final : public Engine {
       in.slot[i] = it->second;
       in.row[i] = s.row;
     }
-    if (!status.ok()) return status;
+    if (!status.ok()) {
+      if (booked > 0) budget_->Release(MemoryBudget::kBatches, booked);
+      return status;
+    }
     const auto t0 = Clock::now();
     auto batch = Assemble(layout_, in, b, arena_);
     if (options_.debug_slow_stage == "assemble" && options_.debug_slow_us > 0) {
@@ -713,7 +741,16 @@ class EngineImpl final : public Engine {
     for (int64_t w = windows.first; w <= windows.last; ++w) {
       store_.Release(w, schedule_->UnitsOverlapping(w));
     }
-    if (batch.ok() && *batch) budget_->Add(MemoryBudget::kBatches, BatchBytes(**batch));
+    if (batch.ok() && *batch) {
+      if (booked > 0) {
+        budget_->Convert(MemoryBudget::kBatches, booked, MemoryBudget::kBatches,
+                         BatchBytes(**batch));
+      } else {
+        budget_->Add(MemoryBudget::kBatches, BatchBytes(**batch));
+      }
+    } else if (booked > 0) {
+      budget_->Release(MemoryBudget::kBatches, booked);
+    }
     return batch;
   }
 
@@ -748,6 +785,11 @@ class EngineImpl final : public Engine {
     auto result = Guarded(context, [&] {
       return DecodeRowGroup(*catalog_, rg, layout_, RandomKey{plan.seed, plan.epoch}, hooks);
     });
+    if (window == last_window_ && last_window_done_.fetch_add(1) + 1 == last_window_needed_) {
+      // This engine decodes no more: the matrices it frees from now on are
+      // the next pass's, whose engine may be decoding beside it already.
+      hooks_.matrices->Retire();
+    }
     if (!result.ok()) {
       budget_->Release(MemoryBudget::kDecoding, reserved);
       return result;
@@ -855,9 +897,11 @@ class EngineImpl final : public Engine {
     std::atomic<int64_t> peak{0};
   };
   std::shared_ptr<LiveCount> live_ = std::make_shared<LiveCount>();
-  std::atomic<int64_t> consumer_unit_{0};  // next_unit_, for workers to read
+  std::atomic<int64_t> consumer_unit_{0};      // next_unit_, for workers to read
+  std::atomic<bool> consumer_started_{false};  // next() has been called
   // Decodes begun in the last window the units read, of the row groups they need.
   std::atomic<int64_t> last_window_decodes_{0};
+  std::atomic<int64_t> last_window_done_{0};  // ... and ended
   int64_t last_window_ = -1;
   int64_t last_window_needed_ = 0;
   std::atomic<int64_t> max_started_{-1};  // the highest unit any worker has begun

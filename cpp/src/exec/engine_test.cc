@@ -243,6 +243,61 @@ TEST_F(EngineTest, DecodesStartedLooksAtTheLastWindowOfTheRanksSlice) {
   EXPECT_TRUE(engine->decodes_started());
 }
 
+TEST_F(EngineTest, AnEngineStartedBesideAnotherOfItsStreamTakesOnlyTheRoomLeft) {
+  // The next pass's engine, made while this pass is served (the same
+  // EngineLeftovers), books nothing past the limit the two share until its
+  // consumer's first next(); from then on it runs as any engine, and both
+  // streams are their epochs' own.
+  PlanOptions p;
+  p.batch_size = 32;
+  p.window_row_groups = 2;
+  EngineOptions o;
+  o.num_threads = 2;
+  o.memory_limit = 0;
+  p.epoch = 0;
+  const Stream base0 = RunEpoch(catalog_, p, o).ValueOrDie();
+  p.epoch = 1;
+  const Stream base1 = RunEpoch(catalog_, p, o).ValueOrDie();
+
+  auto leftovers = std::make_shared<EngineLeftovers>();
+  o.leftovers = leftovers;
+  o.memory_limit = 1;  // what the current pass holds fills it
+  p.epoch = 0;
+  auto current =
+      Engine::Make(catalog_, EpochPlan::Make(catalog_->RowGroupRows(), p).ValueOrDie(), o)
+          .ValueOrDie();
+  std::vector<int64_t> ids0;
+  auto take = [](Engine& engine, std::vector<int64_t>* ids) {
+    auto batch = engine.Next().ValueOrDie();
+    if (!batch) return false;
+    for (const auto& a : batch->arrays) {
+      if (a.name == "id")
+        ids->insert(ids->end(), a.buffer->As<int64_t>(), a.buffer->As<int64_t>() + a.shape[0]);
+    }
+    return true;
+  };
+  ASSERT_TRUE(take(*current, &ids0));
+  ASSERT_GT(current->memory_held(), 0);
+  p.epoch = 1;
+  auto next = Engine::Make(catalog_, EpochPlan::Make(catalog_->RowGroupRows(), p).ValueOrDie(), o)
+                  .ValueOrDie();
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // its workers try
+  EXPECT_EQ(next->stats().memory_used, 0);
+  EXPECT_EQ(next->stats().row_groups_decoded, 0);
+  EXPECT_EQ(next->stats().memory_over_limit, 0);
+  while (take(*current, &ids0)) {
+  }
+  current.reset();
+  // With the current pass gone the limit still has no room: the next pass's
+  // decodes go ahead once its consumer asks (the budget never stops a stream).
+  std::vector<int64_t> ids1;
+  while (take(*next, &ids1)) {
+  }
+  EXPECT_EQ(ids0, base0.ids);
+  EXPECT_EQ(ids1, base1.ids);
+  EXPECT_GT(next->stats().memory_over_limit, 0);
+}
+
 TEST_F(EngineTest, PlanMemoryChoosesTheWindowFromTheLimit) {
   const auto rows = catalog_->RowGroupRows();
   PlanOptions p;

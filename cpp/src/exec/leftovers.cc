@@ -19,13 +19,12 @@ void EngineLeftovers::Clear() {
 EngineLeftovers::Impl::~Impl() { ClearLocked(); }
 
 void EngineLeftovers::Impl::ClearLocked() {
-  matrices.clear();
+  matrices->Clear();
   BatchRecycler::FreeBlocks(&batch_blocks);
 }
 
 int64_t EngineLeftovers::Impl::BytesLocked() const {
-  int64_t bytes = 0;
-  for (const auto& m : matrices) bytes += m->capacity();
+  int64_t bytes = matrices->bytes();
   for (const auto& [size, data] : batch_blocks) bytes += static_cast<int64_t>(size);
   return bytes;
 }

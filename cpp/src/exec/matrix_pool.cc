@@ -28,6 +28,43 @@ class PooledBuffer : public arrow::MutableBuffer {
   std::weak_ptr<MatrixPool> pool_;
 };
 
+void MatrixShelf::Put(std::unique_ptr<arrow::Buffer> matrix) {
+  const int64_t cap = matrix->capacity();
+  std::lock_guard<std::mutex> lock(mu_);
+  matrices_.push_back(std::move(matrix));
+  bytes_ += cap;
+  if (group_) group_->idle.fetch_add(cap);
+}
+
+std::unique_ptr<arrow::Buffer> MatrixShelf::TakeFit(int64_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto it = matrices_.rbegin(); it != matrices_.rend(); ++it) {
+    const int64_t cap = (*it)->capacity();
+    if (MatrixFits(cap, bytes)) {
+      auto matrix = std::move(*it);
+      matrices_.erase(std::next(it).base());
+      bytes_ -= cap;
+      if (group_) group_->idle.fetch_sub(cap);
+      return matrix;
+    }
+  }
+  return nullptr;
+}
+
+std::deque<std::unique_ptr<arrow::Buffer>> MatrixShelf::TakeAll() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (group_) group_->idle.fetch_sub(bytes_);
+  bytes_ = 0;
+  return std::exchange(matrices_, {});
+}
+
+void MatrixShelf::Clear() { TakeAll(); }
+
+int64_t MatrixShelf::bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return bytes_;
+}
+
 MatrixPool::MatrixPool(std::shared_ptr<MemoryBudget> budget, int max_idle, int64_t max_idle_bytes)
     : budget_(std::move(budget)), max_idle_(max_idle), max_idle_bytes_(max_idle_bytes) {}
 
@@ -39,21 +76,30 @@ MatrixPool::~MatrixPool() {
 arrow::Result<std::shared_ptr<arrow::Buffer>> MatrixPool::Take(int64_t bytes) {
   bytes = std::max<int64_t>(bytes, 1);
   std::unique_ptr<arrow::Buffer> backing;
+  std::shared_ptr<MatrixShelf> shelf;
   {
     std::lock_guard<std::mutex> lock(mu_);
     // The newest idle matrix of this size (the most likely still in cache).
     for (auto it = idle_.rbegin(); it != idle_.rend(); ++it) {
       const int64_t cap = (*it)->capacity();
-      if (cap >= bytes && cap - bytes <= bytes / 16) {
+      if (MatrixFits(cap, bytes)) {
         backing = std::move(*it);
         idle_.erase(std::next(it).base());
         counts_.idle_bytes -= cap;
-        ++counts_.reused;
         budget_->Release(MemoryBudget::kIdle, cap);
         break;
       }
     }
-    if (!backing) {
+    shelf = shelf_;
+  }
+  // Else one another engine of the stream left (the shelf's lock is never
+  // taken under this pool's).
+  if (!backing && shelf) backing = shelf->TakeFit(bytes);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (backing) {
+      ++counts_.reused;
+    } else {
       // The reservation that led here may have counted on idle bytes.
       FreeLocked(budget_->Excess());
       ++counts_.allocated;
@@ -92,8 +138,20 @@ int64_t MatrixPool::Prefault(const std::vector<int64_t>& sizes, int64_t max_byte
 
 void MatrixPool::GiveBack(std::unique_ptr<arrow::Buffer> backing) {
   const int64_t cap = backing->capacity();
-  std::lock_guard<std::mutex> lock(mu_);
-  if (max_idle_ <= 0) return;  // freed
+  std::shared_ptr<MatrixShelf> shelf;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (max_idle_ <= 0) return;  // freed
+    if (!retired_) {
+      KeepLocked(std::move(backing), cap);
+      return;
+    }
+    shelf = shelf_;
+  }
+  shelf->Put(std::move(backing));
+}
+
+void MatrixPool::KeepLocked(std::unique_ptr<arrow::Buffer> backing, int64_t cap) {
   // One matrix is kept whatever its size: a row group larger than the cap is
   // the case where fresh pages cost most (the next decode's matrix beside the
   // freed one that the allocator has not purged yet: bench_memory's 262k-row
@@ -116,21 +174,52 @@ void MatrixPool::GiveBack(std::unique_ptr<arrow::Buffer> backing) {
   budget_->Add(MemoryBudget::kIdle, cap);
 }
 
-void MatrixPool::Adopt(std::deque<std::unique_ptr<arrow::Buffer>>* from) {
-  while (!from->empty()) {
-    GiveBack(std::move(from->front()));
-    from->pop_front();
+void MatrixPool::UseShelf(std::shared_ptr<MatrixShelf> shelf) {
+  std::lock_guard<std::mutex> lock(mu_);
+  shelf_ = std::move(shelf);
+}
+
+void MatrixPool::Adopt() {
+  std::shared_ptr<MatrixShelf> shelf;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    shelf = shelf_;
+  }
+  if (!shelf) return;
+  auto from = shelf->TakeAll();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (max_idle_ <= 0) return;  // freed
+  for (auto& m : from) {
+    const int64_t cap = m->capacity();
+    KeepLocked(std::move(m), cap);
   }
 }
 
-void MatrixPool::Surrender(std::deque<std::unique_ptr<arrow::Buffer>>* to) {
-  std::lock_guard<std::mutex> lock(mu_);
+std::deque<std::unique_ptr<arrow::Buffer>> MatrixPool::TakeIdleLocked() {
   budget_->Release(MemoryBudget::kIdle, counts_.idle_bytes);
   counts_.idle_bytes = 0;
-  while (!idle_.empty()) {
-    to->push_back(std::move(idle_.front()));
-    idle_.pop_front();
+  return std::exchange(idle_, {});
+}
+
+void MatrixPool::Surrender() {
+  std::deque<std::unique_ptr<arrow::Buffer>> idle;
+  std::shared_ptr<MatrixShelf> shelf;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!shelf_) return;
+    idle = TakeIdleLocked();
+    shelf = shelf_;
   }
+  for (auto& m : idle) shelf->Put(std::move(m));
+}
+
+void MatrixPool::Retire() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!shelf_) return;
+    retired_ = true;
+  }
+  Surrender();
 }
 
 void MatrixPool::FreeLocked(int64_t bytes) {

@@ -17,6 +17,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 #include <arrow/buffer.h>
@@ -25,6 +26,38 @@
 #include "exec/memory_budget.h"
 
 namespace shardfeed {
+
+// Whether an idle matrix of `capacity` bytes is handed to a decode that needs
+// `bytes`: at most 1/16 larger.
+inline bool MatrixFits(int64_t capacity, int64_t bytes) {
+  return capacity >= bytes && capacity - bytes <= bytes / 16;
+}
+
+// Idle matrices between the engines of one stream (EngineLeftovers): those
+// one engine no longer decodes into, for the others to take.  While they lie
+// here they are the group's idle bytes (BudgetGroup::idle, in every member's
+// Room and Excess).
+class MatrixShelf {
+ public:
+  explicit MatrixShelf(std::shared_ptr<BudgetGroup> group) : group_(std::move(group)) {}
+  ~MatrixShelf() { Clear(); }
+  MatrixShelf(const MatrixShelf&) = delete;
+  MatrixShelf& operator=(const MatrixShelf&) = delete;
+
+  void Put(std::unique_ptr<arrow::Buffer> matrix);
+  // The newest one that fits `bytes` as a pool's idle one must; null if none.
+  std::unique_ptr<arrow::Buffer> TakeFit(int64_t bytes);
+  // All of them, oldest first.
+  std::deque<std::unique_ptr<arrow::Buffer>> TakeAll();
+  void Clear();
+  int64_t bytes() const;
+
+ private:
+  const std::shared_ptr<BudgetGroup> group_;  // may be null
+  mutable std::mutex mu_;
+  std::deque<std::unique_ptr<arrow::Buffer>> matrices_;  // oldest first
+  int64_t bytes_ = 0;
+};
 
 class MatrixPool : public std::enable_shared_from_this<MatrixPool> {
  public:
@@ -57,18 +90,28 @@ class MatrixPool : public std::enable_shared_from_this<MatrixPool> {
   // page).  Written by `threads` threads.  Returns the bytes touched.
   int64_t Prefault(const std::vector<int64_t>& sizes, int64_t max_bytes, int threads = 1);
 
-  // Takes idle matrices left by an earlier engine (oldest first), within
-  // this pool's caps (the rest are freed), booked as kIdle.
-  void Adopt(std::deque<std::unique_ptr<arrow::Buffer>>* from);
-  // Moves the idle matrices out (released from the budget), to be adopted
-  // by the next engine.
-  void Surrender(std::deque<std::unique_ptr<arrow::Buffer>>* to);
+  // The shelf of this pool's stream: a Take that finds no idle matrix of
+  // its size here takes one from there (an engine started early, beside the
+  // pass before, reuses what that one no longer decodes into).
+  void UseShelf(std::shared_ptr<MatrixShelf> shelf);
+  // Takes the shelf's matrices (oldest first), within this pool's caps (the
+  // rest are freed), booked as kIdle.
+  void Adopt();
+  // Moves the idle matrices to the shelf (released from the budget).
+  void Surrender();
+  // Surrender(), and every matrix given back from now on goes to the shelf:
+  // this pool's engine decodes no more.
+  void Retire();
 
  private:
   friend class PooledBuffer;
   void GiveBack(std::unique_ptr<arrow::Buffer> backing);
+  // Keeps `backing` idle (freeing older ones past the caps).
+  void KeepLocked(std::unique_ptr<arrow::Buffer> backing, int64_t cap);
   // Frees the oldest idle matrices until `bytes` are freed or none is left.
   void FreeLocked(int64_t bytes);
+  // Moves the idle matrices out, released from the budget.
+  std::deque<std::unique_ptr<arrow::Buffer>> TakeIdleLocked();
 
   const std::shared_ptr<MemoryBudget> budget_;
   const int max_idle_;
@@ -76,6 +119,8 @@ class MatrixPool : public std::enable_shared_from_this<MatrixPool> {
   mutable std::mutex mu_;
   std::deque<std::unique_ptr<arrow::Buffer>> idle_;  // oldest first
   Counts counts_;
+  std::shared_ptr<MatrixShelf> shelf_;  // (set before any Take)
+  bool retired_ = false;
 };
 
 }  // namespace shardfeed

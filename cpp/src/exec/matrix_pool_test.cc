@@ -73,21 +73,59 @@ TEST(MatrixPool, KeepsMorePastTheByteCapWhileTheBudgetHasRoomAndHandsThemOver) {
   EXPECT_EQ(pool->counts().idle_bytes, 1024);
 
   // The idle matrices go to the next engine's pool (and budget), within its caps.
-  std::deque<std::unique_ptr<arrow::Buffer>> left;
-  pool->Surrender(&left);
+  auto left = std::make_shared<MatrixShelf>(nullptr);
+  pool->UseShelf(left);
+  pool->Surrender();
   EXPECT_EQ(pool->counts().idle_bytes, 0);
   EXPECT_EQ(budget->snapshot().of[MemoryBudget::kIdle], 0);
-  ASSERT_EQ(left.size(), 1u);
-  const uint8_t* where = left.front()->data();
+  ASSERT_EQ(left->bytes(), 1024);
+  auto all = left->TakeAll();
+  const uint8_t* where = all.front()->data();
+  left->Put(std::move(all.front()));
   auto next_budget = std::make_shared<MemoryBudget>(8192);
   auto next = std::make_shared<MatrixPool>(next_budget, 4, 0);
-  next->Adopt(&left);
-  EXPECT_TRUE(left.empty());
+  next->UseShelf(left);
+  next->Adopt();
+  EXPECT_EQ(left->bytes(), 0);
   EXPECT_EQ(next_budget->snapshot().of[MemoryBudget::kIdle], 1024);
   auto again = next->Take(1024).ValueOrDie();
   EXPECT_EQ(again->data(), where);
   EXPECT_EQ(next->counts().reused, 1);
   EXPECT_EQ(next_budget->snapshot().of[MemoryBudget::kIdle], 0);
+}
+
+TEST(MatrixPool, ARetiredPoolsMatricesGoToTheShelfWhereTheStreamsOtherPoolTakesThem) {
+  // Two engines of one stream: the pass ending (retired: it decodes no more)
+  // and the next one, started beside it.  What the first frees is the
+  // second's, counted as the group's idle bytes while it lies on the shelf.
+  auto group = std::make_shared<BudgetGroup>();
+  auto shelf = std::make_shared<MatrixShelf>(group);
+  auto old_budget = std::make_shared<MemoryBudget>(1 << 20, group);
+  auto new_budget = std::make_shared<MemoryBudget>(1 << 20, group);
+  auto old_pool = std::make_shared<MatrixPool>(old_budget, 4, 0);
+  auto new_pool = std::make_shared<MatrixPool>(new_budget, 4, 0);
+  old_pool->UseShelf(shelf);
+  new_pool->UseShelf(shelf);
+  auto held = old_pool->Take(4096).ValueOrDie();  // its last window's, still in use
+  { auto idle = old_pool->Take(2048).ValueOrDie(); }
+  EXPECT_EQ(old_pool->counts().idle_bytes, 2048);
+  old_pool->Retire();
+  EXPECT_EQ(old_pool->counts().idle_bytes, 0);
+  EXPECT_EQ(shelf->bytes(), 2048);
+  EXPECT_EQ(group->idle.load(), 2048);
+  const uint8_t* where = held->data();
+  held.reset();  // given back after the retirement: to the shelf
+  EXPECT_EQ(old_pool->counts().idle_bytes, 0);
+  EXPECT_EQ(shelf->bytes(), 2048 + 4096);
+  EXPECT_EQ(new_budget->Room(), (1 << 20) - 6144);  // the shelf's bytes count
+  auto taken = new_pool->Take(4096).ValueOrDie();
+  EXPECT_EQ(taken->data(), where);
+  EXPECT_EQ(new_pool->counts().reused, 1);
+  EXPECT_EQ(new_pool->counts().allocated, 0);
+  EXPECT_EQ(shelf->bytes(), 2048);
+  EXPECT_EQ(group->idle.load(), 2048);
+  shelf->Clear();
+  EXPECT_EQ(group->idle.load(), 0);
 }
 
 TEST(MatrixPool, ReadyBatchesDoNotTakeTheRoomOfIdleMatrices) {

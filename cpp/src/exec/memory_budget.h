@@ -13,16 +13,43 @@
 // decode waits until its reservation fits under the limit, unless its row
 // group is needed by the consumer's next unit (`urgent`): that one always goes
 // ahead, so the budget can slow the engine down but never stop it.
+//
+// The engines of one stream (a Loader's passes: EngineLeftovers) share a
+// BudgetGroup: each checks the limit against what all of them book, so the
+// next pass's engine, started while this one serves its last window, decodes
+// only into the room this one leaves.
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <utility>
+#include <vector>
 
 namespace shardfeed {
+
+class MemoryBudget;
+
+// What the budgets of one group book together, and who waits on them.
+class BudgetGroup {
+ public:
+  // Adds `budget` to those woken when another member gives bytes back.
+  void Join(const std::shared_ptr<MemoryBudget>& budget);
+  // Wakes the members other than `self` (none of whose locks the caller holds).
+  void WakeOthers(const MemoryBudget* self);
+
+  std::atomic<int64_t> used{0};  // booked by every member, idle bytes apart
+  std::atomic<int64_t> idle{0};
+  std::atomic<int64_t> peak{0};  // most of `used` at once
+
+ private:
+  std::mutex mu_;
+  std::vector<std::weak_ptr<MemoryBudget>> members_;
+};
 
 class MemoryBudget {
  public:
@@ -40,7 +67,10 @@ class MemoryBudget {
     int64_t urgent_over_limit = 0;  // reservations that went past the limit
   };
 
-  explicit MemoryBudget(int64_t limit) : limit_(limit < 0 ? 0 : limit) {}
+  // `group`: the budgets this one shares its limit with (null: none); the
+  // owner then calls group->Join with the shared_ptr that holds this one.
+  explicit MemoryBudget(int64_t limit, std::shared_ptr<BudgetGroup> group = nullptr)
+      : limit_(limit < 0 ? 0 : limit), group_(std::move(group)) {}
 
   int64_t limit() const { return limit_; }
 
@@ -56,23 +86,23 @@ class MemoryBudget {
   template <typename Urgent, typename Abandon>
   bool Reserve(Kind kind, int64_t bytes, Urgent&& urgent, Abandon&& abandon) {
     std::unique_lock<std::mutex> lock(mu_);
-    if (Fits(bytes)) {
-      BookLocked(kind, bytes);
-      return true;
-    }
+    if (TryBookLocked(kind, bytes)) return true;
     const auto t0 = std::chrono::steady_clock::now();
     ++waits_;
-    bool abandoned = false;
+    bool booked = false, abandoned = false;
     changed_.wait(lock, [&] {
-      if (stopped_ || Fits(bytes) || urgent()) return true;
+      if (stopped_) return true;
+      booked = TryBookLocked(kind, bytes);
+      if (booked || urgent()) return true;
       abandoned = abandon();
       return abandoned;
     });
     wait_ns_ +=
         std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
             .count();
+    if (booked) return true;
     if (stopped_ || abandoned) return false;
-    if (!Fits(bytes)) ++urgent_over_limit_;
+    ++urgent_over_limit_;
     BookLocked(kind, bytes);
     return true;
   }
@@ -104,11 +134,22 @@ class MemoryBudget {
  private:
   // (No exception for an empty budget: a decode ahead larger than the limit
   // waits until it is the next batch's, which is urgent.)
-  bool Fits(int64_t bytes) const { return limit_ == 0 || used_ + bytes <= limit_; }
+  // Books `bytes` if they fit under the limit with what the group books (an
+  // exact test: two members cannot both take the last room).
+  bool TryBookLocked(Kind kind, int64_t bytes);
   void BookLocked(Kind kind, int64_t bytes);
+  // The local counts and the group's (under mu_).
+  void CountLocked(Kind kind, int64_t bytes);
   void UpdatePeaksLocked();
+  // Booked (or idle) bytes: the group's where there is one.
+  int64_t UsedLocked() const { return group_ ? group_->used.load() : used_; }
+  int64_t IdleLocked() const { return group_ ? group_->idle.load() : of_[kIdle]; }
+  void WakeGroup() {
+    if (group_) group_->WakeOthers(this);
+  }
 
   const int64_t limit_;
+  const std::shared_ptr<BudgetGroup> group_;
   mutable std::mutex mu_;
   std::condition_variable changed_;
   int64_t used_ = 0;

@@ -2,7 +2,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <memory>
 #include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -98,6 +100,66 @@ TEST(MemoryBudget, ReserveWaitsForRoomOrUrgencyOrStop) {
   EXPECT_FALSE(got.load());
   EXPECT_EQ(b.snapshot().used, 130);
   EXPECT_FALSE(b.TryReserve(MemoryBudget::kDecoding, 0));
+}
+
+TEST(MemoryBudget, BudgetsOfAGroupShareTheLimitAndWakeEachOther) {
+  auto group = std::make_shared<BudgetGroup>();
+  auto a = std::make_shared<MemoryBudget>(100, group);
+  auto b = std::make_shared<MemoryBudget>(100, group);
+  group->Join(a);
+  group->Join(b);
+  ASSERT_TRUE(a->TryReserve(MemoryBudget::kDecoded, 70));
+  EXPECT_FALSE(b->TryReserve(MemoryBudget::kDecoding, 40));
+  EXPECT_TRUE(b->TryReserve(MemoryBudget::kDecoding, 30));
+  EXPECT_EQ(a->snapshot().used, 70);  // each its own counts, the limit on the sum
+  EXPECT_EQ(b->snapshot().used, 30);
+  EXPECT_EQ(group->used.load(), 100);
+  b->Release(MemoryBudget::kDecoding, 30);
+
+  // A waiter on one budget gets in when the other gives bytes back.
+  std::atomic<bool> got{false};
+  std::thread waiter([&] { got = b->Reserve(MemoryBudget::kDecoding, 50, [] { return false; }); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_FALSE(got.load());
+  a->Release(MemoryBudget::kDecoded, 70);
+  waiter.join();
+  EXPECT_TRUE(got.load());
+  EXPECT_EQ(group->peak.load(), 100);
+
+  // Idle bytes of one count in the other's excess and room.
+  a->Add(MemoryBudget::kIdle, 80);
+  EXPECT_EQ(b->Excess(), 30);
+  EXPECT_EQ(b->Room(), 0);
+  a->Release(MemoryBudget::kIdle, 80);
+  EXPECT_EQ(b->Room(), 50);
+  b->Release(MemoryBudget::kDecoding, 50);
+  EXPECT_EQ(group->used.load(), 0);
+  EXPECT_EQ(group->idle.load(), 0);
+}
+
+TEST(MemoryBudget, MembersBookingAtOnceNeverPassTheLimitTogether) {
+  // Each member books under its own lock: the group's count decides exactly.
+  auto group = std::make_shared<BudgetGroup>();
+  std::vector<std::shared_ptr<MemoryBudget>> budgets;
+  for (int i = 0; i < 4; ++i) {
+    budgets.push_back(std::make_shared<MemoryBudget>(1000, group));
+    group->Join(budgets.back());
+  }
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 4; ++i) {
+    threads.emplace_back([&, i] {
+      for (int n = 0; n < 20000; ++n) {
+        const int64_t bytes = 1 + (n * 7 + i) % 300;
+        if (budgets[static_cast<size_t>(i)]->TryReserve(MemoryBudget::kDecoding, bytes)) {
+          budgets[static_cast<size_t>(i)]->Release(MemoryBudget::kDecoding, bytes);
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_LE(group->peak.load(), 1000);
+  EXPECT_GT(group->peak.load(), 300);  // they did overlap
+  EXPECT_EQ(group->used.load(), 0);
 }
 
 }  // namespace
