@@ -971,11 +971,15 @@ def _epochs_md(doc: dict[str, Any]) -> list[str]:
     """``bench_epochs.py``: the wait per epoch with the next pass started early and without."""
     cfg = doc.get("config", {})
     by = {r["system"]: r for r in doc["results"]}
+    data = cfg.get(
+        "data",
+        "150,000 rows x 256 float32 in 30 row groups (a window of 28 at the default limit), "
+        "`[1024, 256]` batches",
+    )
     lines = [
-        "## Epoch boundaries (`bench_epochs.py`)",
+        _epochs_heading("epochs" if cfg.get("dataset", "small") == "small" else "epochs_large"),
         "",
-        f"150,000 rows x 256 float32 in 30 row groups (a window of 28 at the default limit), "
-        f"`[1024, 256]` batches, {cfg.get('epochs')} epochs per fresh process, "
+        f"{data}, {cfg.get('epochs')} epochs per fresh process, "
         f"{cfg.get('repeats')} processes per system, runs alternating; after each batch a "
         f"{cfg.get('step_ms')} ms step that sleeps (an accelerator's) or keeps one core busy. "
         f"Figures over the epochs after the first; {doc['timestamp']}. `torch_2w_*`: "
@@ -1002,6 +1006,11 @@ def _epochs_md(doc: dict[str, Any]) -> list[str]:
             f"{_early_count(e)} | {r['peak_rss_mb']:,.0f} |"
         )
     return [*lines, ""]
+
+
+def _epochs_heading(name: str) -> str:
+    large = " on the suite's 70 MB row groups" if name == "epochs_large" else ""
+    return f"## Epoch boundaries{large} (`bench_epochs.py`)"
 
 
 def _early_count(extra: dict[str, Any]) -> str:
@@ -1240,11 +1249,12 @@ def write_report(meta: dict[str, Any] | None = None) -> Path:
         lines += _train_md(train)
     else:
         lines += _kept(old, "## Training on the CPU", "train")
-    epochs = _load("epochs")
-    if epochs:
-        lines += _epochs_md(epochs)
-    else:
-        lines += _kept(old, "## Epoch boundaries", "epochs")
+    for name in ("epochs", "epochs_large"):
+        epochs = _load(name)
+        if epochs:
+            lines += _epochs_md(epochs)
+        else:
+            lines += _kept(old, _epochs_heading(name), name)
     memory = _load("bench_memory")
     if memory:
         lines += _memory_md(memory)
