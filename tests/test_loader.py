@@ -453,12 +453,17 @@ _STEP = st.one_of(
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
-@given(history=st.lists(_STEP, min_size=1, max_size=6))
-def test_any_history_of_passes_gives_each_epochs_stream_with_early_start(dataset, history):
+@given(
+    history=st.lists(_STEP, min_size=1, max_size=6),
+    limit=st.sampled_from([None, 2**16]),
+)
+def test_any_history_of_passes_gives_each_epochs_stream_with_early_start(dataset, history, limit):
     """Whatever the script does between passes, a pass whose engine started early (or
-    was closed as a wrong guess) yields exactly what a fresh loader would."""
-    fresh = _stream_digests(dataset)
-    ld = _early(dataset, seed=4)
+    was closed as a wrong guess) yields exactly what a fresh loader would; also where
+    the pass before fills the memory limit the two engines share (2**16)."""
+    kw = {} if limit is None else {"memory_limit": limit}
+    fresh = _stream_digests(dataset, limit)
+    ld = _early(dataset, seed=4, **kw)
     saved: dict | None = None
     for step in history:
         if step[0] == "resume":
@@ -482,10 +487,10 @@ def test_any_history_of_passes_gives_each_epochs_stream_with_early_start(dataset
 
 
 @functools.cache
-def _stream_digests(dataset: Path) -> dict[int, list[str]]:
+def _stream_digests(dataset: Path, limit: int | None = None) -> dict[int, list[str]]:
     out = {}
     for epoch in range(4):
-        ld = loader(dataset, seed=4)
+        ld = loader(dataset, seed=4, **({} if limit is None else {"memory_limit": limit}))
         ld._settings.extra["start_early"] = False
         ld.set_epoch(epoch)
         out[epoch] = [digest([b]) for b in ld]
