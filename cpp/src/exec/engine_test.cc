@@ -25,6 +25,14 @@ struct Stream {
   int64_t batches = 0;
 };
 
+void AppendIds(const Batch& batch, std::vector<int64_t>* ids) {
+  for (const auto& a : batch.arrays) {
+    if (a.name == "id") {
+      ids->insert(ids->end(), a.buffer->As<int64_t>(), a.buffer->As<int64_t>() + a.shape[0]);
+    }
+  }
+}
+
 arrow::Result<Stream> RunEpoch(const std::shared_ptr<const Catalog>& catalog,
                                PlanOptions plan_options, EngineOptions options) {
   ARROW_ASSIGN_OR_RAISE(auto plan, EpochPlan::Make(catalog->RowGroupRows(), plan_options));
@@ -34,10 +42,9 @@ arrow::Result<Stream> RunEpoch(const std::shared_ptr<const Catalog>& catalog,
     ARROW_ASSIGN_OR_RAISE(auto batch, engine->Next());
     if (!batch) break;
     ++s.batches;
+    AppendIds(*batch, &s.ids);
     for (const auto& a : batch->arrays) {
-      if (a.name == "id") {
-        s.ids.insert(s.ids.end(), a.buffer->As<int64_t>(), a.buffer->As<int64_t>() + a.shape[0]);
-      } else if (a.name == "v") {
+      if (a.name == "v") {
         s.v.insert(s.v.end(), a.buffer->As<float>(), a.buffer->As<float>() + a.shape[0] * 3);
       }
     }
@@ -269,12 +276,8 @@ TEST_F(EngineTest, AnEngineStartedBesideAnotherOfItsStreamTakesOnlyTheRoomLeft) 
   std::vector<int64_t> ids0;
   auto take = [](Engine& engine, std::vector<int64_t>* ids) {
     auto batch = engine.Next().ValueOrDie();
-    if (!batch) return false;
-    for (const auto& a : batch->arrays) {
-      if (a.name == "id")
-        ids->insert(ids->end(), a.buffer->As<int64_t>(), a.buffer->As<int64_t>() + a.shape[0]);
-    }
-    return true;
+    if (batch) AppendIds(*batch, ids);
+    return batch != nullptr;
   };
   ASSERT_TRUE(take(*current, &ids0));
   ASSERT_GT(current->memory_held(), 0);
