@@ -117,6 +117,29 @@ def test_bad_batch_size(tmp_path, bad):
         shardfeed.Loader(tmp_path, batch_size=bad)
 
 
+def test_an_epoch_of_no_batches_is_a_warning_that_says_why(tmp_path):
+    """Legal (the loop then does nothing) but rarely meant: a warning at the caller's
+    line, naming the cause."""
+    write(tmp_path / "a.parquet", make_table(0, 10, 0))
+    cases = [
+        (dict(batch_size=64), "10 rows make no full batch of 64 on each of 1 rank"),
+        (dict(batch_size=4, world_size=4, rank=3), "no full batch of 4 on each of 4 rank"),
+        (dict(batch_size=4, filter=[("label", ">", 10**6)]), "no rows pass the filter"),
+    ]
+    for kw, why in cases:
+        with pytest.warns(UserWarning, match=f"every epoch has no batches: .*{why}") as seen:
+            loader = shardfeed.Loader(tmp_path, **kw)
+        assert seen[0].filename == __file__, kw
+        assert len(loader) == 0 and list(loader) == []
+    with pytest.warns(UserWarning, match="no full batch of 64"):
+        shardfeed.TorchDataset(tmp_path, batch_size=64)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert len(shardfeed.Loader(tmp_path, batch_size=64, drop_last=False)) == 1
+
+
 def test_bad_settings(tmp_path):
     write(tmp_path / "a.parquet", make_table(0, 10, 0))
     with pytest.raises(ValueError, match="rank"):

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import sys
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
@@ -230,6 +232,9 @@ class Stream:
         self._outputs = dataset.describe_outputs(self._settings.output_options())
         self._fingerprint = str(dataset.fingerprint)
         self._len = int(dataset.num_batches(self._settings.plan_options(0)))
+        if self._len == 0:
+            rows = self._filter_counts.get("rows_kept", int(dataset.num_rows))
+            _warn_no_batches(self._settings, rows)
         self._epoch = 0
         self._opened(dataset)
 
@@ -295,3 +300,22 @@ class Stream:
         """The next pass yields the rest of the saved epoch, exactly (a state dict
         of a Loader and of a TorchDataset with the same arguments are the same)."""
         self._seek(*check_state(state, self._settings, self._fingerprint, self._len))
+
+
+def _warn_no_batches(settings: Settings, rows: int) -> None:
+    """An epoch of no batches is legal (a training loop then does nothing), but
+    rarely what was meant: say why, at the caller's line."""
+    if settings.filter is not None and rows == 0:
+        why = "no rows pass the filter"
+    elif not settings.drop_last:
+        why = f"the dataset has {rows:,} rows"
+    else:
+        why = (
+            f"{rows:,} rows make no full batch of {settings.batch_size} on each of "
+            f"{settings.world_size} rank(s) with drop_last=True"
+        )
+    package = os.path.dirname(__file__)
+    frame, level = sys._getframe(1), 2
+    while frame.f_back is not None and os.path.dirname(frame.f_code.co_filename) == package:
+        frame, level = frame.f_back, level + 1
+    warnings.warn(f"every epoch has no batches: {why}", UserWarning, stacklevel=level)
