@@ -118,8 +118,11 @@ def test_bad_batch_size(tmp_path, bad):
 
 
 def test_an_epoch_of_no_batches_is_a_warning_that_says_why(tmp_path):
-    """Legal (the loop then does nothing) but rarely meant: a warning at the caller's
-    line, naming the cause."""
+    """Legal (the loop then does nothing) but rarely meant: a warning at the line that
+    iterates the loader (once), or that makes a TorchDataset, naming the cause.  A loader
+    made to look at the data stays quiet."""
+    import warnings
+
     write(tmp_path / "a.parquet", make_table(0, 10, 0))
     cases = [
         (dict(batch_size=64), "10 rows make no full batch of 64 on each of 1 rank"),
@@ -127,17 +130,22 @@ def test_an_epoch_of_no_batches_is_a_warning_that_says_why(tmp_path):
         (dict(batch_size=4, filter=[("label", ">", 10**6)]), "no rows pass the filter"),
     ]
     for kw, why in cases:
-        with pytest.warns(UserWarning, match=f"every epoch has no batches: .*{why}") as seen:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
             loader = shardfeed.Loader(tmp_path, **kw)
-        assert seen[0].filename == __file__, kw
-        assert len(loader) == 0 and list(loader) == []
-    with pytest.warns(UserWarning, match="no full batch of 64"):
+            assert len(loader) == 0 and loader.num_rows >= 0
+        with pytest.warns(UserWarning, match=f"every epoch has no batches: .*{why}") as seen:
+            assert list(loader) == []
+        assert len(seen) == 1 and seen[0].filename == __file__, kw
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            assert list(loader) == []  # once
+    with pytest.warns(UserWarning, match="no full batch of 64") as seen:
         shardfeed.TorchDataset(tmp_path, batch_size=64)
-    import warnings
-
+    assert seen[0].filename == __file__
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert len(shardfeed.Loader(tmp_path, batch_size=64, drop_last=False)) == 1
+        assert len(list(shardfeed.Loader(tmp_path, batch_size=64, drop_last=False))) == 1
 
 
 def test_bad_settings(tmp_path):

@@ -187,6 +187,7 @@ class Loader(Stream):
     # -- the stream ------------------------------------------------------------------
     def __iter__(self) -> Iterator[dict[str, Any]]:
         self._in_own_process()
+        self._warn_if_empty()
         start = self._resume_at
         self._resume_at = 0
         self._consumed = start

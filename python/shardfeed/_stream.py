@@ -232,11 +232,30 @@ class Stream:
         self._outputs = dataset.describe_outputs(self._settings.output_options())
         self._fingerprint = str(dataset.fingerprint)
         self._len = int(dataset.num_batches(self._settings.plan_options(0)))
+        # Why an epoch has no batches (None: it has some): warned of once, where the
+        # loader is iterated (a loader made to look at the data stays quiet), or made
+        # for a TorchDataset (iterated in DataLoader workers).
+        self._empty_why: str | None = None
         if self._len == 0:
             rows = self._filter_counts.get("rows_kept", int(dataset.num_rows))
-            _warn_no_batches(self._settings, rows)
+            self._empty_why = _no_batches_reason(self._settings, rows)
+            if self._WARN_EMPTY_AT_INIT:
+                self._warn_if_empty()
         self._epoch = 0
         self._opened(dataset)
+
+    _WARN_EMPTY_AT_INIT = False
+
+    def _warn_if_empty(self) -> None:
+        """Warns once, at the caller's line, that every epoch has no batches."""
+        why, self._empty_why = self._empty_why, None
+        if why is None:
+            return
+        package = os.path.dirname(__file__)
+        frame, level = sys._getframe(1), 2
+        while frame.f_back is not None and os.path.dirname(frame.f_code.co_filename) == package:
+            frame, level = frame.f_back, level + 1
+        warnings.warn(f"every epoch has no batches: {why}", UserWarning, stacklevel=level)
 
     def _opened(self, dataset: _core.Dataset) -> None:
         """Keeps what the subclass needs of the freshly opened dataset."""
@@ -302,20 +321,14 @@ class Stream:
         self._seek(*check_state(state, self._settings, self._fingerprint, self._len))
 
 
-def _warn_no_batches(settings: Settings, rows: int) -> None:
-    """An epoch of no batches is legal (a training loop then does nothing), but
-    rarely what was meant: say why, at the caller's line."""
+def _no_batches_reason(settings: Settings, rows: int) -> str:
+    """Why an epoch of a loader with these settings and rows has no batches. Legal (a
+    training loop then does nothing), but rarely what was meant."""
     if settings.filter is not None and rows == 0:
-        why = "no rows pass the filter"
-    elif not settings.drop_last:
-        why = f"the dataset has {rows:,} rows"
-    else:
-        why = (
-            f"{rows:,} rows make no full batch of {settings.batch_size} on each of "
-            f"{settings.world_size} rank(s) with drop_last=True"
-        )
-    package = os.path.dirname(__file__)
-    frame, level = sys._getframe(1), 2
-    while frame.f_back is not None and os.path.dirname(frame.f_code.co_filename) == package:
-        frame, level = frame.f_back, level + 1
-    warnings.warn(f"every epoch has no batches: {why}", UserWarning, stacklevel=level)
+        return "no rows pass the filter"
+    if not settings.drop_last:
+        return f"the dataset has {rows:,} rows"
+    return (
+        f"{rows:,} rows make no full batch of {settings.batch_size} on each of "
+        f"{settings.world_size} rank(s) with drop_last=True"
+    )

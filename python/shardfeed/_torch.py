@@ -45,6 +45,8 @@ class TorchDataset(Stream, torch.utils.data.IterableDataset):  # type: ignore[ty
     The arguments are Loader's (documented on ``__init__``).
     """
 
+    _WARN_EMPTY_AT_INIT = True  # (iterated in workers: warned of where it is made)
+
     def _opened(self, dataset: _core.Dataset) -> None:
         if self._settings.output == "jax":
             raise InvalidArgumentError(
