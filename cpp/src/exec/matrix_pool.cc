@@ -28,6 +28,22 @@ class PooledBuffer : public arrow::MutableBuffer {
   std::weak_ptr<MatrixPool> pool_;
 };
 
+namespace {
+// The newest matrix of `from` that fits `bytes` (the most likely still in
+// cache), taken out; null if none.
+std::unique_ptr<arrow::Buffer> TakeNewestFit(std::deque<std::unique_ptr<arrow::Buffer>>* from,
+                                             int64_t bytes) {
+  for (auto it = from->rbegin(); it != from->rend(); ++it) {
+    if (MatrixFits((*it)->capacity(), bytes)) {
+      auto matrix = std::move(*it);
+      from->erase(std::next(it).base());
+      return matrix;
+    }
+  }
+  return nullptr;
+}
+}  // namespace
+
 void MatrixShelf::Put(std::unique_ptr<arrow::Buffer> matrix) {
   const int64_t cap = matrix->capacity();
   std::lock_guard<std::mutex> lock(mu_);
@@ -38,17 +54,12 @@ void MatrixShelf::Put(std::unique_ptr<arrow::Buffer> matrix) {
 
 std::unique_ptr<arrow::Buffer> MatrixShelf::TakeFit(int64_t bytes) {
   std::lock_guard<std::mutex> lock(mu_);
-  for (auto it = matrices_.rbegin(); it != matrices_.rend(); ++it) {
-    const int64_t cap = (*it)->capacity();
-    if (MatrixFits(cap, bytes)) {
-      auto matrix = std::move(*it);
-      matrices_.erase(std::next(it).base());
-      bytes_ -= cap;
-      if (group_) group_->idle.fetch_sub(cap);
-      return matrix;
-    }
+  auto matrix = TakeNewestFit(&matrices_, bytes);
+  if (matrix) {
+    bytes_ -= matrix->capacity();
+    if (group_) group_->idle.fetch_sub(matrix->capacity());
   }
-  return nullptr;
+  return matrix;
 }
 
 std::deque<std::unique_ptr<arrow::Buffer>> MatrixShelf::TakeAll() {
@@ -79,16 +90,10 @@ arrow::Result<std::shared_ptr<arrow::Buffer>> MatrixPool::Take(int64_t bytes) {
   std::shared_ptr<MatrixShelf> shelf;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    // The newest idle matrix of this size (the most likely still in cache).
-    for (auto it = idle_.rbegin(); it != idle_.rend(); ++it) {
-      const int64_t cap = (*it)->capacity();
-      if (MatrixFits(cap, bytes)) {
-        backing = std::move(*it);
-        idle_.erase(std::next(it).base());
-        counts_.idle_bytes -= cap;
-        budget_->Release(MemoryBudget::kIdle, cap);
-        break;
-      }
+    backing = TakeNewestFit(&idle_, bytes);
+    if (backing) {
+      counts_.idle_bytes -= backing->capacity();
+      budget_->Release(MemoryBudget::kIdle, backing->capacity());
     }
     shelf = shelf_;
   }
