@@ -19,13 +19,4 @@ namespace shardfeed::py {
 nanobind::object WrapBuffer(const std::shared_ptr<OutputBuffer>& buffer,
                             const std::vector<int64_t>& shape, DType dtype);
 
-// A DLPack capsule ("dltensor") over the memory of `array`, an array that
-// WrapBuffer made (or a view of one), which keeps the buffer alive without
-// Python: torch.from_dlpack(capsule) then frees it without taking the GIL.
-// torch.from_numpy's tensors take the GIL to drop the array when freed, and
-// a daemon thread that does so while the interpreter exits is ended by
-// CPython inside that noexcept deleter: std::terminate.  None for any other
-// array (the caller then converts it as before).
-nanobind::object BufferDlpack(nanobind::handle array);
-
 }  // namespace shardfeed::py

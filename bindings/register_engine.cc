@@ -20,7 +20,6 @@
 #include "convert.h"
 #include "gil.h"
 #include "interrupt.h"
-#include "numpy_array.h"
 #include "register.h"
 #include "shardfeed/batch.h"
 #include "shardfeed/cache.h"
@@ -302,10 +301,6 @@ void RegisterEngine(nb::module_& m) {
               "dict[str, typing.Any]"),
       "The shuffle window (plan.window_row_groups == 0: chosen from options.memory_limit), the "
       "expected peak of stats()['memory'] and the expected mixing W_eff, from the footers.");
-  m.def("buffer_dlpack", &BufferDlpack, "array"_a,
-        nb::sig("def buffer_dlpack(array: object) -> object"),
-        "A DLPack capsule over a batch array's buffer, freed without the GIL; None for "
-        "an array the engine did not make.");
   m.def("live_buffers", &OutputBuffer::live_count,
         "Batch buffers allocated by the engine and not yet freed (for tests).");
   m.def("live_engine_threads", &LiveEngineThreads,

@@ -334,11 +334,9 @@ def test_the_interpreter_exits_cleanly_under_a_daemon_thread_that_iterates(
         f"l._settings.extra.update(debug_slow_stage='decode', debug_slow_us={slow})\n"
         "source = l\n"
         + (
-            # Iterated as a DataLoader with no workers does (torch's DataLoader
-            # itself also calls record_function per batch: the same race inside
-            # torch, out of shardfeed's reach).  The thread frees torch tensors:
-            # made by torch.from_numpy, whose deleter takes the GIL, that aborted
-            # about 1 exit in 100; through DLPack they need no GIL.
+            # Iterated as a DataLoader with no workers does: torch's DataLoader
+            # itself calls a torch operator per batch (record_function), which
+            # has the same race inside torch, out of shardfeed's reach.
             f"source = shardfeed.TorchDataset({str(dataset)!r}, batch_size=16, num_threads=2)\n"
             f"source._settings.extra.update(debug_slow_stage='decode', debug_slow_us={slow})\n"
             if torch_dataset

@@ -189,37 +189,3 @@ def test_workers_forked_while_the_main_process_holds_an_early_engine(dataset):
     loader = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=2, timeout=60)
     assert digest(loader) == _loader_stream(dataset, 2)
     assert digest(dataloader(ds, 0)) == _loader_stream(dataset, 2)  # the main process too
-
-
-def test_engine_arrays_become_tensors_that_own_their_buffer_without_python(dataset):
-    """A torch output aliases the engine's buffer through DLPack, and keeps it alive by
-    itself (no numpy array to drop, so freeing it needs no GIL: at interpreter exit a
-    daemon thread freeing a torch.from_numpy tensor was aborted inside its deleter)."""
-    import gc
-
-    import numpy as np
-    from shardfeed import _core
-
-    loader = shardfeed.Loader(dataset, batch_size=16, output="numpy", stack={"two": ["f0", "f1"]})
-    batch = next(iter(loader))
-    del loader
-    gc.collect()
-    before, arrays = _core.live_buffers(), len(batch)  # a buffer per array
-    array = batch.pop("two")
-    for view in (array, array[::2], array[:, 1], array.view(np.int32)):
-        capsule = _core.buffer_dlpack(view)
-        assert capsule is not None
-        tensor = torch.from_dlpack(capsule)
-        assert tensor.data_ptr() == view.ctypes.data
-        assert np.array_equal(tensor.numpy(), view)
-    tensor = torch.from_dlpack(_core.buffer_dlpack(array))
-    del array, view, batch
-    gc.collect()
-    assert _core.live_buffers() == before - arrays + 1  # the tensor holds its own
-    values = tensor.numpy().copy()
-    del tensor
-    gc.collect()
-    assert _core.live_buffers() == before - arrays and values.shape == (16, 2)
-    # Any other array: None (converted as before).
-    assert _core.buffer_dlpack(np.zeros(3)) is None
-    assert _core.buffer_dlpack([1, 2]) is None

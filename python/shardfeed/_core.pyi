@@ -474,11 +474,6 @@ def plan_memory(dataset: Dataset, plan: PlanOptions, options: EngineOptions) -> 
     The shuffle window (plan.window_row_groups == 0: chosen from options.memory_limit), the expected peak of stats()['memory'] and the expected mixing W_eff, from the footers.
     """
 
-def buffer_dlpack(array: object) -> object:
-    """
-    A DLPack capsule over a batch array's buffer, freed without the GIL; None for an array the engine did not make.
-    """
-
 def live_buffers() -> int:
     """Batch buffers allocated by the engine and not yet freed (for tests)."""
 

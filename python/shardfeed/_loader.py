@@ -72,21 +72,7 @@ def convert(batch: dict[str, Any], output: str) -> dict[str, Any]:
         return _arrays_to(batch, jax.dlpack.from_dlpack, f"jax {jax.__version__}")
     import torch
 
-    return _arrays_to(batch, _to_torch, f"torch {torch.__version__}")
-
-
-def _to_torch(array: np.ndarray) -> Any:
-    """A tensor over the array's memory.  The engine's arrays go through DLPack with
-    a deleter that never takes the GIL: torch.from_numpy's tensors take it to drop the
-    array, and a daemon thread freeing one while the interpreter exits was ended there
-    by CPython, inside a noexcept deleter (std::terminate, once in ~100 exits)."""
-    import torch
-    import torch.utils.dlpack
-
-    capsule = _core.buffer_dlpack(array)
-    if capsule is None:  # not the engine's (a transform's output)
-        return torch.from_numpy(array)
-    return torch.utils.dlpack.from_dlpack(capsule)
+    return _arrays_to(batch, torch.from_numpy, f"torch {torch.__version__}")
 
 
 def _arrays_to(batch: dict[str, Any], make: Callable[[Any], Any], library: str) -> dict[str, Any]:
