@@ -37,6 +37,7 @@ ReleaseGil::~ReleaseGil() {
   std::unique_lock<std::mutex> lock(exit_mu);
   if (ParkedLocked()) {
     lock.unlock();
+    if (on_park_) on_park_();
     Park();
   }
   PyEval_RestoreThread(state_);

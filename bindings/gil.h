@@ -19,7 +19,9 @@
 
 #include <Python.h>
 
+#include <functional>
 #include <type_traits>
+#include <utility>
 
 namespace shardfeed::py {
 
@@ -32,8 +34,14 @@ class ReleaseGil {
   ReleaseGil(const ReleaseGil&) = delete;
   ReleaseGil& operator=(const ReleaseGil&) = delete;
 
+  // What to do before this thread parks instead of taking the GIL back (e.g.
+  // stop the engine it just made, which the exit hook could not see: its
+  // workers would run on through the process's static destructors).
+  void OnPark(std::function<void()> fn) { on_park_ = std::move(fn); }
+
  private:
   PyThreadState* state_;
+  std::function<void()> on_park_;
 };
 
 // Called once, with the GIL held, by the thread that runs the exit hooks (and

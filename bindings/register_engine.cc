@@ -255,6 +255,9 @@ void RegisterEngine(nb::module_& m) {
               EngineOptions with_filter = options;
               with_filter.filter = d.filter;
               engine = Unwrap(Engine::Make(d.catalog, plan, with_filter));
+              // Made while the interpreter exits (the next pass's engine, on a
+              // thread of its own): the exit hook did not close it.
+              release.OnPark([&engine] { engine->Stop(); });
             }
             new (self) EngineHandle(std::move(engine), num_batches);
           },

@@ -334,18 +334,22 @@ def test_the_interpreter_exits_cleanly_under_a_daemon_thread_that_iterates(
         f"l._settings.extra.update(debug_slow_stage='decode', debug_slow_us={slow})\n"
         "source = l\n"
         + (
-            # Iterated as a DataLoader with no workers does: torch's DataLoader
-            # itself calls a torch operator per batch (record_function), which
-            # has the same race inside torch, out of shardfeed's reach.
+            # Iterated as a DataLoader with no workers does.  The thread keeps its
+            # torch batches: freeing a tensor releases the GIL and takes it back
+            # (torch's THPVariable_clear), which at exit aborted about 1 run in 100
+            # (core dumps), a race inside torch out of shardfeed's reach (as is
+            # the record_function that torch's DataLoader calls per batch).
             f"source = shardfeed.TorchDataset({str(dataset)!r}, batch_size=16, num_threads=2)\n"
             f"source._settings.extra.update(debug_slow_stage='decode', debug_slow_us={slow})\n"
             if torch_dataset
             else ""
         )
-        + "def run():\n"
+        + "kept = []\n"
+        "def run():\n"
         "    while True:\n"
         "        for b in source:\n"
-        f"            {_EXIT_CODE[mode]}\n"
+        + ("            kept.append(b)\n" if torch_dataset else "")
+        + f"            {_EXIT_CODE[mode]}\n"
         "started = threading.Event()\n"
         "threading.Thread(target=lambda: (started.set(), run()), daemon=True).start()\n"
         "started.wait(); time.sleep(0.3)\n"
@@ -541,3 +545,47 @@ def test_a_remote_file_rewritten_after_the_catalog_is_an_error(s3, tmp_path, cac
     )
     with pytest.raises(shardfeed.InvalidDataError, match=r"a\.parquet.*changed since"):
         list(loader)
+
+
+_MADE_AT_EXIT = """
+import os, sys, threading, time
+import shardfeed
+from shardfeed import _core, _loader
+ld = shardfeed.Loader(sys.argv[1], batch_size=16, num_threads=2)
+ld._settings.extra["debug_slow_stage"] = "decode"
+ld._settings.extra["debug_slow_us"] = 20000
+make = ld._engine_maker(0, 0)  # what the next pass's engine thread calls
+# The exit hook has run (begin_exit): a thread that made an engine now parks rather
+# than take the GIL back.  Its engine must not run on: stopped before it parks.
+_core.begin_exit(quiet_leaks=True)
+maker = threading.Thread(target=make, daemon=True)
+maker.start()
+time.sleep(3)  # made (a small dataset) and parked: the thread stays, its workers do not
+print(int(maker.is_alive()), _core.live_engine_threads(), flush=True)
+# And one made after the exit hook that does reach Python again is closed there.
+_loader._exiting = True
+engine = make()
+try:
+    engine.next()
+    print("open", flush=True)
+except shardfeed.LoaderClosedError:
+    print("closed", flush=True)
+os._exit(0)
+"""
+
+
+def test_an_engine_made_while_the_interpreter_exits_does_not_run_on(dataset):
+    """The next pass's engine is made on a thread of its own; one that is made after the
+    exit hook closed the live engines was left running into the process's static
+    destructors.  Now it is stopped: by the thread that made it before it parks, or where
+    it reaches Python."""
+    proc = subprocess.run(
+        [sys.executable, "-c", _MADE_AT_EXIT, str(dataset)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    parked, threads, *rest = proc.stdout.split()
+    assert parked == "1" and threads == "0", proc.stdout  # made, parked, workers gone
+    assert rest == ["closed"], proc.stdout

@@ -36,6 +36,7 @@ def abandon(inherited: Any) -> None:
 
 
 _IMPORTED_IN = os.getpid()
+_exiting = False  # the exit hook has run: an engine made from now on is closed at once
 
 
 @atexit.register
@@ -45,6 +46,8 @@ def _close_engines() -> None:
     # such a thread sleeps until the process ends.
     # No leak report when other threads' frames hold objects, nor in a fork's child,
     # which keeps what it copied from the parent (engines, caches) on purpose.
+    global _exiting
+    _exiting = True
     forked = os.getpid() != _IMPORTED_IN
     _core.begin_exit(quiet_leaks=threading.active_count() > 1 or forked)
     for engine in list(_live_engines):
@@ -56,6 +59,10 @@ def start_engine(
 ) -> _core.Engine:
     engine = _core.Engine(dataset, plan, options)
     _live_engines.add(engine)
+    if _exiting:
+        # Made on another thread (the next pass's, started early) after the exit
+        # hook closed the others: its workers must not outlive the interpreter.
+        engine.close()
     return engine
 
 
