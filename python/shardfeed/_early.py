@@ -9,11 +9,11 @@ decodes its first window while this pass's batches are served. The two engines
 share the memory limit (they are given the same ``EngineLeftovers``): until its
 first batch is asked for, the new one decodes and builds only into the room the
 current one leaves, so together they pass the limit only as one engine may, even
-where one window is most of it. A pass that is not the one predicted (another epoch, a resume,
-other debug settings) closes it and starts its own. The stream is the same
-either way: an engine is a pure function of the epoch and the settings.
-``Loader`` and ``TorchDataset`` (the process that runs a pass's one engine) both
-use ``NextPass``.
+where one window is most of it. A pass that is not the one predicted (another
+epoch, a resume, other debug settings) closes it and starts its own. The stream
+is the same either way: an engine is a pure function of the epoch and the
+settings. ``Loader`` and ``TorchDataset`` (the process that runs a pass's one
+engine) both use ``NextPass``.
 """
 
 from __future__ import annotations

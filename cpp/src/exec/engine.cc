@@ -663,14 +663,16 @@ class EngineImpl final : public Engine {
     // pass before is served, shares that pass's budget), nothing goes past
     // the limit: a batch is built only where its bytes fit, and no decode is
     // urgent.  This pass then takes only the room the other leaves.
+    // (At most the limit: the estimate comes from untrusted footer sizes.)
     int64_t booked = 0;
     if (!consumer_started_.load() && budget_->limit() > 0) {
+      const int64_t want = std::min(batch_bytes_, budget_->limit());
       if (!budget_->Reserve(
-              MemoryBudget::kBatches, batch_bytes_, [&] { return consumer_started_.load(); },
+              MemoryBudget::kBatches, want, [&] { return consumer_started_.load(); },
               [&] { return stop_.load(); })) {
         return arrow::Status::Cancelled("the loader was closed");
       }
-      booked = batch_bytes_;
+      booked = want;
     }
     int64_t seen = max_started_.load();
     while (unit > seen && !max_started_.compare_exchange_weak(seen, unit)) {

@@ -3,6 +3,7 @@
 #include <pthread.h>
 
 #include <algorithm>
+#include <limits>
 #include <mutex>
 #include <new>
 #include <string>
@@ -202,14 +203,18 @@ int64_t ReadyBatchCapacity(int64_t batch_bytes, int num_threads, int queue_depth
 
 int64_t EstimateBatchBytes(const std::vector<RowGroupFootprint>& footprints, const Catalog& catalog,
                            int64_t batch_size) {
-  int64_t bytes = 0, rows = 0;
+  // In doubles, saturated: footer sizes are untrusted (no overflowing sum,
+  // no cast of a double past int64).
+  double bytes = 0, rows = 0;
   for (size_t i = 0; i < footprints.size(); ++i) {
-    bytes += footprints[i].decoded;
-    rows += catalog.row_groups()[i].num_rows;
+    bytes += static_cast<double>(footprints[i].decoded);
+    rows += static_cast<double>(catalog.row_groups()[i].num_rows);
   }
-  if (rows <= 0) return 0;
-  return static_cast<int64_t>(static_cast<double>(bytes) / static_cast<double>(rows) *
-                              static_cast<double>(batch_size));
+  if (!(rows > 0)) return 0;
+  const double estimate = bytes / rows * static_cast<double>(batch_size);
+  if (!(estimate > 0)) return 0;
+  if (!(estimate < 9.2e18)) return std::numeric_limits<int64_t>::max();
+  return static_cast<int64_t>(estimate);
 }
 
 int64_t ResidentBytes(const DecodedRowGroup& rg) {
