@@ -65,6 +65,14 @@ void DefineViews(nb::class_<DatasetHandle>& dataset) {
              for (const auto& f : d.catalog->files()) out.push_back(f.size);
              return out;
            })
+      .def("delta_tables",
+           [](const DatasetHandle& d) {
+             std::vector<std::tuple<std::string, int64_t, int64_t>> out;
+             for (const auto& t : d.catalog->delta_tables()) {
+               out.emplace_back(t.table, t.version, t.files);
+             }
+             return out;
+           })
       .def("files",
            [](const DatasetHandle& d) {
              std::vector<std::string> out;

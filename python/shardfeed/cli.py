@@ -41,6 +41,12 @@ def _info(args: argparse.Namespace) -> int:
         "schema": dict(ds.schema()),
     }
     info.update(_evolution(ds.columns()))
+    delta = [
+        {"table": table, "version": version, "files": files}
+        for table, version, files in ds.delta_tables()
+    ]
+    if delta:
+        info["delta_tables"] = delta
     if args.filter is not None:
         from . import _filter
         from ._options import default_threads

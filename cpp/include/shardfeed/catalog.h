@@ -74,6 +74,13 @@ struct RowGroupEntry {
 // RowGroupEntry::footer parsed: a footer whose row group 0 is `rg`.
 arrow::Result<std::shared_ptr<parquet::FileMetaData>> RowGroupFooter(const RowGroupEntry& rg);
 
+// A Delta Lake table among the sources, read at its latest version.
+struct DeltaVersion {
+  std::string table;  // its folder (a path of the filesystem)
+  int64_t version = 0;
+  int64_t files = 0;  // its live files read (below the source, when inside the table)
+};
+
 struct CatalogOptions {
   int num_threads = 8;  // footers read in parallel
   // Seconds each remote footer read may take before a StorageError names the
@@ -103,6 +110,8 @@ class Catalog {
   // One entry per schema() field.
   const std::vector<ColumnOrigin>& column_origins() const { return origins_; }
   int64_t num_rows() const { return num_rows_; }
+  // The Delta Lake tables whose live files were read (see catalog/delta_log.h).
+  const std::vector<DeltaVersion>& delta_tables() const { return delta_tables_; }
   // Hex digest of (relative paths, row-group row counts, schema): what the
   // sample order depends on.  Stable across roots and machines.  Datasets whose
   // files all have one schema and no partitions keep the digest of earlier
@@ -132,6 +141,7 @@ class Catalog {
   int64_t num_rows_ = 0;
   std::string fingerprint_;
   std::string storage_id_;
+  std::vector<DeltaVersion> delta_tables_;
 };
 
 // The identity of catalog file `file` for every cache (the file cache and the

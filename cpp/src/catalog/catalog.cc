@@ -22,6 +22,7 @@
 #include <parquet/file_reader.h>
 #include <parquet/metadata.h>
 
+#include "catalog/delta_log.h"
 #include "catalog/discover.h"
 #include "catalog/file_check.h"
 #include "catalog/footer.h"
@@ -261,14 +262,27 @@ arrow::Status CatalogBuilder::List(const std::vector<std::string>& sources) {
     ARROW_ASSIGN_OR_RAISE(auto files, ListFiles(*catalog.fs_, path, raw));
     std::string base = path;
     while (base.size() > 1 && base.back() == '/') base.pop_back();
+    ARROW_ASSIGN_OR_RAISE(auto tables,
+                          ReadDeltaTables(*catalog.fs_, base, files, raw, options.remote_timeout));
+    for (const auto& table : tables) {
+      catalog.delta_tables_.push_back(
+          {table.root, table.version, static_cast<int64_t>(table.files.size())});
+    }
+    DeltaFilter delta(tables);
     for (auto& child : files) {
       if (!child.IsFile()) continue;
+      if (const auto in_table = delta.Contains(child.path())) {
+        // A Delta table's live files, and nothing else of it (removed versions, its log).
+        if (*in_table) listed.push_back({"", std::move(child), false, source_index});
+        continue;
+      }
       // Hidden below the folder given, as Spark, Hive and pyarrow.dataset skip them.
       // (Keys with "." or ".." components are hidden too: never read, never aliased.)
       if (IsHiddenPath(Relative(base, child.path()))) continue;
       const bool sniff = !HasParquetExtension(child.path());
       listed.push_back({"", std::move(child), sniff, source_index});
     }
+    ARROW_RETURN_NOT_OK(delta.CheckAllFound(raw, base));
   }
   if (single_dir) {
     catalog.root_ = source_paths.front();

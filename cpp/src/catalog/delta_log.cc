@@ -1,0 +1,512 @@
+#include "catalog/delta_log.h"
+
+#include <algorithm>
+#include <charconv>
+#include <limits>
+#include <map>
+#include <string_view>
+
+#include <arrow/api.h>
+#include <arrow/io/memory.h>
+#include <arrow/json/options.h>
+#include <arrow/json/reader.h>
+#include <parquet/arrow/reader.h>
+
+#include "catalog/discover.h"
+#include "catalog/partition.h"
+#include "shardfeed/status.h"
+#include "util/deadline_file.h"
+
+namespace shardfeed {
+namespace {
+
+constexpr std::string_view kLogDir = "/_delta_log/";
+constexpr int64_t kMaxReaderVersion = 3;
+
+// Reader features whose tables read correctly here: those that change only
+// how files are written or named, and those checked below (columnMapping:
+// mode "none" only; deletionVectors: no live file may have one; v2Checkpoint:
+// classic checkpoints without sidecars only).
+constexpr std::string_view kReaderFeatures[] = {
+    "columnMapping",       "deletionVectors",      "timestampNtz",
+    "typeWidening",        "typeWidening-preview", "v2Checkpoint",
+    "vacuumProtocolCheck", "variantType",          "variantType-preview",
+};
+
+std::string Named(const std::string& table) { return "Delta table '" + table + "'"; }
+
+// A log file's version from its 20-digit name prefix, or -1.
+int64_t VersionOf(std::string_view name) {
+  if (name.size() < 21 || name[20] != '.') return -1;
+  int64_t version = -1;
+  const auto [end, ec] = std::from_chars(name.data(), name.data() + 20, version);
+  // (The largest is refused: one past it must be a version too.)
+  if (ec != std::errc() || end != name.data() + 20 || version < 0 ||
+      version == std::numeric_limits<int64_t>::max()) {
+    return -1;
+  }
+  return version;
+}
+
+// "0000000001.0000000003.parquet" -> (1, 3); (1, 1) for "parquet"; nullopt otherwise.
+std::optional<std::pair<int, int>> CheckpointPart(std::string_view rest) {
+  if (rest == "parquet") return std::pair{1, 1};
+  if (rest.size() != 10 + 1 + 10 + 8 || rest[10] != '.' || rest.substr(21) != ".parquet") {
+    return std::nullopt;
+  }
+  int part = 0, parts = 0;
+  const auto a = std::from_chars(rest.data(), rest.data() + 10, part);
+  const auto b = std::from_chars(rest.data() + 11, rest.data() + 21, parts);
+  if (a.ec != std::errc() || a.ptr != rest.data() + 10 || b.ec != std::errc() ||
+      b.ptr != rest.data() + 21 || part < 1 || parts < 1 || part > parts) {
+    return std::nullopt;
+  }
+  return std::pair{part, parts};
+}
+
+struct LogFiles {
+  std::map<int64_t, arrow::fs::FileInfo> commits;
+  // version -> parts -> part -> file
+  std::map<int64_t, std::map<int, std::map<int, arrow::fs::FileInfo>>> checkpoints;
+  bool any = false;
+};
+
+arrow::Result<std::shared_ptr<arrow::Buffer>> ReadWhole(arrow::fs::FileSystem& fs,
+                                                        const arrow::fs::FileInfo& info,
+                                                        double remote_timeout) {
+  ARROW_ASSIGN_OR_RAISE(auto file, fs.OpenInputFile(info));
+  if (fs.type_name() != "local") file = WithDeadline(file, remote_timeout);
+  ARROW_ASSIGN_OR_RAISE(const int64_t size, file->GetSize());
+  return file->ReadAt(0, size);
+}
+
+arrow::Result<std::shared_ptr<arrow::Table>> ReadCheckpointPart(arrow::fs::FileSystem& fs,
+                                                                const arrow::fs::FileInfo& info,
+                                                                double remote_timeout) {
+  ARROW_ASSIGN_OR_RAISE(auto file, fs.OpenInputFile(info));
+  if (fs.type_name() != "local") file = WithDeadline(file, remote_timeout);
+  ARROW_ASSIGN_OR_RAISE(auto reader, parquet::arrow::OpenFile(file, arrow::default_memory_pool()));
+  std::shared_ptr<arrow::Schema> schema;
+  ARROW_RETURN_NOT_OK(reader->GetSchema(&schema));
+  arrow::FieldVector fields;
+  arrow::ChunkedArrayVector columns;
+  for (const char* name : {"add", "protocol", "metaData", "sidecar"}) {
+    const int i = schema->GetFieldIndex(name);
+    if (i < 0) continue;
+    std::shared_ptr<arrow::ChunkedArray> column;
+    ARROW_RETURN_NOT_OK(reader->ReadColumn(i, &column));
+    fields.push_back(schema->field(i));
+    columns.push_back(std::move(column));
+  }
+  return arrow::Table::Make(arrow::schema(std::move(fields)), std::move(columns));
+}
+
+// The struct column `name` of `table`, chunk by chunk (empty when absent).
+std::vector<std::shared_ptr<arrow::StructArray>> StructChunks(const arrow::Table& table,
+                                                              const char* name) {
+  std::vector<std::shared_ptr<arrow::StructArray>> out;
+  const auto column = table.GetColumnByName(name);
+  if (!column || column->type()->id() != arrow::Type::STRUCT) return out;
+  for (const auto& chunk : column->chunks()) {
+    out.push_back(std::static_pointer_cast<arrow::StructArray>(chunk));
+  }
+  return out;
+}
+
+// Row i of a string child (nullopt when null or not a string).
+std::optional<std::string> StringAt(const std::shared_ptr<arrow::Array>& array, int64_t i) {
+  if (!array || array->IsNull(i)) return std::nullopt;
+  if (array->type_id() == arrow::Type::STRING) {
+    return std::string(static_cast<const arrow::StringArray&>(*array).GetView(i));
+  }
+  if (array->type_id() == arrow::Type::LARGE_STRING) {
+    return std::string(static_cast<const arrow::LargeStringArray&>(*array).GetView(i));
+  }
+  return std::nullopt;
+}
+
+std::optional<int64_t> IntegerAt(const std::shared_ptr<arrow::Array>& array, int64_t i) {
+  if (!array || array->IsNull(i)) return std::nullopt;
+  if (array->type_id() == arrow::Type::INT32) {
+    return static_cast<const arrow::Int32Array&>(*array).Value(i);
+  }
+  if (array->type_id() == arrow::Type::INT64) {
+    return static_cast<const arrow::Int64Array&>(*array).Value(i);
+  }
+  return std::nullopt;
+}
+
+std::vector<std::string> StringsAt(const std::shared_ptr<arrow::Array>& array, int64_t i) {
+  std::vector<std::string> out;
+  if (!array || array->IsNull(i) || array->type_id() != arrow::Type::LIST) return out;
+  const auto& list = static_cast<const arrow::ListArray&>(*array);
+  const auto values = list.value_slice(i);
+  for (int64_t j = 0; j < values->length(); ++j) {
+    if (auto s = StringAt(values, j)) out.push_back(std::move(*s));
+  }
+  return out;
+}
+
+// The column mapping mode in a metaData row's configuration: a struct in a
+// JSON commit (see DeltaActionSchema), a map<string, string> in a checkpoint.
+std::string ColumnMappingAt(const std::shared_ptr<arrow::Array>& configuration, int64_t i) {
+  constexpr char kKey[] = "delta.columnMapping.mode";
+  if (!configuration || configuration->IsNull(i)) return "";
+  if (configuration->type_id() == arrow::Type::STRUCT) {
+    const auto& s = static_cast<const arrow::StructArray&>(*configuration);
+    return StringAt(s.GetFieldByName(kKey), i).value_or("");
+  }
+  if (configuration->type_id() == arrow::Type::MAP) {
+    const auto& map = static_cast<const arrow::MapArray&>(*configuration);
+    const auto keys = map.keys();
+    const auto items = map.items();
+    for (int64_t j = map.value_offset(i); j < map.value_offset(i) + map.value_length(i); ++j) {
+      if (StringAt(keys, j) == kKey) return StringAt(items, j).value_or("");
+    }
+  }
+  return "";
+}
+
+// A log path is relative and URL-escaped ("part=a/x%20y.parquet").  Absolute
+// paths (shallow clones) and ".." components would read outside the table.
+arrow::Result<std::string> LivePath(const std::string& table, const std::string& logged) {
+  const std::string path = UrlDecode(logged);
+  bool escapes = path.empty() || path.front() == '/' || logged.find("://") != std::string::npos;
+  size_t start = 0;
+  while (!escapes && start <= path.size()) {
+    const size_t slash = std::min(path.find('/', start), path.size());
+    const std::string_view part(path.data() + start, slash - start);
+    escapes = part == ".." || part == "." || part.empty();
+    start = slash + 1;
+  }
+  if (escapes) {
+    return Error(ErrorKind::kInvalidData,
+                 Named(table) + ": its log names the data file '" + logged +
+                     "', which is not a path inside the table (a shallow clone?); "
+                     "only tables whose files lie in their own folder are read");
+  }
+  return path;
+}
+
+arrow::Result<LogFiles> FindLogFiles(const std::string& root,
+                                     const std::vector<const arrow::fs::FileInfo*>& files) {
+  LogFiles log;
+  for (const auto* info : files) {
+    const std::string_view name =
+        std::string_view(info->path()).substr(root.size() + kLogDir.size());
+    if (name.find('/') != std::string_view::npos) continue;  // _sidecars/, _staged_commits/
+    log.any = true;
+    const int64_t version = VersionOf(name);
+    if (version < 0) continue;  // _last_checkpoint, .crc, ...
+    const std::string_view rest = name.substr(21);
+    if (rest == "json") {
+      log.commits.emplace(version, *info);
+    } else if (rest.substr(0, 11) == "checkpoint.") {
+      if (auto part = CheckpointPart(rest.substr(11))) {
+        log.checkpoints[version][part->second][part->first] = *info;
+      }  // else a V2 checkpoint named by a UUID: classic ones and commits are used
+    }
+  }
+  return log;
+}
+
+arrow::Result<DeltaTable> ReadTable(arrow::fs::FileSystem& fs, const std::string& root,
+                                    const LogFiles& log, const std::string& shown,
+                                    double remote_timeout) {
+  DeltaTable table;
+  table.root = root;
+  // The newest checkpoint with every part present.
+  int64_t checkpoint = -1;
+  const std::map<int, arrow::fs::FileInfo>* parts = nullptr;
+  for (auto it = log.checkpoints.rbegin(); it != log.checkpoints.rend() && !parts; ++it) {
+    for (const auto& [count, found] : it->second) {
+      if (static_cast<int>(found.size()) == count) {
+        checkpoint = it->first;
+        parts = &found;
+        break;
+      }
+    }
+  }
+  const int64_t latest =
+      std::max(checkpoint, log.commits.empty() ? int64_t{-1} : log.commits.rbegin()->first);
+  if (latest < 0) {
+    return Error(ErrorKind::kInvalidData, Named(shown) +
+                                              ": its _delta_log/ holds no commit "
+                                              "and no complete checkpoint");
+  }
+  // Every commit after the checkpoint, one by one (a loop over the commits
+  // found, not over version numbers a file name could make huge).
+  int64_t v = checkpoint + 1;
+  for (auto it = log.commits.upper_bound(checkpoint); it != log.commits.end(); ++it, ++v) {
+    if (it->first != v) {
+      return Error(ErrorKind::kInvalidData,
+                   Named(shown) + ": its log has no commit " + std::to_string(v) +
+                       (checkpoint < 0 ? " and no checkpoint"
+                                       : " after its checkpoint " + std::to_string(checkpoint)) +
+                       ", so version " + std::to_string(latest) + " cannot be rebuilt");
+    }
+  }
+  DeltaReplay replay;
+  const auto context = [&](const arrow::fs::FileInfo& info) {
+    return Named(shown) + ", log file '" + info.base_name() + "'";
+  };
+  if (parts) {
+    for (const auto& [_, info] : *parts) {
+      auto actions = ReadCheckpointPart(fs, info, remote_timeout);
+      if (!actions.ok()) return WithContext(actions.status(), context(info));
+      ARROW_RETURN_NOT_OK(WithContext(replay.ApplyCheckpoint(**actions), context(info)));
+    }
+  }
+  for (auto it = log.commits.upper_bound(checkpoint); it != log.commits.end(); ++it) {
+    auto bytes = ReadWhole(fs, it->second, remote_timeout);
+    if (!bytes.ok()) return WithContext(bytes.status(), context(it->second));
+    auto actions = ParseDeltaCommit((*bytes)->ToString());
+    if (!actions.ok()) return WithContext(actions.status(), context(it->second));
+    ARROW_RETURN_NOT_OK(WithContext(replay.ApplyCommit(**actions), context(it->second)));
+  }
+  ARROW_ASSIGN_OR_RAISE(table.files, replay.LiveFiles(shown));
+  table.version = latest;
+  return table;
+}
+
+// The files of `dir`'s `_delta_log/` (none when it has none, or cannot be listed).
+std::vector<arrow::fs::FileInfo> LogListing(arrow::fs::FileSystem& fs, const std::string& dir,
+                                            double remote_timeout) {
+  arrow::fs::FileSelector selector;
+  selector.base_dir = dir + "/_delta_log";
+  selector.allow_not_found = true;
+  arrow::Result<std::vector<arrow::fs::FileInfo>> infos;
+  if (fs.type_name() == "local" || remote_timeout <= 0) {
+    infos = fs.GetFileInfo(selector);
+  } else {
+    infos = CallBefore<std::vector<arrow::fs::FileInfo>>(
+        [keep = fs.shared_from_this(), selector] { return keep->GetFileInfo(selector); },
+        DeadlineAfter(remote_timeout), remote_timeout, nullptr);
+  }
+  return infos.ok() ? std::move(*infos) : std::vector<arrow::fs::FileInfo>{};
+}
+
+// The table a source folder lies inside (one partition of it): the nearest
+// folder above `base` with a log.  Only its live files below `base` are kept.
+arrow::Result<std::optional<DeltaTable>> EnclosingTable(arrow::fs::FileSystem& fs,
+                                                        const std::string& base,
+                                                        double remote_timeout) {
+  std::string dir = base;
+  while (true) {
+    const size_t slash = dir.rfind('/');
+    if (slash == std::string::npos || slash == 0) return std::nullopt;
+    dir.resize(slash);
+    const auto infos = LogListing(fs, dir, remote_timeout);
+    std::vector<const arrow::fs::FileInfo*> files;
+    for (const auto& info : infos) {
+      if (info.IsFile()) files.push_back(&info);
+    }
+    ARROW_ASSIGN_OR_RAISE(auto log, FindLogFiles(dir, files));
+    if (!log.any) continue;
+    ARROW_ASSIGN_OR_RAISE(auto table, ReadTable(fs, dir, log, dir, remote_timeout));
+    const std::string below = base.substr(dir.size() + 1) + "/";
+    std::erase_if(table.files, [&](const std::string& f) { return !f.starts_with(below); });
+    return table;
+  }
+}
+
+}  // namespace
+
+std::shared_ptr<arrow::Schema> DeltaActionSchema() {
+  const auto text = arrow::utf8();
+  return arrow::schema({
+      arrow::field("add", arrow::struct_(
+                              {arrow::field("path", text),
+                               arrow::field("deletionVector",
+                                            arrow::struct_({arrow::field("storageType", text)}))})),
+      arrow::field("remove", arrow::struct_({arrow::field("path", text)})),
+      arrow::field("protocol", arrow::struct_({arrow::field("minReaderVersion", arrow::int64()),
+                                               arrow::field("readerFeatures", arrow::list(text))})),
+      arrow::field(
+          "metaData",
+          arrow::struct_({arrow::field(
+              "configuration", arrow::struct_({arrow::field("delta.columnMapping.mode", text)}))})),
+  });
+}
+
+arrow::Result<std::shared_ptr<arrow::Table>> ParseDeltaCommit(const std::string& text) {
+  if (text.find_first_not_of(" \t\r\n") == std::string::npos) {
+    return Error(ErrorKind::kInvalidData, "an empty commit (a commit is written whole)");
+  }
+  auto read_options = arrow::json::ReadOptions::Defaults();
+  read_options.use_threads = false;
+  // One block: an action is one line, however long (a wide table's schema).
+  read_options.block_size =
+      static_cast<int32_t>(std::min<size_t>(text.size() + 1, std::numeric_limits<int32_t>::max()));
+  auto parse_options = arrow::json::ParseOptions::Defaults();
+  parse_options.explicit_schema = DeltaActionSchema();
+  parse_options.unexpected_field_behavior = arrow::json::UnexpectedFieldBehavior::Ignore;
+  auto input = std::make_shared<arrow::io::BufferReader>(arrow::Buffer::FromString(text));
+  ARROW_ASSIGN_OR_RAISE(
+      auto reader, arrow::json::TableReader::Make(arrow::default_memory_pool(), input, read_options,
+                                                  parse_options));
+  auto table = reader->Read();
+  if (!table.ok()) {
+    return Error(ErrorKind::kInvalidData,
+                 "not a commit of newline-delimited JSON actions: " + table.status().message());
+  }
+  return table;
+}
+
+arrow::Status DeltaReplay::ApplyCheckpoint(const arrow::Table& actions) {
+  return Apply(actions, false);
+}
+
+arrow::Status DeltaReplay::ApplyCommit(const arrow::Table& actions) { return Apply(actions, true); }
+
+arrow::Status DeltaReplay::Apply(const arrow::Table& actions, bool commit) {
+  // A commit's removes first: one that removes and re-adds a path (a new
+  // deletion vector) leaves it live.  A checkpoint's removes are tombstones of
+  // files already gone from its adds.
+  if (commit) {
+    for (const auto& chunk : StructChunks(actions, "remove")) {
+      const auto path = chunk->GetFieldByName("path");
+      for (int64_t i = 0; i < chunk->length(); ++i) {
+        if (chunk->IsNull(i)) continue;
+        auto p = StringAt(path, i);
+        if (!p) return Error(ErrorKind::kInvalidData, "a remove action without a path");
+        live_.erase(*p);
+      }
+    }
+  }
+  for (const auto& chunk : StructChunks(actions, "add")) {
+    const auto path = chunk->GetFieldByName("path");
+    const auto dv = chunk->GetFieldByName("deletionVector");
+    for (int64_t i = 0; i < chunk->length(); ++i) {
+      if (chunk->IsNull(i)) continue;
+      auto p = StringAt(path, i);
+      if (!p) return Error(ErrorKind::kInvalidData, "an add action without a path");
+      live_[*p] = dv && dv->IsValid(i);
+    }
+  }
+  for (const auto& chunk : StructChunks(actions, "protocol")) {
+    const auto version = chunk->GetFieldByName("minReaderVersion");
+    const auto features = chunk->GetFieldByName("readerFeatures");
+    for (int64_t i = 0; i < chunk->length(); ++i) {
+      if (chunk->IsNull(i)) continue;
+      min_reader_version_ = IntegerAt(version, i);
+      reader_features_ = StringsAt(features, i);
+    }
+  }
+  for (const auto& chunk : StructChunks(actions, "metaData")) {
+    const auto configuration = chunk->GetFieldByName("configuration");
+    for (int64_t i = 0; i < chunk->length(); ++i) {
+      if (!chunk->IsNull(i)) column_mapping_ = ColumnMappingAt(configuration, i);
+    }
+  }
+  for (const auto& chunk : StructChunks(actions, "sidecar")) {
+    sidecars_ = sidecars_ || chunk->null_count() < chunk->length();
+  }
+  return arrow::Status::OK();
+}
+
+arrow::Result<std::vector<std::string>> DeltaReplay::LiveFiles(const std::string& table) const {
+  const auto refuse = [&](const std::string& why) {
+    return Error(ErrorKind::kInvalidData, Named(table) + ": " + why);
+  };
+  if (!min_reader_version_) return refuse("its log has no protocol action");
+  if (*min_reader_version_ > kMaxReaderVersion) {
+    return refuse("its reader protocol is version " + std::to_string(*min_reader_version_) +
+                  "; tables up to version 3 are read");
+  }
+  for (const auto& feature : reader_features_) {
+    if (std::find(std::begin(kReaderFeatures), std::end(kReaderFeatures), feature) ==
+        std::end(kReaderFeatures)) {
+      return refuse("it needs the reader feature '" + feature +
+                    "', which this loader does not implement");
+    }
+  }
+  if (!column_mapping_.empty() && column_mapping_ != "none") {
+    return refuse("its columns are mapped by " + column_mapping_ +
+                  " (delta.columnMapping.mode): the Parquet files' column names are not the "
+                  "table's; such tables are not read");
+  }
+  if (sidecars_) {
+    return refuse("its checkpoint keeps its files in sidecars (a V2 checkpoint), not read here");
+  }
+  std::vector<std::string> files;
+  files.reserve(live_.size());
+  for (const auto& [logged, deletion_vector] : live_) {
+    ARROW_ASSIGN_OR_RAISE(auto path, LivePath(table, logged));
+    if (deletion_vector) {
+      return refuse("rows of its file '" + path +
+                    "' are deleted by a deletion vector, which this loader does not apply; "
+                    "rewrite them (REORG TABLE ... APPLY (PURGE)) or read a copy without them");
+    }
+    files.push_back(std::move(path));
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+std::optional<bool> DeltaFilter::Contains(const std::string& path) {
+  size_t best = tables_.size();
+  for (size_t t = 0; t < tables_.size(); ++t) {
+    const std::string& root = tables_[t].root;
+    if (path.size() > root.size() && path.compare(0, root.size(), root) == 0 &&
+        path[root.size()] == '/' &&
+        (best == tables_.size() || root.size() > tables_[best].root.size())) {
+      best = t;
+    }
+  }
+  if (best == tables_.size()) return std::nullopt;
+  const auto& files = tables_[best].files;
+  const std::string rel = path.substr(tables_[best].root.size() + 1);
+  const auto it = std::lower_bound(files.begin(), files.end(), rel);
+  if (it == files.end() || *it != rel) return false;
+  found_[best][static_cast<size_t>(it - files.begin())] = true;
+  return true;
+}
+
+arrow::Status DeltaFilter::CheckAllFound(const std::string& shown, const std::string& base) const {
+  for (size_t t = 0; t < tables_.size(); ++t) {
+    for (size_t f = 0; f < tables_[t].files.size(); ++f) {
+      if (found_[t][f]) continue;
+      const std::string& root = tables_[t].root;
+      // A table below the source, the source itself, or one the source lies in.
+      const std::string name = root.size() < base.size() ? root : shown + root.substr(base.size());
+      return Error(ErrorKind::kNotFound,
+                   Named(name) + ": version " + std::to_string(tables_[t].version) +
+                       " holds the file '" + tables_[t].files[f] +
+                       "', which is not in its folder (removed by a VACUUM while the version "
+                       "was still read, or a partial copy?)");
+    }
+  }
+  return arrow::Status::OK();
+}
+
+arrow::Result<std::vector<DeltaTable>> ReadDeltaTables(
+    arrow::fs::FileSystem& fs, const std::string& base,
+    const std::vector<arrow::fs::FileInfo>& listed, const std::string& shown,
+    double remote_timeout) {
+  // Table root -> the files of its _delta_log/ (and below).
+  std::map<std::string, std::vector<const arrow::fs::FileInfo*>> logs;
+  for (const auto& info : listed) {
+    const std::string& path = info.path();
+    // The last "/_delta_log/" at or below the source folder.
+    const size_t at = path.rfind(kLogDir);
+    if (at == std::string::npos || at + 1 < base.size()) continue;
+    logs[path.substr(0, at)].push_back(&info);
+  }
+  std::vector<DeltaTable> tables;
+  for (const auto& [root, files] : logs) {
+    // A table in a hidden folder (_temporary/, .snapshot/) is not data, like any file there.
+    if (root.size() > base.size() && IsHiddenPath(root.substr(base.size() + 1))) continue;
+    ARROW_ASSIGN_OR_RAISE(auto log, FindLogFiles(root, files));
+    if (!log.any) continue;
+    std::string name = shown;
+    if (root.size() > base.size()) name += root.substr(base.size());
+    ARROW_ASSIGN_OR_RAISE(auto table, ReadTable(fs, root, log, name, remote_timeout));
+    tables.push_back(std::move(table));
+  }
+  ARROW_ASSIGN_OR_RAISE(auto enclosing, EnclosingTable(fs, base, remote_timeout));
+  if (enclosing) tables.push_back(std::move(*enclosing));
+  return tables;
+}
+
+}  // namespace shardfeed

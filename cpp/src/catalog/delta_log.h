@@ -1,0 +1,92 @@
+// Delta Lake tables (internal).
+//
+// A folder with a `_delta_log/` is a Delta table.  Its data is not every
+// Parquet file in the folder: an overwrite, a DELETE, an UPDATE or an OPTIMIZE
+// writes new files and *removes* old ones in the log, and the old files stay
+// on disk until a VACUUM.  Reading the folder as plain Parquet would mix
+// versions.  The live files of the table's latest version are found by
+// replaying the log as the Delta protocol says: the newest complete classic
+// checkpoint (`N.checkpoint.parquet`, or its parts), then every JSON commit
+// after it, in order; each commit's `remove` actions before its `add` actions.
+//
+// Refused, with an error naming the table and the reason (reading on would
+// give other rows than the table holds): a reader protocol above 3, a reader
+// feature not listed in delta_log.cc, column mapping by name or id, a live
+// file with a deletion vector, a file path outside the table, a gap in the
+// log, a live file missing from the folder (checked by the catalog).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <arrow/filesystem/filesystem.h>
+#include <arrow/result.h>
+#include <arrow/type_fwd.h>
+
+namespace shardfeed {
+
+// One table: its folder and the files its latest version holds.
+struct DeltaTable {
+  std::string root;                // the table's folder (a path of the filesystem)
+  int64_t version = -1;            // the log's latest version
+  std::vector<std::string> files;  // live data files, relative to root, URL-decoded, sorted
+};
+
+// The Delta tables among `listed` (every file below a folder source): each
+// folder with a `_delta_log/` that holds a commit or a checkpoint.  `base` is
+// the source folder, `shown` its text for errors.
+arrow::Result<std::vector<DeltaTable>> ReadDeltaTables(
+    arrow::fs::FileSystem& fs, const std::string& base,
+    const std::vector<arrow::fs::FileInfo>& listed, const std::string& shown,
+    double remote_timeout);
+
+// Which files of a folder listing its Delta tables keep.
+class DeltaFilter {
+ public:
+  explicit DeltaFilter(const std::vector<DeltaTable>& tables) : tables_(tables) {
+    for (const auto& table : tables) found_.emplace_back(table.files.size(), false);
+  }
+  // nullopt: `path` is in no table; true: a live file of its table (noted as
+  // found); false: a file of a table that its latest version does not hold
+  // (a removed version, the log itself).
+  std::optional<bool> Contains(const std::string& path);
+  // A NotFound error naming a live file that was not listed.
+  arrow::Status CheckAllFound(const std::string& shown, const std::string& base) const;
+
+ private:
+  const std::vector<DeltaTable>& tables_;
+  std::vector<std::vector<bool>> found_;
+};
+
+// The replay of a log's actions (separate for tests).
+class DeltaReplay {
+ public:
+  // Applies the rows of a checkpoint (a table with `add` and optionally
+  // `protocol`, `metaData` and `sidecar` columns).
+  arrow::Status ApplyCheckpoint(const arrow::Table& actions);
+  // Applies one commit: its removes, then its adds.
+  arrow::Status ApplyCommit(const arrow::Table& actions);
+  // The live files, sorted, after checking what the table needs.  `table`
+  // names the table in errors.
+  arrow::Result<std::vector<std::string>> LiveFiles(const std::string& table) const;
+
+ private:
+  arrow::Status Apply(const arrow::Table& actions, bool commit);
+
+  std::map<std::string, bool> live_;  // path as the log wrote it -> has a deletion vector
+  std::optional<int64_t> min_reader_version_;
+  std::vector<std::string> reader_features_;
+  std::string column_mapping_;
+  bool sidecars_ = false;
+};
+
+// The JSON schema of the actions a reader needs (fields not named are ignored).
+std::shared_ptr<arrow::Schema> DeltaActionSchema();
+
+// Parses one JSON commit (newline-delimited actions).
+arrow::Result<std::shared_ptr<arrow::Table>> ParseDeltaCommit(const std::string& text);
+
+}  // namespace shardfeed

@@ -1,0 +1,163 @@
+"""Delta Lake tables: the rows of the table's latest version, not every file in its folder.
+
+Tables are written by the `deltalake` package (delta-rs), whose own reader is the
+reference: after any history of appends, overwrites, deletes, compactions and
+checkpoints, the loader's epoch holds exactly the rows `DeltaTable.to_pyarrow_table()`
+holds.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import deltalake
+import numpy as np
+import pyarrow as pa
+import pyarrow.dataset as pads
+import pyarrow.parquet as pq
+import pytest
+import shardfeed
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from .conftest import digest
+from .s3_server import s3_env, s3_server
+
+
+def rows(first: int, count: int) -> pa.Table:
+    ids = np.arange(first, first + count, dtype=np.int64)
+    return pa.table({"id": ids, "x": ids.astype(np.float32) / 2, "k": ids % 3})
+
+
+def delivered_ids(source: Any, **kwargs: Any) -> list[int]:
+    loader = shardfeed.Loader(
+        source, batch_size=7, columns=["id"], drop_last=False, output="numpy", **kwargs
+    )
+    return sorted(int(i) for b in loader for i in b["id"])
+
+
+def table_ids(path: Path) -> list[int]:
+    return sorted(deltalake.DeltaTable(str(path)).to_pyarrow_table()["id"].to_pylist())
+
+
+OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("append"), st.integers(1, 40)),
+        st.tuples(st.just("overwrite"), st.integers(1, 40)),
+        st.tuples(st.just("delete"), st.integers(2, 4)),
+        st.tuples(st.just("compact"), st.just(0)),
+        st.tuples(st.just("checkpoint"), st.just(0)),
+    ),
+    min_size=1,
+    max_size=7,
+)
+
+
+def apply_history(path: Path, ops: list[tuple[str, int]], partitioned: bool) -> None:
+    partition_by = ["k"] if partitioned else None
+    deltalake.write_deltalake(str(path), rows(0, 30), partition_by=partition_by)
+    next_id = 30
+    for op, n in ops:
+        if op in ("append", "overwrite"):
+            deltalake.write_deltalake(
+                str(path), rows(next_id, n), mode=op, partition_by=partition_by
+            )
+            next_id += n
+        elif op == "delete":
+            deltalake.DeltaTable(str(path)).delete(f"id % {n} = 0")
+        elif op == "compact":
+            deltalake.DeltaTable(str(path)).optimize.compact()
+        else:
+            deltalake.DeltaTable(str(path)).create_checkpoint()
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops=OPS, partitioned=st.booleans())
+def test_any_history_reads_as_the_latest_version(ops, partitioned):
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "table"
+        apply_history(path, ops, partitioned)
+        expected = table_ids(path)
+        assert delivered_ids(path, shuffle=True, seed=3) == expected
+        assert delivered_ids(path, shuffle=False) == expected
+
+
+@pytest.fixture
+def history(tmp_path: Path) -> Path:
+    """A partitioned table after an overwrite, a delete, a checkpoint and an append:
+    its folder holds files of four versions."""
+    path = tmp_path / "table"
+    apply_history(path, [("overwrite", 25), ("delete", 3), ("checkpoint", 0), ("append", 9)], True)
+    return path
+
+
+def test_the_folder_holds_more_than_the_table(history):
+    on_disk = pads.dataset(history, format="parquet", partitioning="hive")
+    assert on_disk.count_rows() > len(table_ids(history))  # what a plain read would give
+    loader = shardfeed.Loader(history, batch_size=4, columns=["id", "k"], drop_last=False)
+    assert loader.num_rows == len(table_ids(history))
+
+
+def test_a_table_inside_a_folder_and_a_remote_copy(history, tmp_path):
+    outer = tmp_path / "outer"
+    shutil.copytree(history, outer / "t")
+    pq.write_table(rows(1000, 5), outer / "plain.parquet")
+    assert delivered_ids(outer, partitioning=None) == sorted(
+        table_ids(history) + list(range(1000, 1005))
+    )
+    args = dict(batch_size=4, columns=["id", "k"], seed=2, with_sample_id=True, output="numpy")
+    local = shardfeed.Loader(history, **args)
+    with s3_server() as server, s3_env(server):
+        remote = shardfeed.Loader(server.upload_folder(history, "delta", "t"), **args)
+        assert remote.fingerprint == local.fingerprint
+        assert digest(remote) == digest(local)
+
+
+def test_one_partition_folder_of_a_table(history):
+    table = deltalake.DeltaTable(str(history)).to_pyarrow_table()
+    for k in (0, 1, 2):
+        expected = sorted(
+            i
+            for i, kk in zip(table["id"].to_pylist(), table["k"].to_pylist(), strict=True)
+            if kk == k
+        )
+        assert delivered_ids(history / f"k={k}") == expected
+
+
+def test_a_vacuumed_live_file_is_named(history):
+    live = deltalake.DeltaTable(str(history)).file_uris()[0]
+    Path(live).unlink()
+    with pytest.raises(shardfeed.DatasetNotFoundError, match=r"Delta table .*not in its folder"):
+        shardfeed.Loader(history, batch_size=4, columns=["id"])
+
+
+def test_a_damaged_log_is_named(history):
+    expected = table_ids(history)
+    log = history / "_delta_log"
+    checkpoint = next(log.glob("*.checkpoint.parquet"))
+    checkpoint.write_bytes(b"PAR1 not a checkpoint PAR1")
+    with pytest.raises(shardfeed.InvalidDataError, match=checkpoint.name):
+        shardfeed.Loader(history, batch_size=4, columns=["id"])
+    checkpoint.unlink()  # commits from 0 on are still there: read without it
+    assert delivered_ids(history) == expected
+    last = sorted(log.glob("*.json"))[-1]
+    last.write_text('{"add": {"path": ')
+    with pytest.raises(shardfeed.InvalidDataError, match=last.name):
+        shardfeed.Loader(history, batch_size=4, columns=["id"])
+    sorted(log.glob("*.json"))[1].unlink()
+    with pytest.raises(shardfeed.InvalidDataError, match="no commit 1 and no checkpoint"):
+        shardfeed.Loader(history, batch_size=4, columns=["id"])
+
+
+def test_info_names_the_version_read(history, capsys):
+    from shardfeed import cli
+
+    assert cli.main(["info", str(history)]) == 0
+    table = deltalake.DeltaTable(str(history))
+    assert json.loads(capsys.readouterr().out)["delta_tables"] == [
+        {"table": str(history), "version": table.version(), "files": len(table.file_uris())}
+    ]
