@@ -237,6 +237,9 @@ arrow::Result<std::shared_ptr<arrow::BooleanArray>> ArrayPasses(const Bound& b,
   return std::static_pointer_cast<arrow::BooleanArray>(mask.make_array());
 }
 
+// Which rows of a row group a predicate can let pass.
+enum class Reach { kNone, kSome, kAll };
+
 // The outcome of one row group.
 struct RgOutcome {
   enum Pruned { kNone, kPartition, kStatistics } pruned = kNone;
@@ -276,48 +279,69 @@ struct FilterRunner {
     return arrow::Status::OK();
   }
 
-  // false: no row of the row group can pass `b` (by partition value or statistics).
+  // Which rows of a row group `b` lets pass where the column is one value
+  // (a partition value, or null).
+  arrow::Result<Reach> ConstantPasses(const Bound& b, const std::shared_ptr<arrow::Scalar>& value) {
+    if (!value || !value->is_valid) {
+      return b.pred->op == FilterOp::kNotIn ? Reach::kAll : Reach::kNone;
+    }
+    ARROW_ASSIGN_OR_RAISE(auto x, ToEval(arrow::Datum(value), b.eval_type));
+    return ValuePasses(b, *x.scalar()) ? Reach::kAll : Reach::kNone;
+  }
+
+  // kNone: no row of the row group can pass `b` (by partition value or
+  // statistics); kAll: every row does (the column is one value there).
   // `footer`: the row group's, parsed on first use (RowGroupFooter).
-  arrow::Result<bool> MayPass(const Bound& b, const RowGroupEntry& rg, bool* by_partition,
-                              std::shared_ptr<parquet::FileMetaData>* footer) {
+  arrow::Result<Reach> MayPass(const Bound& b, const RowGroupEntry& rg, bool* by_partition,
+                               std::shared_ptr<parquet::FileMetaData>* footer) {
     const auto& file = catalog.files()[static_cast<size_t>(rg.file)];
     *by_partition = b.partition_key >= 0;
     if (b.partition_key >= 0) {
-      const auto& value = file.partition_values[static_cast<size_t>(b.partition_key)];
-      if (!value || !value->is_valid) return b.pred->op == FilterOp::kNotIn;
-      ARROW_ASSIGN_OR_RAISE(auto x, ToEval(arrow::Datum(value), b.eval_type));
-      return ValuePasses(b, *x.scalar());
+      return ConstantPasses(b, file.partition_values[static_cast<size_t>(b.partition_key)]);
     }
     const int in_file =
         file.field_map.empty() ? b.field : file.field_map[static_cast<size_t>(b.field)];
-    // The file lacks the column: all null, which only "not in" lets pass.
-    if (in_file < 0) return b.pred->op == FilterOp::kNotIn;
+    if (in_file < 0) {
+      // The file lacks the column: as the decoder reads it (DatasetColumn), the
+      // folder's value where a partition key has its name, else nulls.
+      std::shared_ptr<arrow::Scalar> value;
+      const auto& keys = catalog.partition_schema();
+      const int key = keys ? keys->GetFieldIndex(catalog.schema()->field(b.field)->name()) : -1;
+      if (key >= 0 && static_cast<size_t>(key) < file.partition_values.size()) {
+        value = file.partition_values[static_cast<size_t>(key)];
+      }
+      return ConstantPasses(b, value);
+    }
     const auto& pq_schema = *file.metadata->schema();
     const int leaf = pq_schema.ColumnIndex(*pq_schema.group_node()->field(in_file));
-    if (leaf < 0) return true;
+    if (leaf < 0) return Reach::kSome;
     if (!*footer) {
       ARROW_ASSIGN_OR_RAISE(*footer, RowGroupFooter(rg));
     }
     auto chunk = (*footer)->RowGroup(0)->ColumnChunk(leaf);
     auto stats = chunk->statistics();
-    if (!stats) return true;
+    if (!stats) return Reach::kSome;
     const bool not_in = b.pred->op == FilterOp::kNotIn;
-    if (not_in && (!stats->HasNullCount() || stats->null_count() > 0)) return true;
-    if (stats->HasNullCount() && stats->null_count() >= rg.num_rows) return not_in;
-    if (!stats->HasMinMax()) return true;
+    if (not_in && (!stats->HasNullCount() || stats->null_count() > 0)) return Reach::kSome;
+    if (stats->HasNullCount() && stats->null_count() >= rg.num_rows) {
+      return not_in ? Reach::kSome : Reach::kNone;
+    }
+    if (!stats->HasMinMax()) return Reach::kSome;
     std::shared_ptr<arrow::Scalar> lo, hi;
-    if (!parquet::arrow::StatisticsAsScalars(*stats, &lo, &hi).ok() || !lo || !hi) return true;
+    if (!parquet::arrow::StatisticsAsScalars(*stats, &lo, &hi).ok() || !lo || !hi) {
+      return Reach::kSome;
+    }
     auto lo_eval = ToEval(arrow::Datum(lo), b.eval_type);
     auto hi_eval = ToEval(arrow::Datum(hi), b.eval_type);
-    if (!lo_eval.ok() || !hi_eval.ok()) return true;
+    if (!lo_eval.ok() || !hi_eval.ok()) return Reach::kSome;
     const auto& l = *lo_eval->scalar();
     const auto& h = *hi_eval->scalar();
     if (b.eval_type->id() == arrow::Type::DOUBLE &&
         (std::isnan(static_cast<const arrow::DoubleScalar&>(l).value) ||
          std::isnan(static_cast<const arrow::DoubleScalar&>(h).value))) {
-      return true;
+      return Reach::kSome;
     }
-    return RangeMayPass(b, l, h);
+    return RangeMayPass(b, l, h) ? Reach::kSome : Reach::kNone;
   }
 
   arrow::Result<std::shared_ptr<arrow::BooleanArray>> ReadAndEvaluate(
@@ -332,7 +356,14 @@ struct FilterRunner {
         fields.push_back(b->field);
         const int in_file =
             file.field_map.empty() ? b->field : file.field_map[static_cast<size_t>(b->field)];
-        leaves.push_back(pq_schema.ColumnIndex(*pq_schema.group_node()->field(in_file)));
+        const int leaf = in_file < 0 || in_file >= pq_schema.group_node()->field_count()
+                             ? -1
+                             : pq_schema.ColumnIndex(*pq_schema.group_node()->field(in_file));
+        if (leaf < 0) {  // MayPass evaluates such columns without reading them
+          return Error(ErrorKind::kUnsupportedType,
+                       "filter on column '" + b->pred->column + "': not a column of this file");
+        }
+        leaves.push_back(leaf);
       }
     }
     // Through a read tracker (remote reads retried), so that a failed read
@@ -398,12 +429,12 @@ struct FilterRunner {
       std::vector<const Bound*> rest;
       bool dead = false, by_partition = false;
       for (const auto& b : c) {
-        ARROW_ASSIGN_OR_RAISE(bool may, MayPass(b, rg, &by_partition, &footer));
-        if (!may) {
+        ARROW_ASSIGN_OR_RAISE(const Reach reach, MayPass(b, rg, &by_partition, &footer));
+        if (reach == Reach::kNone) {
           dead = true;
           break;
         }
-        if (b.partition_key < 0) rest.push_back(&b);
+        if (reach == Reach::kSome) rest.push_back(&b);
       }
       if (dead) {
         all_by_partition &= by_partition;
