@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -394,3 +395,102 @@ def test_filters_on_missing_and_shadowing_columns_see_the_delivered_values(
     root, delivered = evolved
     expected = delivered.filter(pq.filters_to_expression(filt))["id"].to_numpy()
     np.testing.assert_array_equal(loader_ids(root, filt), np.sort(expected))
+
+
+UNIT_SECONDS = {"s": Fraction(1), "ms": Fraction(1, 10**3), "us": Fraction(1, 10**6),
+                "ns": Fraction(1, 10**9)}  # fmt: skip
+I64 = [
+    -(2**63),
+    -(2**63) + 1,
+    -(2**53) - 1,
+    -1,
+    0,
+    1,
+    2**53 + 1,
+    2**62,
+    2**63 - 2,
+    2**63 - 1,
+    None,
+    7,
+]
+U64 = [0, 1, 2**53 + 1, 2**63 - 1, 2**63, 2**63 + 1, 2**64 - 2, 2**64 - 1, None, 5, 6, 7]
+TICKS = [-3, -2, -1, 0, 1, 2, 3, 1000, 1500, None, 10**9, 2]
+
+
+@pytest.fixture(scope="module")
+def exact(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Integers at the ends of int64 and uint64 and past 2^53; timestamps of every unit."""
+    path = tmp_path_factory.mktemp("exact") / "t.parquet"
+    columns = {"id": pa.array(range(len(I64)), pa.int64()), "i64": pa.array(I64, pa.int64()),
+               "u64": pa.array(U64, pa.uint64())}  # fmt: skip
+    for unit in UNIT_SECONDS:
+        columns[f"ts_{unit}"] = pa.array(TICKS, pa.timestamp(unit))
+    pq.write_table(pa.table(columns), path, row_group_size=4)  # statistics prune too
+    return path
+
+
+def exact_values() -> st.SearchStrategy[tuple[str, Any, Any]]:
+    """(column, filter value, the value as an exact number for the check)."""
+    big = st.one_of(
+        st.integers(-(2**65), 2**65),
+        st.sampled_from([v + d for v in I64 + U64 if v is not None for d in (-1, 0, 1)]),
+    )
+    number = st.one_of(
+        big.map(lambda v: (v, Fraction(v))),
+        st.floats(allow_nan=False).map(lambda v: (v, v)),
+        st.sampled_from([0.5, 1.5, 2.5, 2.0**63, 2.0**64]).map(lambda v: (v, Fraction(v))),
+    )
+    ints = st.tuples(st.sampled_from(["i64", "u64"]), number).map(lambda t: (t[0], *t[1]))
+
+    def instant(unit: str) -> st.SearchStrategy[tuple[str, Any, Any]]:
+        column = f"ts_{unit}"
+        as_datetime64 = st.tuples(st.integers(-5, 2000), st.sampled_from(list(UNIT_SECONDS))).map(
+            lambda t: (column, np.datetime64(t[0], t[1]), t[0] * UNIT_SECONDS[t[1]])
+        )
+        as_iso = st.integers(-(5 * 10**9), 5 * 10**9).map(  # ISO text with nanosecond digits
+            lambda ns: (column, str(np.datetime64(ns, "ns")), Fraction(ns, 10**9))
+        )
+        return st.one_of(as_datetime64, as_iso)
+
+    return st.one_of(ints, *[instant(u) for u in UNIT_SECONDS])
+
+
+def exact_passes(x: Any, op: str, values: list[Any]) -> bool:
+    if x is None:
+        return op == "not in"
+    if op == "in":
+        return any(x == v for v in values)
+    if op == "not in":
+        return all(x != v for v in values)
+    v = values[0]
+    return {"==": x == v, "!=": x != v, "<": x < v, "<=": x <= v, ">": x > v, ">=": x >= v}[op]
+
+
+@pytest.mark.filterwarnings("ignore:every epoch has no batches")
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(st.lists(st.tuples(st.sampled_from(OPS), exact_values()), min_size=1, max_size=2))
+def test_integer_and_time_comparisons_are_exact(exact: Path, preds: list[Any]) -> None:
+    """Filter values finer than the column's unit (or than microseconds, in ISO text),
+    floats against integers, integers past int64 or below uint64: each compares as
+    the exact number it is.  (Once: truncated to the unit; uint64 above 2^63 failed.)"""
+    filt, checks = [], []
+    for op, (column, value, number) in preds:
+        filt.append((column, op, [value] if "in" in op else value))
+        checks.append((column, op, number))
+    table = pq.read_table(exact)  # (Parquet has no seconds: ts_s comes back in ms)
+    data = {c: table[c].to_pylist() for c in ("id", "i64", "u64")}
+    for unit in UNIT_SECONDS:
+        column = table[f"ts_{unit}"]
+        seconds = UNIT_SECONDS[column.type.unit]
+        data[f"ts_{unit}"] = [None if t is None else t * seconds
+                              for t in column.cast(pa.int64()).to_pylist()]  # fmt: skip
+    expected = []
+    for row, row_id in enumerate(data["id"]):
+        ok = True
+        for column, op, number in checks:
+            ok = ok and exact_passes(data[column][row], op, [number])
+        if ok:
+            expected.append(row_id)
+    np.testing.assert_array_equal(loader_ids(exact, filt), np.array(expected, np.int64))

@@ -12,10 +12,12 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import math
 import os
 import re
 import tempfile
 from collections.abc import Sequence
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -59,48 +61,83 @@ def _where(column: str, op: str) -> str:
     return f"filter on column {column!r} ({op!r})"
 
 
-def _to_days(value: Any, where: str) -> int:
+# Seconds per numpy datetime64 unit (Y and M are turned into days first).
+_NP_SECONDS = {
+    "W": Fraction(604_800), "D": Fraction(86_400), "h": Fraction(3_600), "m": Fraction(60),
+    "s": Fraction(1), "ms": Fraction(1, 10**3), "us": Fraction(1, 10**6),
+    "ns": Fraction(1, 10**9), "ps": Fraction(1, 10**12), "fs": Fraction(1, 10**15),
+    "as": Fraction(1, 10**18),
+}  # fmt: skip
+# "...HH:MM:SS.fraction<rest>": the fraction is read here, to the last digit
+# (datetime keeps microseconds only).
+_ISO_FRACTION = re.compile(r"(.*\d{2}:\d{2}:\d{2})[.,](\d+)(.*)")
+
+
+def _datetime64_seconds(value: np.datetime64, where: str) -> Fraction:
+    """The exact instant of a datetime64 in seconds since the epoch."""
+    if np.isnat(value):
+        raise InvalidArgumentError(f"{where}: NaT never compares true")
+    unit, count = np.datetime_data(value.dtype)
+    if unit in ("Y", "M", "generic"):
+        value, unit, count = value.astype("datetime64[D]"), "D", 1
+    return int(value.astype(np.int64)) * count * _NP_SECONDS[unit]
+
+
+def _datetime_seconds(value: dt.datetime) -> Fraction:
+    if value.tzinfo is not None:  # naive means UTC, as the stored instants are
+        value = value.astimezone(dt.timezone.utc).replace(tzinfo=None)
+    delta = value - dt.datetime(1970, 1, 1)
+    micros = (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+    return Fraction(micros, 1_000_000)
+
+
+def _to_days(value: Any, where: str) -> Fraction:
+    """Days since the epoch, exactly (a datetime64 with a time of day is a fraction)."""
     if isinstance(value, dt.datetime):
         raise InvalidArgumentError(f"{where}: a date column takes dates, got {value!r}")
     if isinstance(value, dt.date):
-        return (value - _EPOCH_DATE).days
+        return Fraction((value - _EPOCH_DATE).days)
     if isinstance(value, str):
         try:
-            return (dt.date.fromisoformat(value) - _EPOCH_DATE).days
+            return Fraction((dt.date.fromisoformat(value) - _EPOCH_DATE).days)
         except ValueError:
             raise InvalidArgumentError(f"{where}: not an ISO date: {value!r}") from None
     if isinstance(value, np.datetime64):
-        return int(value.astype("datetime64[D]").astype(np.int64))
+        return _datetime64_seconds(value, where) / 86_400
     if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
-        return int(value)
+        return Fraction(int(value))
     raise ArgumentTypeError(f"{where}: a date column takes dates, got {type(value).__name__}")
 
 
-def _to_instant(value: Any, unit: str, where: str) -> int:
+def _to_instant(value: Any, unit: str, where: str) -> Fraction:
+    """The instant in the column's unit since the epoch, exactly: a value finer than
+    the unit is a fraction, which the comparison then rounds the right way."""
     per_second = _UNITS.get(unit, 1)
     if isinstance(value, str):
+        m = _ISO_FRACTION.fullmatch(value.strip())
         try:
-            value = dt.datetime.fromisoformat(value)
+            if m:
+                seconds = _datetime_seconds(dt.datetime.fromisoformat(m[1] + m[3]))
+                return (seconds + Fraction(int(m[2]), 10 ** len(m[2]))) * per_second
+            return _datetime_seconds(dt.datetime.fromisoformat(value)) * per_second
         except ValueError:
             raise InvalidArgumentError(f"{where}: not an ISO timestamp: {value!r}") from None
     if isinstance(value, dt.datetime):
-        if value.tzinfo is not None:  # naive means UTC, as the stored instants are
-            value = value.astimezone(dt.timezone.utc).replace(tzinfo=None)
-        delta = value - dt.datetime(1970, 1, 1)
-        micros = (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
-        return int(micros * per_second // 1_000_000)
+        return _datetime_seconds(value) * per_second
     if isinstance(value, dt.date):
-        return (value - _EPOCH_DATE).days * 86_400 * per_second
+        return Fraction((value - _EPOCH_DATE).days * 86_400 * per_second)
     if isinstance(value, np.datetime64):
-        return int(value.astype(f"datetime64[{unit}]").astype(np.int64))
+        return _datetime64_seconds(value, where) * per_second
     if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
-        return int(value)
+        return Fraction(int(value))
     raise ArgumentTypeError(
         f"{where}: a timestamp column takes datetimes or ISO strings, got {type(value).__name__}"
     )
 
 
 def _value(kind: str, unit: str, value: Any, where: str) -> Any:
+    """The value in the column's delivered representation: exact (a Fraction) for
+    integer, date and timestamp columns given integral or temporal values."""
     if kind == "date":
         days = _to_days(value, where)
         return days * 86_400_000 if unit == "ms" else days
@@ -122,11 +159,68 @@ def _value(kind: str, unit: str, value: Any, where: str) -> Any:
         if isinstance(value, (float, np.floating)):
             if np.isnan(value):
                 raise InvalidArgumentError(f"{where}: NaN never compares true")
+            if kind == "int":  # exactly: x >= 1.5 is x >= 2 (no float64 rounding of x)
+                if np.isinf(value):
+                    return Fraction(2**65 if value > 0 else -(2**65))  # past any integer column
+                return Fraction(float(value))
             return float(value)
-        if not -(2**63) <= int(value) < 2**63:
-            raise InvalidArgumentError(f"{where}: {value} does not fit in int64")
-        return int(value)
+        if kind == "float" and not -(2**63) <= int(value) < 2**63:
+            return float(value)
+        return Fraction(int(value)) if kind == "int" else int(value)
     raise InvalidArgumentError(f"{where}: columns of this type cannot be filtered on")
+
+
+_ALL, _NONE, _NOT_NULL = "all", "none", "not null"
+
+
+def _integral(op: str, values: list[Fraction], lo: int, hi: int) -> tuple[str, list[int]] | str:
+    """A comparison of a column of integers in [lo, hi] with exact values, as one on
+    integers in that range: (op, values), or _ALL (every row passes, nulls too),
+    _NONE (no row) or _NOT_NULL (every non-null row)."""
+    if op in _SET_OPS:
+        kept = sorted({int(v) for v in values if v.denominator == 1 and lo <= v <= hi})
+        return (op, kept) if kept else (_NONE if op == "in" else _ALL)
+    (v,) = values
+    exact = v.denominator == 1 and lo <= v <= hi
+    if op == "==":
+        return ("==", [int(v)]) if exact else _NONE
+    if op == "!=":
+        return ("!=", [int(v)]) if exact else _NOT_NULL
+    # x < v  <=>  x < ceil(v);  x >= v  <=>  x >= ceil(v);  x <= v, x > v: floor(v).
+    c = math.ceil(v) if op in ("<", ">=") else math.floor(v)
+    if op == "<":
+        return _NONE if c <= lo else _NOT_NULL if c > hi else ("<", [c])
+    if op == "<=":
+        return _NONE if c < lo else _NOT_NULL if c >= hi else ("<=", [c])
+    if op == ">":
+        return _NONE if c >= hi else _NOT_NULL if c < lo else (">", [c])
+    return _NONE if c > hi else _NOT_NULL if c <= lo else (">=", [c])  # ">="
+
+
+def _plain(v: Any) -> Any:
+    if not isinstance(v, Fraction):
+        return v
+    return int(v) if v.denominator == 1 and -(2**63) <= v < 2**63 else float(v)
+
+
+def _predicate(column: str, type_name: str, op: str, values: list[Any]) -> list[Any] | None:
+    """The canonical predicate; None where every row passes (it is left out of its AND)."""
+    if not all(isinstance(v, Fraction) for v in values):
+        # Floats among them: compared as float64 (integral ones as int64 where they fit).
+        return [column, op, [_plain(v) for v in values]]
+    unsigned = type_name == "uint64"
+    lo, hi = (0, 2**64 - 1) if unsigned else (-(2**63), 2**63 - 1)
+    out = _integral(op, values, lo, hi)
+    if out == _ALL:
+        return None
+    if out == _NONE:  # below the range: never true, nulls included
+        op, ints = "<", [lo]
+    elif out == _NOT_NULL:
+        op, ints = ">=", [lo]
+    else:
+        op, ints = out  # type: ignore[misc]
+    # A uint64 column's values travel as the int64 of the same bits (filter.h).
+    return [column, op, [i - 2**64 if unsigned and i >= 2**63 else i for i in ints]]
 
 
 def _is_predicate(item: Any) -> bool:
@@ -178,8 +272,10 @@ def canonicalize(filter: FilterArg, schema: Sequence[tuple[str, str]]) -> Canoni
                     f"filter on column {column!r}: unknown operator {raw_op!r} "
                     f"(one of {sorted(set(_OPS) | set(_SET_OPS))})"
                 )
-            conjunction.append([column, op, values])
-        out.append(conjunction)
+            predicate = _predicate(column, types[column], op, values)
+            if predicate is not None:
+                conjunction.append(predicate)
+        out.append(conjunction)  # empty: every row passes
     return out
 
 

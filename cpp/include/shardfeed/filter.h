@@ -6,7 +6,8 @@
 // which pyarrow computes as not(is_in).  Values
 // come already in the column's delivered representation (dates: days since
 // the epoch, timestamps: the column's unit since the epoch), as the Python
-// layer converts them; integers compare as int64, floats and decimals as
+// layer converts them; integers compare as int64 (uint64 columns as uint64,
+// their values given as the int64 of the same bits), floats and decimals as
 // float64, strings as UTF-8.
 //
 // FilteredRows::Make prunes files by their partition values, row groups by

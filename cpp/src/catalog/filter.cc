@@ -36,7 +36,7 @@ struct Bound {
   const FilterPredicate* pred = nullptr;
   int field = -1;                              // dataset schema field
   int partition_key = -1;                      // >= 0: a partition column
-  std::shared_ptr<arrow::DataType> eval_type;  // int64, float64, utf8 or bool
+  std::shared_ptr<arrow::DataType> eval_type;  // int64, uint64, float64, utf8 or bool
   std::vector<std::shared_ptr<arrow::Scalar>> values;
 };
 
@@ -114,7 +114,10 @@ arrow::Result<std::shared_ptr<arrow::DataType>> EvalType(const arrow::DataType& 
     if (!all_number) {
       return Error(ErrorKind::kInvalidArgument, where + "the values must be numbers");
     }
-    return (floating || any_double) ? arrow::float64() : arrow::int64();
+    if (floating || any_double) return arrow::float64();
+    // uint64 as itself (its values above 2^63 have no int64); the values are
+    // the int64s of the same bits (filter.h).
+    return t.id() == arrow::Type::UINT64 ? arrow::uint64() : arrow::int64();
   }
   return Error(ErrorKind::kInvalidArgument, where + "this type cannot be filtered on");
 }
@@ -129,6 +132,9 @@ std::shared_ptr<arrow::Scalar> MakeValue(const FilterValue& v,
                                                        : static_cast<double>(std::get<int64_t>(v));
     return std::make_shared<arrow::DoubleScalar>(d);
   }
+  if (type->id() == arrow::Type::UINT64) {
+    return std::make_shared<arrow::UInt64Scalar>(static_cast<uint64_t>(std::get<int64_t>(v)));
+  }
   return std::make_shared<arrow::Int64Scalar>(std::get<int64_t>(v));
 }
 
@@ -138,6 +144,11 @@ int Compare(const arrow::Scalar& a, const arrow::Scalar& b) {
     case arrow::Type::INT64: {
       const auto x = static_cast<const arrow::Int64Scalar&>(a).value;
       const auto y = static_cast<const arrow::Int64Scalar&>(b).value;
+      return x < y ? -1 : (x > y ? 1 : 0);
+    }
+    case arrow::Type::UINT64: {
+      const auto x = static_cast<const arrow::UInt64Scalar&>(a).value;
+      const auto y = static_cast<const arrow::UInt64Scalar&>(b).value;
       return x < y ? -1 : (x > y ? 1 : 0);
     }
     case arrow::Type::DOUBLE: {
