@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import gc
 import json
+import shutil
 import subprocess
 import sys
 import time
@@ -304,6 +305,24 @@ def test_a_list_source_is_a_set_of_files(dataset):
         assert digest(loader(source, with_sample_id=True)) == reference
     assert digest(loader([str(dataset / "b.parquet"), f"file://{dataset / 'b.parquet'}"])) == (
         digest(loader(dataset / "b.parquet"))
+    )
+
+
+def test_overlapping_sources_and_links_read_each_file_once(dataset, tmp_path):
+    """Folders listed twice, or one inside another, are one set of files (once: "no
+    Parquet files under" the second); with several sources, a file reached through a
+    symlinked folder too (a glob through both, or both paths named)."""
+    reference = digest(loader(dataset, with_sample_id=True))
+    for source in ([dataset, dataset], [dataset, f"{dataset}/"], [dataset, dataset / "sub"]):
+        assert digest(loader(source, with_sample_id=True)) == reference
+    root = tmp_path / "linked"
+    shutil.copytree(dataset, root / "real")
+    (root / "alias").symlink_to(root / "real", target_is_directory=True)
+    once = digest(loader(root / "real"))
+    assert digest(loader(root)) == once  # a folder follows a directory link once (as before)
+    assert digest(loader(f"{root}/**/*.parquet")) == once
+    assert digest(loader([root / "real" / "b.parquet", root / "alias" / "b.parquet"])) == (
+        digest(loader(root / "real" / "b.parquet"))
     )
 
 

@@ -6,8 +6,10 @@
 #include <cstdlib>
 #ifdef __GLIBC__
 #include <malloc.h>
+#include <sys/stat.h>
 #endif
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <string_view>
 #include <thread>
@@ -116,8 +118,9 @@ struct Footer {
 struct Listed {
   std::string rel;  // relative to the dataset root
   arrow::fs::FileInfo info;
-  bool sniff = false;  // no .parquet extension: read only when the magic says Parquet
-  int source = 0;      // index of the source that listed it
+  bool sniff = false;     // no .parquet extension: read only when the magic says Parquet
+  int source = 0;         // index of the source that listed it
+  std::vector<int> also;  // other sources that listed the same file
 };
 
 // The footer, or nullopt for a sniffed file that is not Parquet.
@@ -253,7 +256,8 @@ arrow::Status CatalogBuilder::List(const std::vector<std::string>& sources) {
     const int source_index = static_cast<int>(dir_sources.size());
     dir_sources.emplace_back();
     if (info.type() != arrow::fs::FileType::Directory) {
-      listed.push_back({"", info, false, source_index});  // a file named explicitly: always read
+      listed.push_back(
+          {"", info, false, source_index, {}});  // a file named explicitly: always read
       continue;
     }
     single_dir = sources.size() == 1;
@@ -273,14 +277,14 @@ arrow::Status CatalogBuilder::List(const std::vector<std::string>& sources) {
       if (!child.IsFile()) continue;
       if (const auto in_table = delta.Contains(child.path())) {
         // A Delta table's live files, and nothing else of it (removed versions, its log).
-        if (*in_table) listed.push_back({"", std::move(child), false, source_index});
+        if (*in_table) listed.push_back({"", std::move(child), false, source_index, {}});
         continue;
       }
       // Hidden below the folder given, as Spark, Hive and pyarrow.dataset skip them.
       // (Keys with "." or ".." components are hidden too: never read, never aliased.)
       if (IsHiddenPath(Relative(base, child.path()))) continue;
       const bool sniff = !HasParquetExtension(child.path());
-      listed.push_back({"", std::move(child), sniff, source_index});
+      listed.push_back({"", std::move(child), sniff, source_index, {}});
     }
     ARROW_RETURN_NOT_OK(delta.CheckAllFound(raw, base));
   }
@@ -296,9 +300,27 @@ arrow::Status CatalogBuilder::List(const std::vector<std::string>& sources) {
   for (auto& file : listed) file.rel = Relative(catalog.root_, file.info.path());
   std::stable_sort(listed.begin(), listed.end(),
                    [](const Listed& x, const Listed& y) { return x.rel < y.rel; });
-  listed.erase(std::unique(listed.begin(), listed.end(),
-                           [](const Listed& x, const Listed& y) { return x.rel == y.rel; }),
-               listed.end());
+  // Sources are read as a set of files: a file listed twice (two overlapping
+  // folders, a folder and a file in it, a file named twice) is read once.
+  // On the local filesystem, with several sources, also a file reached by two
+  // paths (a folder and a symlink to it, a glob through both): by identity.
+  const bool by_identity = sources.size() > 1 && catalog.fs_->type_name() == "local";
+  std::map<std::pair<dev_t, ino_t>, size_t> first;  // identity -> index in kept
+  std::vector<Listed> kept;
+  for (auto& file : listed) {
+    Listed* same = !kept.empty() && kept.back().rel == file.rel ? &kept.back() : nullptr;
+    struct stat st;
+    if (!same && by_identity && ::stat(file.info.path().c_str(), &st) == 0) {
+      const auto [at, fresh] = first.emplace(std::pair{st.st_dev, st.st_ino}, kept.size());
+      if (!fresh) same = &kept[at->second];
+    }
+    if (same) {
+      same->also.push_back(file.source);
+      continue;
+    }
+    kept.push_back(std::move(file));
+  }
+  listed = std::move(kept);
   return arrow::Status::OK();
 }
 
@@ -322,7 +344,10 @@ arrow::Result<std::vector<std::optional<Footer>>> CatalogBuilder::ReadFooters() 
   std::vector<size_t> found(dir_sources.size(), 0);
   for (size_t i = 0; i < results.size(); ++i) {
     ARROW_ASSIGN_OR_RAISE(auto footer, std::move(results[i]));
-    if (footer) ++found[static_cast<size_t>(listed[i].source)];
+    if (footer) {
+      ++found[static_cast<size_t>(listed[i].source)];
+      for (const int s : listed[i].also) ++found[static_cast<size_t>(s)];
+    }
     footers.push_back(std::move(footer));
   }
   for (size_t s = 0; s < dir_sources.size(); ++s) {
