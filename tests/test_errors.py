@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -175,3 +176,14 @@ def test_a_loader_says_it_cannot_be_pickled_or_copied(tmp_path):
         with pytest.raises(TypeError, match=r"Loader cannot be pickled.*TorchDataset"):
             attempt(ld)
     assert len(list(ld)) == 4  # and it still works
+
+
+def test_a_source_that_is_not_a_regular_file_is_refused_at_once(tmp_path):
+    """A FIFO named as the source blocked the open forever (no writer); a device
+    would be read without end."""
+    fifo = tmp_path / "x.parquet"
+    os.mkfifo(fifo)
+    with pytest.raises(shardfeed.InvalidArgumentError, match=r"named pipe \(FIFO\)"):
+        shardfeed.Loader(fifo, batch_size=1)
+    with pytest.raises(shardfeed.InvalidArgumentError, match="character device"):
+        shardfeed.Loader("/dev/zero", batch_size=1)

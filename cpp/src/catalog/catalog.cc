@@ -256,6 +256,18 @@ arrow::Status CatalogBuilder::List(const std::vector<std::string>& sources) {
     const int source_index = static_cast<int>(dir_sources.size());
     dir_sources.emplace_back();
     if (info.type() != arrow::fs::FileType::Directory) {
+      // A FIFO would block the open forever, a device read without end.
+      struct stat st;
+      if (catalog.fs_->type_name() == "local" && ::stat(path.c_str(), &st) == 0 &&
+          !S_ISREG(st.st_mode)) {
+        const char* what = S_ISFIFO(st.st_mode)   ? "a named pipe (FIFO)"
+                           : S_ISCHR(st.st_mode)  ? "a character device"
+                           : S_ISBLK(st.st_mode)  ? "a block device"
+                           : S_ISSOCK(st.st_mode) ? "a socket"
+                                                  : "not a regular file";
+        return Error(ErrorKind::kInvalidArgument,
+                     "source '" + raw + "' is " + what + ", not a Parquet file");
+      }
       listed.push_back(
           {"", info, false, source_index, {}});  // a file named explicitly: always read
       continue;
