@@ -395,6 +395,18 @@ def test_sample_rng_is_keyed_per_sample():
         (Standardize("f0", mean=0, std=0), ValueError, "std must be > 0"),
         (Standardize("f0", mean=0, std=-1), ValueError, "std must be > 0"),
         (HashBucket("label", num_buckets=0), ValueError, "num_buckets"),
+        (
+            HashBucket("label", num_buckets=2**63),
+            ValueError,
+            r"num_buckets must be in \[1, 2\*\*63\)",
+        ),
+        (
+            HashBucket("label", num_buckets=1.5),
+            TypeError,
+            "'label': num_buckets must be an integer",
+        ),
+        (HashBucket("label", num_buckets=True), TypeError, "num_buckets must be an integer"),
+        (RandomCrop("seq", length=2.0), TypeError, "RandomCrop on column 'seq': length"),
         (Bucketize("f0", boundaries=[1, 3, 2]), ValueError, "strictly increasing"),
         (Bucketize("f0", boundaries=[]), ValueError, "empty"),
         (HashBucket("f0", num_buckets=4), TypeError, "integer or string"),

@@ -59,6 +59,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar
 
 from . import _core
+from ._check import check_int
 from ._errors import ArgumentTypeError, InvalidArgumentError
 
 _DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
@@ -216,7 +217,9 @@ class HashBucket(Transform):
 
     def _core_spec(self) -> _core.TransformSpec:
         t = self._base()
-        t.n = int(self.num_buckets)
+        t.n = check_int(
+            f"HashBucket on column {self.column!r}: num_buckets", self.num_buckets, (1, 2**63)
+        )
         return t
 
 
@@ -275,7 +278,9 @@ class RandomCrop(Transform):
 
     def _core_spec(self) -> _core.TransformSpec:
         t = self._base()
-        t.n = int(self.length)
+        t.n = check_int(
+            f"{type(self).__name__} on column {self.column!r}: length", self.length, (1, 2**63)
+        )
         return t
 
 
