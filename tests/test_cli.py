@@ -30,6 +30,10 @@ def test_bad_settings_are_errors_not_tracebacks(dataset, capsys):
         ["info", str(dataset), "--memory-limit", "lots"],
         ["profile", str(dataset), "--batches", "-3"],
         ["profile", str(dataset), "--step-ms", "-1"],
+        ["profile", str(dataset), "--step-ms", "nan"],
+        ["profile", str(dataset), "--step-ms", "inf"],
+        ["profile", str(dataset), "--step-ms", "1e300"],
+        ["profile", str(dataset), "--batches", "3", "--stack", "f*"],
         ["demo", "--epochs", "0"],
     ):
         try:
@@ -57,3 +61,11 @@ def test_demo_trains_and_prints_the_same_order_fingerprint_twice(tmp_path, capsy
 
     assert fingerprint(first) == fingerprint(second)
     assert "rows/s" in first and "wait" in first
+
+
+def test_a_trace_that_cannot_be_written_fails_before_the_run(dataset, capsys, tmp_path):
+    import pytest
+
+    with pytest.raises(SystemExit, match="cannot write the trace"):
+        cli.main(["profile", str(dataset), "--trace", str(tmp_path / "no" / "t.json")])
+    assert capsys.readouterr().out == ""  # no report: the profile did not run

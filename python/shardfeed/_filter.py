@@ -211,14 +211,14 @@ def _predicate(column: str, type_name: str, op: str, values: list[Any]) -> list[
     unsigned = type_name == "uint64"
     lo, hi = (0, 2**64 - 1) if unsigned else (-(2**63), 2**63 - 1)
     out = _integral(op, values, lo, hi)
-    if out == _ALL:
+    if isinstance(out, tuple):
+        op, ints = out
+    elif out == _ALL:
         return None
-    if out == _NONE:  # below the range: never true, nulls included
+    elif out == _NONE:  # below the range: never true, nulls included
         op, ints = "<", [lo]
-    elif out == _NOT_NULL:
+    else:  # _NOT_NULL
         op, ints = ">=", [lo]
-    else:
-        op, ints = out  # type: ignore[misc]
     # A uint64 column's values travel as the int64 of the same bits (filter.h).
     return [column, op, [i - 2**64 if unsigned and i >= 2**63 else i for i in ints]]
 

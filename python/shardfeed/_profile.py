@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from ._errors import InvalidArgumentError
 from ._loader import Loader
 
 _STAGES = ("fetch", "read", "decode", "transform", "assemble", "deliver")
@@ -79,7 +80,9 @@ def _selection(
     names = [n for n, _ in dataset.schema()]
     stack_arg = None
     if stack:
-        name, _, pattern = stack.partition("=")
+        name, eq, pattern = stack.partition("=")
+        if not eq or not name.strip() or not pattern.strip():
+            raise InvalidArgumentError(f"--stack takes NAME=PATTERNS (e.g. x='f*'), got {stack!r}")
         stack_arg = {name: _columns(names, pattern)}
     cols = _columns(names, columns) if columns else None
     if cols is None and stack_arg:

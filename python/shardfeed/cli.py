@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from collections.abc import Callable
 
@@ -12,8 +13,10 @@ from ._errors import ArgumentTypeError, InvalidArgumentError, ShardfeedError
 DEFAULT_MEMORY_LIMIT_TEXT = "384MiB"  # EngineOptions::memory_limit (checked by a test)
 
 
-def _at_least(least: float, kind: Callable[[str], float] = int) -> Callable[[str], float]:
-    """An argparse type: a number of `kind` that is at least `least`."""
+def _at_least(
+    least: float, kind: Callable[[str], float] = int, most: float = math.inf
+) -> Callable[[str], float]:
+    """An argparse type: a finite number of `kind` in [least, most]."""
 
     def parse(text: str) -> float:
         try:
@@ -21,8 +24,12 @@ def _at_least(least: float, kind: Callable[[str], float] = int) -> Callable[[str
         except ValueError:
             what = "a whole number" if kind is int else "a number"
             raise argparse.ArgumentTypeError(f"not {what}: {text!r}") from None
+        if not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"must be a finite number, got {text}")
         if value < least:
             raise argparse.ArgumentTypeError(f"must be at least {least}, got {text}")
+        if value > most:
+            raise argparse.ArgumentTypeError(f"must be at most {most:g}, got {text}")
         return value
 
     return parse
@@ -112,6 +119,14 @@ def _demo(args: argparse.Namespace) -> int:
 def _profile(args: argparse.Namespace) -> int:
     from ._profile import format_table, profile
 
+    if args.trace is not None:  # before the run, not after it
+        try:
+            with open(args.trace, "w"):
+                pass
+        except OSError as e:
+            raise SystemExit(
+                f"shardfeed profile: cannot write the trace to {args.trace!r}: {e.strerror}"
+            ) from None
     report = profile(
         args.source, columns=args.columns, stack=args.stack, batch_size=args.batch_size,
         batches=args.batches, step_ms=args.step_ms, threads=args.threads, trace=args.trace,
@@ -229,7 +244,10 @@ def main(argv: list[str] | None = None) -> int:
     prof.add_argument("--batch-size", type=int, default=1024)
     prof.add_argument("--batches", type=_at_least(1), default=200)
     prof.add_argument(
-        "--step-ms", type=_at_least(0.0, float), default=0.0, help="simulated training step"
+        "--step-ms",
+        type=_at_least(0.0, float, 3_600_000.0),
+        default=0.0,
+        help="simulated training step",
     )
     prof.add_argument("--threads", type=int, default=None)
     prof.add_argument(
