@@ -107,3 +107,16 @@ def test_window_mixes_only_inside_windows():
     for w in range(3):
         groups = set((ids[w * 20 : (w + 1) * 20] // 10).tolist())
         assert len(groups) == 2  # each window holds exactly two whole row groups
+
+
+def test_batch_size_one_needs_samples_that_divide_among_the_ranks():
+    """Not only tiny datasets: with batch_size=1 a rank one sample short cannot make as
+    many non-empty batches as the others, however many rows there are."""
+    import pytest
+
+    rows = [1_000_001]
+    o = options(seed=0, window_row_groups=1, batch_size=1, world_size=2, rank=0, drop_last=False)
+    with pytest.raises(ValueError, match=r"smallest rank has 500000 samples .*divide evenly"):
+        _core.plan_batch_sizes(rows, o)
+    o.batch_size = 2
+    assert len(_core.plan_batch_sizes(rows, o)) == 250_001

@@ -109,7 +109,11 @@ arrow::Result<std::shared_ptr<const EpochPlan>> EpochPlan::Make(std::vector<int6
                    "with drop_last=False the " + std::to_string(N) + " samples cannot give " +
                        std::to_string(W) + " ranks " + std::to_string(nb) +
                        " non-empty batches each (batch_size=" + std::to_string(B) +
-                       "); use drop_last=True");
+                       "): the smallest rank has " + std::to_string(base) + " samples" +
+                       (B == 1 ? " (with batch_size=1 the samples must divide evenly among "
+                                 "the ranks)"
+                               : "") +
+                       "; use drop_last=True");
     }
     plan->num_batches_ = nb;
     const int64_t n = plan->rank_size_;
