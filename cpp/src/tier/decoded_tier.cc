@@ -438,7 +438,7 @@ std::optional<uint64_t> DecodedTier::Impl::Store(const std::string& key,
     ++skipped_;
     if (!warned_.exchange(true)) {
       std::cerr << "shardfeed: cannot write the decoded cache in '" << dir_
-                << "' (disk full?): " << status.message() << "; reading without it\n";
+                << "': " << status.message() << "; reading without it\n";
     }
     return std::nullopt;
   }
