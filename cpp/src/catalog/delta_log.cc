@@ -324,8 +324,9 @@ std::shared_ptr<arrow::Schema> DeltaActionSchema() {
                                                arrow::field("readerFeatures", arrow::list(text))})),
       arrow::field(
           "metaData",
-          arrow::struct_({arrow::field(
-              "configuration", arrow::struct_({arrow::field("delta.columnMapping.mode", text)}))})),
+          arrow::struct_({arrow::field("partitionColumns", arrow::list(text)),
+                          arrow::field("configuration", arrow::struct_({arrow::field(
+                                                            "delta.columnMapping.mode", text)}))})),
   });
 }
 
@@ -396,7 +397,9 @@ arrow::Status DeltaReplay::Apply(const arrow::Table& actions, bool commit) {
   for (const auto& chunk : StructChunks(actions, "metaData")) {
     const auto configuration = chunk->GetFieldByName("configuration");
     for (int64_t i = 0; i < chunk->length(); ++i) {
-      if (!chunk->IsNull(i)) column_mapping_ = ColumnMappingAt(configuration, i);
+      if (chunk->IsNull(i)) continue;
+      column_mapping_ = ColumnMappingAt(configuration, i);
+      partition_columns_ = StringsAt(chunk->GetFieldByName("partitionColumns"), i);
     }
   }
   for (const auto& chunk : StructChunks(actions, "sidecar")) {
@@ -437,6 +440,17 @@ arrow::Result<std::vector<std::string>> DeltaReplay::LiveFiles(const std::string
       return refuse("rows of its file '" + path +
                     "' are deleted by a deletion vector, which this loader does not apply; "
                     "rewrite them (REORG TABLE ... APPLY (PURGE)) or read a copy without them");
+    }
+    // Partition values are read from the key=value folders the writers use;
+    // a table written otherwise (random file prefixes) would lose them.
+    const auto pairs = ParseHivePath(path);
+    for (const auto& column : partition_columns_) {
+      if (std::none_of(pairs.begin(), pairs.end(),
+                       [&](const auto& p) { return p.first == column; })) {
+        return refuse("its file '" + path + "' is not in a '" + column +
+                      "=...' folder, where this loader reads the partition column '" + column +
+                      "' from; tables with other file layouts are not read");
+      }
     }
     files.push_back(std::move(path));
   }

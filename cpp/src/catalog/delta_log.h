@@ -80,6 +80,7 @@ class DeltaReplay {
   std::optional<int64_t> min_reader_version_;
   std::vector<std::string> reader_features_;
   std::string column_mapping_;
+  std::vector<std::string> partition_columns_;
   bool sidecars_ = false;
 };
 

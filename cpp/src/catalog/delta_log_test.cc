@@ -1,0 +1,236 @@
+#include "catalog/delta_log.h"
+
+#include <filesystem>
+#include <string>
+
+#include <arrow/api.h>
+#include <gtest/gtest.h>
+
+#include "shardfeed/catalog.h"
+#include "shardfeed/status.h"
+#include "util/test_util.h"
+
+namespace shardfeed {
+namespace {
+
+using testing::TempDir;
+using testing::WriteIdFile;
+using testing::WriteText;
+
+const char kProtocol[] = R"({"protocol":{"minReaderVersion":1,"minWriterVersion":2}})";
+const char kMetaData[] =
+    R"({"metaData":{"id":"x","format":{"provider":"parquet","options":{}},"schemaString":"{}",)"
+    R"("partitionColumns":[],"configuration":{},"createdTime":1}})";
+
+std::string Add(const std::string& path) {
+  return R"({"add":{"path":")" + path +
+         R"(","partitionValues":{},"size":1,"modificationTime":1,"dataChange":true,)"
+         R"("stats":"{\"numRecords\":1}","tags":null}})";
+}
+std::string Remove(const std::string& path) {
+  return R"({"remove":{"path":")" + path + R"(","deletionTimestamp":2,"dataChange":true}})";
+}
+std::string Lines(std::initializer_list<std::string> lines) {
+  std::string out;
+  for (const auto& line : lines) out += line + "\n";
+  return out;
+}
+
+arrow::Result<std::vector<std::string>> Replay(std::initializer_list<std::string> commits) {
+  DeltaReplay replay;
+  for (const auto& commit : commits) {
+    ARROW_ASSIGN_OR_RAISE(auto actions, ParseDeltaCommit(commit));
+    ARROW_RETURN_NOT_OK(replay.ApplyCommit(*actions));
+  }
+  return replay.LiveFiles("t");
+}
+
+TEST(DeltaLog, ReplaysAddsAndRemovesInOrder) {
+  auto files = Replay({Lines({kProtocol, kMetaData, Add("a.parquet"), Add("b.parquet")}),
+                       Lines({R"({"commitInfo":{"operation":"DELETE","x":[1,{"y":null}]}})",
+                              Add("c.parquet"), Remove("a.parquet")}),
+                       Lines({Add("a%20x.parquet")})})
+                   .ValueOrDie();
+  EXPECT_EQ(files, (std::vector<std::string>{"a x.parquet", "b.parquet", "c.parquet"}));
+}
+
+TEST(DeltaLog, ACommitThatRemovesAndReaddsAPathKeepsIt) {
+  // Written in either order in the commit: the path stays live.
+  auto files =
+      Replay({Lines({kProtocol, Add("a.parquet")}), Lines({Add("a.parquet"), Remove("a.parquet")})})
+          .ValueOrDie();
+  EXPECT_EQ(files, (std::vector<std::string>{"a.parquet"}));
+}
+
+TEST(DeltaLog, RefusesWhatItCannotReadCorrectly) {
+  const auto message = [](std::initializer_list<std::string> commits) {
+    auto result = Replay(commits);
+    EXPECT_FALSE(result.ok());
+    EXPECT_EQ(KindOf(result.status()), ErrorKind::kInvalidData);
+    return result.status().message();
+  };
+  EXPECT_NE(message({Lines({Add("a.parquet")})}).find("no protocol"), std::string::npos);
+  EXPECT_NE(message({Lines({R"({"protocol":{"minReaderVersion":4}})"})}).find("version 4"),
+            std::string::npos);
+  EXPECT_NE(message({Lines({R"({"protocol":{"minReaderVersion":3,)"
+                            R"("readerFeatures":["timestampNtz","someFutureThing"]}})"})})
+                .find("'someFutureThing'"),
+            std::string::npos);
+  EXPECT_NE(message({Lines({R"({"protocol":{"minReaderVersion":2}})",
+                            R"({"metaData":{"configuration":{"delta.columnMapping.mode":"name"}}})",
+                            Add("a.parquet")})})
+                .find("mapped by name"),
+            std::string::npos);
+  EXPECT_NE(
+      message({Lines({kProtocol, R"({"add":{"path":"a.parquet","deletionVector":)"
+                                 R"({"storageType":"u","pathOrInlineDv":"x","sizeInBytes":1}}})"})})
+          .find("deletion vector"),
+      std::string::npos);
+  for (const char* outside : {"/abs/a.parquet", "s3://other/a.parquet", "../a.parquet",
+                              "x/../../a.parquet", "x//a.parquet", "%2E%2E/a.parquet"}) {
+    EXPECT_NE(message({Lines({kProtocol, Add(outside)})}).find("not a path inside the table"),
+              std::string::npos)
+        << outside;
+  }
+}
+
+TEST(DeltaLog, PartitionColumnsMustBeFolders) {
+  const std::string partitioned = R"({"metaData":{"partitionColumns":["day"],"configuration":{}}})";
+  auto files = Replay({Lines({kProtocol, partitioned, Add("day=1/a.parquet"),
+                              Add("x=0/day=__HIVE_DEFAULT_PARTITION__/b.parquet")})});
+  ASSERT_TRUE(files.ok()) << files.status().ToString();
+  EXPECT_EQ(files->size(), 2u);
+  auto random_prefix = Replay({Lines({kProtocol, partitioned, Add("Ab/part-0.parquet")})});
+  ASSERT_FALSE(random_prefix.ok());
+  EXPECT_NE(random_prefix.status().message().find("not in a 'day=...' folder"), std::string::npos)
+      << random_prefix.status().message();
+}
+
+TEST(DeltaLog, ColumnMappingNoneAndKnownFeaturesRead) {
+  auto files =
+      Replay({Lines({R"({"protocol":{"minReaderVersion":3,"readerFeatures":)"
+                     R"(["columnMapping","deletionVectors","timestampNtz"]}})",
+                     R"({"metaData":{"configuration":{"delta.columnMapping.mode":"none"}}})",
+                     Add("a.parquet")})});
+  ASSERT_TRUE(files.ok()) << files.status().ToString();
+  EXPECT_EQ(*files, (std::vector<std::string>{"a.parquet"}));
+}
+
+TEST(DeltaLog, BadCommitsAreInvalidData) {
+  for (const std::string text : {"", "\n  \n", "not json", "{\"add\": 5}\n", "[1, 2]\n",
+                                 "{\"add\":{\"path\":\"a\"}", "\xff\xfe"}) {
+    auto parsed = ParseDeltaCommit(text);
+    if (parsed.ok()) {
+      DeltaReplay replay;
+      auto applied = replay.ApplyCommit(**parsed);
+      if (applied.ok()) continue;  // read as no actions: LiveFiles then refuses (no protocol)
+      EXPECT_EQ(KindOf(applied), ErrorKind::kInvalidData) << text;
+    } else {
+      EXPECT_EQ(KindOf(parsed.status()), ErrorKind::kInvalidData) << text;
+    }
+  }
+  EXPECT_FALSE(ParseDeltaCommit("").ok());
+  EXPECT_FALSE(ParseDeltaCommit("not json").ok());
+}
+
+// A table folder on disk: files written, a log of the given commits.
+void WriteLog(const std::filesystem::path& table, const std::vector<std::string>& commits,
+              int64_t first = 0) {
+  for (size_t i = 0; i < commits.size(); ++i) {
+    char name[32];
+    std::snprintf(name, sizeof(name), "%020lld.json", static_cast<long long>(first + i));
+    WriteText(table / "_delta_log" / name, commits[i]);
+  }
+}
+
+TEST(DeltaLog, TheCatalogReadsOnlyTheLiveFilesOfATable) {
+  TempDir dir;
+  const auto table = dir.path() / "t";
+  WriteIdFile(table / "old.parquet", 0, 100, 50);  // overwritten
+  WriteIdFile(table / "new one.parquet", 100, 10, 50);
+  WriteIdFile(table / "_under.parquet", 200, 5, 50);  // live: the log, not the name, decides
+  WriteText(table / "_delta_log" / "_last_checkpoint", "{}");
+  WriteText(table / "_delta_log" / "00000000000000000000.crc", "{}");
+  WriteLog(table,
+           {Lines({kProtocol, kMetaData, Add("old.parquet")}),
+            Lines({Remove("old.parquet"), Add("new%20one.parquet"), Add("_under.parquet")})});
+  auto catalog = Catalog::Open({table.string()}).ValueOrDie();
+  ASSERT_EQ(catalog->files().size(), 2u);
+  EXPECT_EQ(catalog->files()[0].rel_path, "_under.parquet");
+  EXPECT_EQ(catalog->files()[1].rel_path, "new one.parquet");
+  EXPECT_EQ(catalog->num_rows(), 15);
+  // A folder holding the table (and a plain file beside it): the table's live files only.
+  WriteIdFile(dir.path() / "plain.parquet", 300, 7, 50);
+  // A folder inside the table: its live files only (its log lies above it).
+  WriteIdFile(table / "sub" / "live.parquet", 400, 3, 50);
+  WriteIdFile(table / "sub" / "dead.parquet", 500, 4, 50);
+  WriteLog(table,
+           {Lines({Add("sub/live.parquet"), Add("sub/dead.parquet")}),
+            Lines({Remove("sub/dead.parquet")})},
+           2);
+  EXPECT_EQ(Catalog::Open({(table / "sub").string()}).ValueOrDie()->num_rows(), 3);
+  EXPECT_EQ(Catalog::Open({table.string()}).ValueOrDie()->num_rows(), 18);
+  // A table in a hidden folder is not data (its log would fail: its file is missing).
+  WriteLog(dir.path() / "_temporary" / "t", {Lines({kProtocol, Add("gone.parquet")})});
+  auto outer = Catalog::Open({dir.path().string()}).ValueOrDie();
+  EXPECT_EQ(outer->num_rows(), 25);
+}
+
+TEST(DeltaLog, CheckpointsAndGaps) {
+  TempDir dir;
+  const auto table = dir.path() / "t";
+  WriteIdFile(table / "a.parquet", 0, 10, 50);
+  WriteIdFile(table / "b.parquet", 10, 10, 50);
+  WriteIdFile(table / "c.parquet", 20, 10, 50);
+  // Versions 0 and 1 cleaned up after checkpoint 1; an incomplete checkpoint 2.
+  {
+    arrow::StringBuilder paths;
+    ASSERT_TRUE(paths.AppendValues({"a.parquet", "b.parquet"}).ok());
+    auto path_array = paths.Finish().ValueOrDie();
+    auto add =
+        arrow::StructArray::Make({path_array}, {arrow::field("path", arrow::utf8())}).ValueOrDie();
+    arrow::Int32Builder versions;
+    ASSERT_TRUE(versions.AppendValues({1, 1}).ok());
+    auto protocol = arrow::StructArray::Make({versions.Finish().ValueOrDie()},
+                                             {arrow::field("minReaderVersion", arrow::int32())})
+                        .ValueOrDie();
+    auto rows = arrow::Table::Make(arrow::schema({arrow::field("add", add->type()),
+                                                  arrow::field("protocol", protocol->type())}),
+                                   {add, protocol});
+    std::filesystem::create_directories(table / "_delta_log");
+    auto out = arrow::io::FileOutputStream::Open(
+                   (table / "_delta_log" / "00000000000000000001.checkpoint.parquet").string())
+                   .ValueOrDie();
+    ASSERT_TRUE(parquet::arrow::WriteTable(*rows, arrow::default_memory_pool(), out, 10).ok());
+    ASSERT_TRUE(out->Close().ok());
+  }
+  WriteText(table / "_delta_log" / "00000000000000000002.checkpoint.0000000001.0000000002.parquet",
+            "half of a checkpoint: never read");
+  WriteLog(table, {Lines({Remove("a.parquet"), Add("c.parquet")}), Lines({Add("a.parquet")})}, 2);
+  auto catalog = Catalog::Open({table.string()}).ValueOrDie();
+  EXPECT_EQ(catalog->num_rows(), 30);  // b, c, a again
+  // A gap after the checkpoint.
+  std::filesystem::remove(table / "_delta_log" / "00000000000000000002.json");
+  auto gap = Catalog::Open({table.string()});
+  ASSERT_FALSE(gap.ok());
+  EXPECT_NE(gap.status().message().find("no commit 2 after its checkpoint 1"), std::string::npos)
+      << gap.status().message();
+  // A huge version number after a gap: an error at once, not a loop over the numbers.
+  WriteText(table / "_delta_log" / "09223372036854775806.json", Lines({Add("b.parquet")}));
+  WriteText(table / "_delta_log" / "09223372036854775807.checkpoint.parquet", "never read");
+  auto huge = Catalog::Open({table.string()});
+  ASSERT_FALSE(huge.ok());
+  EXPECT_NE(huge.status().message().find("no commit 2 "), std::string::npos)
+      << huge.status().message();
+  std::filesystem::remove(table / "_delta_log" / "09223372036854775806.json");
+  // A live file that is gone.
+  WriteLog(table, {Lines({Add("gone.parquet")})}, 2);
+  auto missing = Catalog::Open({table.string()});
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(KindOf(missing.status()), ErrorKind::kNotFound);
+  EXPECT_NE(missing.status().message().find("'gone.parquet'"), std::string::npos)
+      << missing.status().message();
+}
+
+}  // namespace
+}  // namespace shardfeed
