@@ -57,7 +57,15 @@ arrow::Status WithContext(const arrow::Status& status, const std::string& contex
   if (status.ok()) return status;
   // Out of memory stays itself: the binding raises MemoryError for it.
   if (status.IsOutOfMemory()) return arrow::Status::OutOfMemory(context + ": " + status.message());
-  return Error(KindOf(status), context + ": " + status.message());
+  // Arrow keeps an OS error's cause (errno, "Permission denied") in a detail
+  // that message() leaves out; ours carries only the kind.
+  std::string message = status.message();
+  const auto& detail = status.detail();
+  if (detail && detail->type_id() != std::string(kTypeId)) {
+    const std::string why = detail->ToString();
+    if (!why.empty() && message.find(why) == std::string::npos) message += " (" + why + ")";
+  }
+  return Error(KindOf(status), context + ": " + message);
 }
 
 }  // namespace shardfeed
