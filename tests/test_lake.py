@@ -470,6 +470,18 @@ def test_pandas_files(tmp_path):
     assert got["score"].tolist() == [-1 if v is None else v for v in expected["score"].to_pylist()]
 
 
+def test_a_pandas_index_column_is_not_a_feature_unless_asked_for(tmp_path):
+    """A frame filtered or shuffled before to_parquet() keeps its row labels as a column
+    __index_level_0__: not handed out as data with columns=None, read when named."""
+    pd = pytest.importorskip("pandas")
+    frame = pd.DataFrame({"a": np.arange(6), "b": np.arange(6.0)}, index=[5, 3, 1, 0, 4, 2])
+    frame.to_parquet(tmp_path / "p.parquet")
+    assert "__index_level_0__" in pq.read_schema(tmp_path / "p.parquet").names
+    assert sorted(epoch(tmp_path)) == ["a", "b"]
+    named = epoch(tmp_path, columns=["a", "__index_level_0__"])
+    assert named["__index_level_0__"].tolist() == [5, 3, 1, 0, 4, 2]
+
+
 def test_polars_and_pyarrow_files_together(tmp_path):
     pl = pytest.importorskip("polars")
     pl.DataFrame(

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <string_view>
 
 #include <arrow/type.h>
 #include <arrow/util/key_value_metadata.h>
@@ -15,6 +16,20 @@
 namespace shardfeed {
 
 namespace {
+
+// pandas writes an unnamed index (one left by filtering or sorting a frame) as
+// a column __index_level_N__: the frame's row labels, not data.  Every column
+// but those; named explicitly, they are read like any other.
+bool IsPandasIndex(const std::string& name) {
+  constexpr std::string_view kPrefix = "__index_level_", kSuffix = "__";
+  if (name.size() <= kPrefix.size() + kSuffix.size() || !name.starts_with(kPrefix) ||
+      !name.ends_with(kSuffix)) {
+    return false;
+  }
+  const auto digits =
+      std::string_view(name).substr(kPrefix.size(), name.size() - kPrefix.size() - kSuffix.size());
+  return std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
 
 constexpr char kSupported[] =
     "supported: bool, integers, floats, dates, times, timestamps, durations, decimals, and "
@@ -361,7 +376,9 @@ arrow::Result<Layout> MakeLayout(const arrow::Schema& schema, const OutputOption
   if (options.all_columns) {
     columns.clear();
     for (const auto& field : schema.fields()) {
-      if (!stacked.count(field->name())) columns.push_back(field->name());
+      if (!stacked.count(field->name()) && !IsPandasIndex(field->name())) {
+        columns.push_back(field->name());
+      }
     }
   }
   for (const auto& column : columns) {
