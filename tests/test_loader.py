@@ -324,6 +324,22 @@ def test_overlapping_sources_and_links_read_each_file_once(dataset, tmp_path):
     )
 
 
+def test_a_glob_skips_what_a_folder_skips_and_a_uri_may_hold_a_bare_percent(dataset, tmp_path):
+    """data/**/part-*.parquet read a failed Spark attempt under _temporary/ (every row
+    twice); a folder "50% sample" as a file:// URI failed to parse."""
+    root = tmp_path / "spark"
+    shutil.copytree(dataset, root)
+    attempt = root / "_temporary" / "0" / "task_1"
+    attempt.mkdir(parents=True)
+    shutil.copy(dataset / "a.parquet", attempt / "a.parquet")
+    reference = digest(loader(root, with_sample_id=True))
+    assert digest(loader(f"{root}/**/*.parquet", with_sample_id=True)) == reference
+    assert digest(loader(f"{root}/_temporary/**/*.parquet")) == digest(loader(attempt))
+    odd = tmp_path / "50% sample"
+    shutil.copytree(dataset, odd)
+    assert digest(loader(f"file://{odd}", with_sample_id=True)) == reference
+
+
 def test_a_local_source_may_be_a_glob_or_start_with_a_tilde(dataset, tmp_path, monkeypatch):
     """A pattern stands for the paths it matches (a set, like a list); ``~`` is the home
     folder; a path that exists is taken as it is, even with pattern characters."""

@@ -14,6 +14,7 @@ import os
 import re
 import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -193,6 +194,7 @@ def _quote_uri(uri: str) -> str:
     if match is None:
         return uri
     head, path, rest = match.groups()
+    path = re.sub(r"%(?![0-9A-Fa-f]{2})", "%25", path)  # a '%' that starts no escape ("50% x")
     return head + urllib.parse.quote(path, safe="/%:@!$&'()*+,;=~") + rest
 
 
@@ -205,7 +207,17 @@ def _expand_local(source: str) -> list[str]:
     path = os.path.expanduser(source)
     if os.path.lexists(path) or not glob.has_magic(path):
         return [path]
-    matches = sorted(glob.glob(path, recursive=True))
+    # As in a folder, a path below the pattern's fixed part with a component that
+    # starts with "_" is not data (Spark's _temporary/ attempts, a Delta _delta_log/),
+    # unless the pattern names that component itself.  (glob skips "." names already.)
+    parts = Path(path).parts
+    fixed = next((i for i, p in enumerate(parts) if glob.has_magic(p)), len(parts))
+    named = set(parts[fixed:])
+    matches = [
+        m
+        for m in sorted(glob.glob(path, recursive=True))
+        if not any(p.startswith("_") and p not in named for p in Path(m).parts[fixed:])
+    ]
     if not matches:
         raise DatasetNotFoundError(f"source {source!r} matches no file or folder")
     return matches
