@@ -231,3 +231,16 @@ def test_remote_read_failures_are_storage_errors_cached_or_not(s3, dataset, tmp_
         assert isinstance(e.value, OSError)
         assert not isinstance(e.value, shardfeed.InvalidDataError)
         assert ".parquet" in str(e.value)
+
+
+def test_a_read_the_storage_refuses_is_not_called_bad_data(remote, monkeypatch, tmp_path):
+    """Without credentials the server lists but refuses the reads: a StorageError that
+    says the file could not be read, not "not a readable Parquet file"."""
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.aws of the machine's
+    with pytest.raises(shardfeed.StorageError) as caught:
+        list(shardfeed.Loader(remote, batch_size=64, remote_timeout=10))
+    assert "cannot read it" in str(caught.value)
+    assert "ACCESS_DENIED" in str(caught.value)
+    assert "not a readable Parquet file" not in str(caught.value)

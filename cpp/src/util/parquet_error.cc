@@ -45,12 +45,19 @@ arrow::Status ParquetStatus(const arrow::Status& status, const ErrorContext& con
   if (status.ok()) return status;
   if (status.IsOutOfMemory()) return arrow::Status::OutOfMemory(Message(context, status.message()));
   if (status.IsCancelled()) return status;
-  if (HasKind(status)) return Error(KindOf(status), Message(context, status.message()));
+  // A storage failure says nothing about the bytes: not "not a readable
+  // Parquet file" (the context's detail) but that they could not be read.
+  ErrorContext unread = context;
+  if (!unread.detail.empty()) unread.detail = "cannot read it";
+  if (HasKind(status)) {
+    const ErrorKind kind = KindOf(status);
+    return Error(kind, Message(kind == ErrorKind::kStorage ? unread : context, status.message()));
+  }
   // Arrow's codecs report damaged compressed pages as IOError too: only a
   // caller that watched the reads can tell storage from bytes.
   const bool storage = status.IsIOError() && io == IoOutcome::kUnknown;
   return Error(storage ? ErrorKind::kStorage : ErrorKind::kInvalidData,
-               Message(context, status.message()));
+               Message(storage ? unread : context, status.message()));
 }
 
 arrow::Status ParquetExceptionStatus(const std::exception_ptr& error, const ErrorContext& context,
