@@ -161,3 +161,12 @@ def test_info_names_the_version_read(history, capsys):
     assert json.loads(capsys.readouterr().out)["delta_tables"] == [
         {"table": str(history), "version": table.version(), "files": len(table.file_uris())}
     ]
+
+
+def test_files_of_a_table_named_one_by_one(history):
+    """Its live files, as deltalake lists them, read as the table; a file a later commit
+    removed (a glob over the folder finds them too) is refused, naming the table."""
+    live = deltalake.DeltaTable(str(history)).file_uris()
+    assert delivered_ids(live) == table_ids(history)
+    with pytest.raises(shardfeed.InvalidArgumentError, match=r"Delta table .* does not hold"):
+        shardfeed.Loader(f"{history}/**/*.parquet", batch_size=4, columns=["id"])

@@ -221,6 +221,7 @@ struct CatalogBuilder {
 arrow::Status CatalogBuilder::List(const std::vector<std::string>& sources) {
   std::vector<std::string> source_paths;
   bool single_dir = false;
+  std::optional<DeltaLookup> delta_files;  // the tables explicitly named files lie in
   for (const auto& raw : sources) {
     const std::string source = Normalize(raw);
     std::string path;
@@ -268,6 +269,9 @@ arrow::Status CatalogBuilder::List(const std::vector<std::string>& sources) {
         return Error(ErrorKind::kInvalidArgument,
                      "source '" + raw + "' is " + what + ", not a Parquet file");
       }
+      // A file of a Delta table is read only if the table's latest version holds it.
+      if (!delta_files) delta_files.emplace(*catalog.fs_, options.remote_timeout);
+      ARROW_RETURN_NOT_OK(delta_files->CheckLive(path, raw));
       listed.push_back(
           {"", info, false, source_index, {}});  // a file named explicitly: always read
       continue;

@@ -334,6 +334,12 @@ arrow::Result<std::shared_ptr<arrow::Table>> ParseDeltaCommit(const std::string&
   if (text.find_first_not_of(" \t\r\n") == std::string::npos) {
     return Error(ErrorKind::kInvalidData, "an empty commit (a commit is written whole)");
   }
+  if (const size_t nul = text.find('\0'); nul != std::string::npos) {
+    return Error(ErrorKind::kInvalidData,
+                 "not a commit of JSON actions: binary data (a NUL byte "
+                 "at offset " +
+                     std::to_string(nul) + ")");
+  }
   auto read_options = arrow::json::ReadOptions::Defaults();
   read_options.use_threads = false;
   // One block: an action is one line, however long (a wide table's schema).
@@ -492,6 +498,38 @@ arrow::Status DeltaFilter::CheckAllFound(const std::string& shown, const std::st
     }
   }
   return arrow::Status::OK();
+}
+
+arrow::Status DeltaLookup::CheckLive(const std::string& file, const std::string& shown) {
+  std::string dir = file;
+  while (true) {
+    const size_t slash = dir.rfind('/');
+    if (slash == std::string::npos || slash == 0) return arrow::Status::OK();
+    dir.resize(slash);
+    auto found = tables_.find(dir);
+    if (found == tables_.end()) {
+      std::optional<DeltaTable> table;
+      const auto infos = LogListing(fs_, dir, remote_timeout_);
+      std::vector<const arrow::fs::FileInfo*> files;
+      for (const auto& info : infos) {
+        if (info.IsFile()) files.push_back(&info);
+      }
+      ARROW_ASSIGN_OR_RAISE(auto log, FindLogFiles(dir, files));
+      if (log.any) {
+        ARROW_ASSIGN_OR_RAISE(table, ReadTable(fs_, dir, log, dir, remote_timeout_));
+      }
+      found = tables_.emplace(dir, std::move(table)).first;
+    }
+    if (!found->second) continue;
+    const auto& live = found->second->files;
+    const std::string rel = file.substr(dir.size() + 1);
+    if (std::binary_search(live.begin(), live.end(), rel)) return arrow::Status::OK();
+    return Error(ErrorKind::kInvalidArgument,
+                 "source '" + shown + "' is a file of the " + Named(dir) + " that its version " +
+                     std::to_string(found->second->version) +
+                     " does not hold (replaced or removed by a later commit, or the log "
+                     "itself); name the table's folder to read the table");
+  }
 }
 
 arrow::Result<std::vector<DeltaTable>> ReadDeltaTables(

@@ -61,6 +61,22 @@ class DeltaFilter {
   std::vector<std::vector<bool>> found_;
 };
 
+// The Delta table each explicitly named file lies in, if any (its nearest
+// folder above with a log), each folder looked at once.
+class DeltaLookup {
+ public:
+  DeltaLookup(arrow::fs::FileSystem& fs, double remote_timeout)
+      : fs_(fs), remote_timeout_(remote_timeout) {}
+  // Ok when `file` is in no table or is a live file of its table; else an
+  // InvalidArgument error naming it (a removed version, or the log itself).
+  arrow::Status CheckLive(const std::string& file, const std::string& shown);
+
+ private:
+  arrow::fs::FileSystem& fs_;
+  double remote_timeout_;
+  std::map<std::string, std::optional<DeltaTable>> tables_;  // folder -> its table (a log there)
+};
+
 // The replay of a log's actions (separate for tests).
 class DeltaReplay {
  public:

@@ -131,6 +131,9 @@ TEST(DeltaLog, BadCommitsAreInvalidData) {
   }
   EXPECT_FALSE(ParseDeltaCommit("").ok());
   EXPECT_FALSE(ParseDeltaCommit("not json").ok());
+  const auto binary = ParseDeltaCommit(std::string("\0\x01{}", 4));
+  ASSERT_FALSE(binary.ok());
+  EXPECT_NE(binary.status().message().find("NUL byte at offset 0"), std::string::npos);
 }
 
 // A table folder on disk: files written, a log of the given commits.
