@@ -23,6 +23,7 @@ import pytest
 import shardfeed
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from shardfeed.transforms import HashBucket
 
 from .conftest import digest
 from .s3_server import s3_env, s3_server
@@ -170,3 +171,22 @@ def test_files_of_a_table_named_one_by_one(history):
     assert delivered_ids(live) == table_ids(history)
     with pytest.raises(shardfeed.InvalidArgumentError, match=r"Delta table .* does not hold"):
         shardfeed.Loader(f"{history}/**/*.parquet", batch_size=4, columns=["id"])
+
+
+def test_an_empty_partition_value_is_null_as_delta_says(tmp_path):
+    """Delta writes a null partition value as an empty folder value ("p="); plain Hive
+    folders keep "" as pyarrow reads them."""
+    path = tmp_path / "t"
+    table = pa.table({"id": [0, 1, 2], "p": pa.array([None, "x", None], pa.string())})
+    deltalake.write_deltalake(str(path), table, partition_by=["p"])
+    reference = deltalake.DeltaTable(str(path)).to_pyarrow_table()
+    nulls = sorted(
+        i
+        for i, p in zip(reference["id"].to_pylist(), reference["p"].to_pylist(), strict=True)
+        if p is None
+    )
+    loader = shardfeed.Loader(path, batch_size=1, columns=["id", "p"], drop_last=False,
+                              output="numpy", transforms=[HashBucket("p", num_buckets=7)],
+                              fill_null={"p": -1}, shuffle=False)  # fmt: skip
+    got = [(int(b["id"][0]), int(b["p"][0])) for b in loader]
+    assert sorted(i for i, p in got if p == -1) == nulls == [0, 2]

@@ -386,8 +386,18 @@ arrow::Status CatalogBuilder::SetSchema(const SchemaUnifier& unifier,
   catalog.partition_schema_ = arrow::schema({});
   if (options.partitioning == Partitioning::kHive && !kept.empty()) {
     std::vector<std::string> rels;
-    for (int32_t i : kept) rels.push_back(listed[static_cast<size_t>(i)].rel);
-    ARROW_ASSIGN_OR_RAISE(PartitionTable partitions, InferPartitions(rels));
+    std::vector<bool> in_delta;  // Delta writes a null partition value as "k="
+    for (int32_t i : kept) {
+      const auto& file = listed[static_cast<size_t>(i)];
+      rels.push_back(file.rel);
+      in_delta.push_back(std::any_of(
+          catalog.delta_tables_.begin(), catalog.delta_tables_.end(), [&](const auto& t) {
+            const std::string& path = file.info.path();
+            return path.size() > t.table.size() && path.compare(0, t.table.size(), t.table) == 0 &&
+                   path[t.table.size()] == '/';
+          }));
+    }
+    ARROW_ASSIGN_OR_RAISE(PartitionTable partitions, InferPartitions(rels, in_delta));
     catalog.partition_schema_ = partitions.schema;
     for (size_t f = 0; f < catalog.files_.size(); ++f) {
       catalog.files_[f].partition_values = std::move(partitions.values[f]);

@@ -71,12 +71,18 @@ PartitionPairs ParseHivePath(const std::string& rel_path) {
   return pairs;
 }
 
-arrow::Result<PartitionTable> InferPartitions(const std::vector<std::string>& rel_paths) {
+arrow::Result<PartitionTable> InferPartitions(const std::vector<std::string>& rel_paths,
+                                              const std::vector<bool>& empty_is_null) {
   PartitionTable table;
   std::vector<PartitionPairs> parsed;
   parsed.reserve(rel_paths.size());
   for (size_t i = 0; i < rel_paths.size(); ++i) {
     parsed.push_back(ParseHivePath(rel_paths[i]));
+    if (i < empty_is_null.size() && empty_is_null[i]) {
+      for (auto& pair : parsed.back()) {
+        if (pair.second && pair.second->empty()) pair.second.reset();
+      }
+    }
     const auto& first = parsed.front();
     const auto& pairs = parsed.back();
     bool same = first.size() == pairs.size();

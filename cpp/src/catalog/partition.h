@@ -35,7 +35,10 @@ struct PartitionTable {
 };
 
 // Types the keys of `files` (relative paths, in catalog order) and their values;
-// an error names two files whose keys differ.
-arrow::Result<PartitionTable> InferPartitions(const std::vector<std::string>& rel_paths);
+// an error names two files whose keys differ.  Where `empty_is_null[i]`, an
+// empty value ("k=") of file i is null (a Delta table's rule); else it is "",
+// as pyarrow.dataset reads it.
+arrow::Result<PartitionTable> InferPartitions(const std::vector<std::string>& rel_paths,
+                                              const std::vector<bool>& empty_is_null = {});
 
 }  // namespace shardfeed

@@ -50,6 +50,13 @@ TEST(Partition, TypesKeysAcrossAllFiles) {
   EXPECT_EQ(mixed.values[0][0]->ToString(), "1");
   // No partition folders: no keys.
   EXPECT_EQ(InferPartitions({"a/b", "c"}).ValueOrDie().schema->num_fields(), 0);
+  // An empty value is "" (as pyarrow reads it), or null in a Delta table's files.
+  auto plain = InferPartitions({"k=/a", "k=4/b"}).ValueOrDie();
+  EXPECT_TRUE(plain.schema->field(0)->type()->Equals(arrow::utf8()));
+  EXPECT_TRUE(plain.values[0][0]->is_valid);
+  auto delta = InferPartitions({"k=/a", "k=4/b"}, {true, true}).ValueOrDie();
+  EXPECT_TRUE(delta.schema->field(0)->type()->Equals(arrow::int64()));
+  EXPECT_FALSE(delta.values[0][0]->is_valid);
 }
 
 TEST(Partition, FilesMustAgreeOnTheKeys) {
