@@ -39,7 +39,7 @@ arrow::Result<uint64_t> FileCache::Impl::Download(const std::shared_ptr<arrow::f
                                                   const RemoteFileInfo& file, Temp& temp,
                                                   const storage_internal::Interrupt* interrupt,
                                                   const std::atomic<bool>* stop,
-                                                  bool* local_failure) {
+                                                  bool* local_failure, bool* timed_out_out) {
   arrow::Status local;
   // The deadline moves with progress: a large file on a slow link is fine, a
   // server that stops sending is not.  Retries do not move it.
@@ -126,10 +126,11 @@ arrow::Result<uint64_t> FileCache::Impl::Download(const std::shared_ptr<arrow::f
     *local_failure = true;
     return local;
   }
+  *timed_out_out = timed_out;
   if (timed_out) {
     char seconds[32];
     std::snprintf(seconds, sizeof(seconds), "%g", timeout);
-    return Error(ErrorKind::kStorage, "cannot fetch remote file '" + file.key +
+    return Error(ErrorKind::kStorage, "cannot fetch remote file '" + file.path +
                                           "': no data from the storage within " + seconds +
                                           " s (remote_timeout)");
   }
@@ -137,7 +138,7 @@ arrow::Result<uint64_t> FileCache::Impl::Download(const std::shared_ptr<arrow::f
     // A file that changed since the catalog read it is bad data, not a fault.
     const bool changed = KindOf(result.status()) == ErrorKind::kInvalidData;
     return Error(changed ? ErrorKind::kInvalidData : ErrorKind::kStorage,
-                 "cannot fetch remote file '" + file.key + "': " + result.status().message());
+                 "cannot fetch remote file '" + file.path + "': " + result.status().message());
   }
   return result;
 }

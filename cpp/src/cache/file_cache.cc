@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 
@@ -162,6 +163,7 @@ arrow::Result<FileCache::Impl::Fetched> FileCache::Impl::Fetch(
   }
   if (Fd pin = TryPin(name, file); pin.valid()) return serve(std::move(pin));
   if (open) misses.fetch_add(1, std::memory_order_relaxed);
+  ARROW_RETURN_NOT_OK(RecentFailure(name));
   DropInvalid(name);
 
   // 3. Room, a download into a temp file, and the rename into place.
@@ -175,10 +177,13 @@ arrow::Result<FileCache::Impl::Fetched> FileCache::Impl::Fetch(
   }
   if (*reserved == nullptr) return give_up(Outcome::kNoRoom);
   Temp& temp = **reserved;
-  bool local_failure = false;
-  auto checksum = Download(fs, file, temp, interrupt, stop, &local_failure);
+  bool local_failure = false, timed_out = false;
+  auto checksum = Download(fs, file, temp, interrupt, stop, &local_failure, &timed_out);
   if (!checksum.ok()) {
-    if (!local_failure) return checksum.status();
+    if (!local_failure) {
+      if (timed_out) NoteFailure(name, checksum.status());
+      return checksum.status();
+    }
     Degrade(checksum.status());
     return give_up(Outcome::kUncacheable);
   }
@@ -200,6 +205,27 @@ arrow::Result<FileCache::Impl::Fetched> FileCache::Impl::Fetch(
   Fetched out;
   ARROW_ASSIGN_OR_RAISE(out.file, arrow::io::ReadableFile::Open(pin.Release()));
   return out;
+}
+
+arrow::Status FileCache::Impl::RecentFailure(const std::string& name) {
+  if (!(options.remote_timeout > 0)) return arrow::Status::OK();
+  std::lock_guard<std::mutex> lock(mu);
+  const auto it = failed.find(name);
+  if (it == failed.end()) return arrow::Status::OK();
+  const auto now = std::chrono::steady_clock::now().time_since_epoch();
+  const int64_t age =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(now).count() - it->second.second;
+  if (static_cast<double>(age) >= options.remote_timeout * 1e9) {
+    failed.erase(it);  // long enough ago: the storage may answer again
+    return arrow::Status::OK();
+  }
+  return it->second.first;
+}
+
+void FileCache::Impl::NoteFailure(const std::string& name, const arrow::Status& status) {
+  const auto now = std::chrono::steady_clock::now().time_since_epoch();
+  std::lock_guard<std::mutex> lock(mu);
+  failed[name] = {status, std::chrono::duration_cast<std::chrono::nanoseconds>(now).count()};
 }
 
 // ----------------------------------------------------------- FileCache ---

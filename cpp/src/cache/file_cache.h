@@ -9,6 +9,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -87,12 +88,14 @@ struct FileCache::Impl {
                                                Purpose purpose);
   // Downloads into `temp`, retrying remote failures; returns the checksum.
   // Sets *local_failure when writing failed (not a remote error).  Gives up
-  // when no bytes arrived for options.remote_timeout (retries included), and
-  // (Cancelled) when `interrupt` is requested or `*stop` becomes true.
+  // when no bytes arrived for options.remote_timeout (retries included),
+  // setting *timed_out, and (Cancelled) when `interrupt` is requested or
+  // `*stop` becomes true.
   arrow::Result<uint64_t> Download(const std::shared_ptr<arrow::fs::FileSystem>& fs,
                                    const RemoteFileInfo& file, Temp& temp,
                                    const storage_internal::Interrupt* interrupt,
-                                   const std::atomic<bool>* stop, bool* local_failure);
+                                   const std::atomic<bool>* stop, bool* local_failure,
+                                   bool* timed_out);
   // fsyncs and renames the temp files into place.
   arrow::Status Commit(const std::string& name, const cache_internal::EntryMeta& meta, Temp& temp);
   // Switches to uncached reads for good, with one warning per process.
@@ -110,11 +113,19 @@ struct FileCache::Impl {
   std::atomic<int64_t> fetch_ns{0}, wait_ns{0};
   std::atomic<bool> degraded{false};
 
-  std::mutex mu;  // guards the two below
+  std::mutex mu;  // guards the three below
   std::shared_ptr<const std::function<int64_t(const std::string&)>> priority;
   // Entries this process has checksummed, by name, inode, size, mtime and
   // checksum: a rewrite of the file (new inode or mtime) is checked again.
   std::unordered_set<std::string> verified;
+  // Downloads that got no answer for remote_timeout (by entry name: the
+  // error, when, steady ns).  For remote_timeout after one, the same file
+  // fails at once: the consumer that waited for a prefetch's lock would
+  // otherwise wait out a second timeout (a dead server was reported after 2-3
+  // x remote_timeout).  Other failures were retried already and are tried again.
+  std::unordered_map<std::string, std::pair<arrow::Status, int64_t>> failed;
+  arrow::Status RecentFailure(const std::string& name);
+  void NoteFailure(const std::string& name, const arrow::Status& status);
 };
 
 }  // namespace shardfeed

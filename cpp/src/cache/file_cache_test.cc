@@ -1,5 +1,7 @@
 #include "shardfeed/cache.h"
 
+#include <atomic>
+#include <chrono>
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
@@ -397,7 +399,7 @@ TEST(FileCache, RemoteFailuresAreRetriedThenNamed) {
   EXPECT_EQ(ReadAll(*cache->OpenFile(hooked, file).ValueOrDie()), "0123456789");
   EXPECT_EQ(hooked->opens.load(), 3);
 
-  // Always failing: 1 + max_retries attempts, then an error naming the key.
+  // Always failing: 1 + max_retries attempts, then an error naming the file.
   RemoteFileInfo other{"s3://bucket/g", path, 10, ""};
   hooked->opens = 0;
   hooked->on_open = [] { return arrow::Status::IOError("AWS Error SLOW_DOWN (HTTP 503)"); };
@@ -405,7 +407,7 @@ TEST(FileCache, RemoteFailuresAreRetriedThenNamed) {
   ASSERT_FALSE(failed.ok());
   EXPECT_EQ(hooked->opens.load(), 6);
   EXPECT_EQ(KindOf(failed.status()), ErrorKind::kStorage);
-  EXPECT_NE(failed.status().message().find("s3://bucket/g"), std::string::npos);
+  EXPECT_NE(failed.status().message().find(path), std::string::npos);
   EXPECT_NE(failed.status().message().find("SLOW_DOWN"), std::string::npos);
 
   // A missing key is not retried.
@@ -450,6 +452,51 @@ TEST(FileCache, FullDiskDegradesToUncachedReadsWithOneWarning) {
   for (const auto& e : fs::directory_iterator(dir.path())) {
     EXPECT_NE(e.path().filename().string().rfind(".tmp-", 0), 0u) << e.path();
   }
+}
+
+}  // namespace
+}  // namespace shardfeed
+
+namespace shardfeed {
+namespace {
+
+TEST(FileCache, AFileThatGotNoAnswerFailsAtOnceForRemoteTimeout) {
+  // The consumer that waited for a prefetch's fill lock used to wait out a
+  // second remote_timeout on a store that had just not answered for one.
+  TempDir dir, remote_dir;
+  auto hooked = std::make_shared<testing::HookedFileSystem>();
+  const std::string path = (remote_dir.path() / "f").string();
+  testing::WriteText(path, "0123456789");
+  RemoteFileInfo file{"s3://bucket/f", path, 10, ""};
+  auto stall = std::make_shared<std::atomic<bool>>(true);
+  hooked->on_read = [stall] {  // a store that stops answering (reads left behind end later)
+    while (stall->load()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  };
+  CacheOptions options;
+  options.dir = dir.path().string();
+  options.retry_base_seconds = 0.001;
+  options.remote_timeout = 0.3;
+  auto cache = FileCache::Open(options).ValueOrDie();
+  using Clock = std::chrono::steady_clock;
+  const auto seconds_since = [](Clock::time_point t) {
+    return std::chrono::duration<double>(Clock::now() - t).count();
+  };
+  auto t0 = Clock::now();
+  auto first = cache->OpenFile(hooked, file);
+  ASSERT_FALSE(first.ok());
+  EXPECT_GE(seconds_since(t0), 0.3);
+  EXPECT_NE(first.status().message().find("remote_timeout"), std::string::npos);
+  t0 = Clock::now();
+  auto second = cache->OpenFile(hooked, file);
+  ASSERT_FALSE(second.ok());
+  EXPECT_LT(seconds_since(t0), 0.2);  // at once, the same error
+  EXPECT_EQ(second.status().message(), first.status().message());
+  // Once remote_timeout has passed, the store is asked again.
+  stall->store(false);
+  std::this_thread::sleep_for(std::chrono::milliseconds(350));
+  auto third = cache->OpenFile(hooked, file);
+  ASSERT_TRUE(third.ok()) << third.status().ToString();
+  EXPECT_EQ(ReadAll(**third), "0123456789");
 }
 
 }  // namespace

@@ -139,7 +139,7 @@ TEST(Prefetcher, RecordsErrorsAndGoesOn) {
   ASSERT_TRUE(prefetcher.WaitUntilIdle(30));
   EXPECT_EQ(prefetcher.done(), 3u);
   EXPECT_FALSE(prefetcher.first_error().ok());
-  EXPECT_NE(prefetcher.first_error().message().find(files[1].key), std::string::npos);
+  EXPECT_NE(prefetcher.first_error().message().find(files[1].path), std::string::npos);
   EXPECT_TRUE(Cached(dir.path(), files[2]));
   // The consumer meets the error itself, at that file.
   EXPECT_FALSE(cache->OpenFile(remote.fs(), files[1]).ok());
