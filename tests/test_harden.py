@@ -442,6 +442,41 @@ def test_a_silent_gcs_endpoint_is_a_storage_error_within_remote_timeout():
         server.close()
 
 
+def test_a_second_try_at_a_silent_s3_endpoint_also_gives_up_within_remote_timeout(s3):
+    """Making an S3 client waits (in Arrow) for every request still in flight: the
+    second Loader after a silent server waited ~100 s for the first's abandoned one."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(16)
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:  # accepts, never answers
+        server.settimeout(0.1)
+        while not stop.is_set():
+            try:
+                held.append(server.accept()[0])
+            except OSError:
+                pass
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    port = server.getsockname()[1]
+    source = f"s3://bucket/data?endpoint_override=127.0.0.1:{port}&scheme=http"
+    try:
+        for _ in range(2):
+            t0 = time.monotonic()
+            with pytest.raises(shardfeed.StorageError, match=r"within 1 s \(remote_timeout\)"):
+                shardfeed.Loader(source, output="numpy", remote_timeout=1)
+            assert time.monotonic() - t0 < 10
+    finally:
+        stop.set()
+        thread.join()
+        server.close()
+        for conn in held:  # the abandoned requests end (and release Arrow's lock)
+            conn.close()
+
+
 class _Proxy:
     """A TCP proxy on loopback to the S3 server that can go silent: once `stall` is set
     it accepts and reads but forwards and answers nothing (a hung server)."""

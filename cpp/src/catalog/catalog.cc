@@ -204,6 +204,36 @@ std::vector<int64_t> Catalog::RowGroupRows() const {
   return rows;
 }
 
+namespace {
+
+// The filesystem of a source and the path in it.  A remote one is made
+// within remote_timeout: making an S3 client waits (in Arrow, on a lock) for
+// every request still in flight on any client, so after a stalled server a
+// second try waited for the first's abandoned request (~100 s).
+arrow::Result<std::shared_ptr<arrow::fs::FileSystem>> OpenFileSystem(const std::string& source,
+                                                                     std::string* path,
+                                                                     double remote_timeout) {
+  const auto scheme_end = source.find("://");
+  if (scheme_end == std::string::npos || source.compare(0, scheme_end, "file") == 0 ||
+      !(remote_timeout > 0)) {
+    return arrow::fs::FileSystemFromUriOrPath(source, path);
+  }
+  using Made = std::pair<std::shared_ptr<arrow::fs::FileSystem>, std::string>;
+  ARROW_ASSIGN_OR_RAISE(auto made, CallBefore<Made>(
+                                       [source]() -> arrow::Result<Made> {
+                                         std::string in_fs;
+                                         ARROW_ASSIGN_OR_RAISE(
+                                             auto fs,
+                                             arrow::fs::FileSystemFromUriOrPath(source, &in_fs));
+                                         return Made{std::move(fs), std::move(in_fs)};
+                                       },
+                                       DeadlineAfter(remote_timeout), remote_timeout, nullptr));
+  *path = std::move(made.second);
+  return std::move(made.first);
+}
+
+}  // namespace
+
 // Builds a catalog in steps; a friend of Catalog.
 struct CatalogBuilder {
   Catalog& catalog;
@@ -225,8 +255,11 @@ arrow::Status CatalogBuilder::List(const std::vector<std::string>& sources) {
   for (const auto& raw : sources) {
     const std::string source = Normalize(raw);
     std::string path;
-    auto maybe_fs = arrow::fs::FileSystemFromUriOrPath(source, &path);
+    auto maybe_fs = OpenFileSystem(source, &path, options.remote_timeout);
     if (!maybe_fs.ok()) {
+      if (KindOf(maybe_fs.status()) == ErrorKind::kStorage) {
+        return WithContext(maybe_fs.status(), "source '" + raw + "'");
+      }
       return Error(ErrorKind::kInvalidArgument,
                    "cannot open source '" + raw + "': " + maybe_fs.status().message());
     }
