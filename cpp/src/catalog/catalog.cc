@@ -7,9 +7,11 @@
 #ifdef __GLIBC__
 #include <malloc.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #endif
 #include <filesystem>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <string_view>
 #include <thread>
@@ -218,6 +220,34 @@ arrow::Result<std::shared_ptr<arrow::fs::FileSystem>> OpenFileSystem(const std::
       !(remote_timeout > 0)) {
     return arrow::fs::FileSystemFromUriOrPath(source, path);
   }
+  // One filesystem per (process, scheme and authority, options, credentials in
+  // the environment), kept for the process: a later Loader of the same store
+  // makes no new client, so it does not wait on that lock at all.  Never freed
+  // (no client destructor after Arrow's S3 finalization at exit); a forked
+  // child makes its own (clients do not survive a fork).
+  std::string key = std::to_string(::getpid()) + "\n";
+  const size_t path_start = source.find('/', scheme_end + 3);
+  const size_t query = source.find('?');
+  key += source.substr(0, std::min(path_start, query)) + "\n";
+  if (query != std::string::npos) key += source.substr(query);
+  for (const char* name : {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
+                           "AWS_PROFILE", "AWS_REGION", "AWS_DEFAULT_REGION", "AWS_ENDPOINT_URL",
+                           "AWS_ENDPOINT_URL_S3", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE",
+                           "AWS_EC2_METADATA_DISABLED", "GOOGLE_APPLICATION_CREDENTIALS"}) {
+    const char* value = std::getenv(name);
+    key.append("\n").append(value ? value : "\x01");
+  }
+  static auto* mu = new std::mutex;
+  static auto* made_before = new std::map<std::string, std::shared_ptr<arrow::fs::FileSystem>>;
+  {
+    std::lock_guard<std::mutex> lock(*mu);
+    if (const auto it = made_before->find(key); it != made_before->end()) {
+      if (auto in_fs = it->second->PathFromUri(source); in_fs.ok()) {
+        *path = std::move(*in_fs);
+        return it->second;
+      }
+    }
+  }
   using Made = std::pair<std::shared_ptr<arrow::fs::FileSystem>, std::string>;
   ARROW_ASSIGN_OR_RAISE(auto made, CallBefore<Made>(
                                        [source]() -> arrow::Result<Made> {
@@ -228,6 +258,10 @@ arrow::Result<std::shared_ptr<arrow::fs::FileSystem>> OpenFileSystem(const std::
                                          return Made{std::move(fs), std::move(in_fs)};
                                        },
                                        DeadlineAfter(remote_timeout), remote_timeout, nullptr));
+  {
+    std::lock_guard<std::mutex> lock(*mu);
+    made_before->emplace(key, made.first);
+  }
   *path = std::move(made.second);
   return std::move(made.first);
 }
