@@ -69,3 +69,15 @@ def test_a_trace_that_cannot_be_written_fails_before_the_run(dataset, capsys, tm
     with pytest.raises(SystemExit, match="cannot write the trace"):
         cli.main(["profile", str(dataset), "--trace", str(tmp_path / "no" / "t.json")])
     assert capsys.readouterr().out == ""  # no report: the profile did not run
+
+
+def test_the_commands_take_sources_as_the_loader_does(dataset, tmp_path, capsys):
+    """A URI typed with a space, and a glob: what Loader accepts, info accepts."""
+    import shutil
+
+    odd = tmp_path / "city=New York"
+    shutil.copytree(dataset, odd)
+    assert cli.main(["info", f"file://{odd}"]) == 0
+    assert json.loads(capsys.readouterr().out)["rows"] == 1745
+    assert cli.main(["info", f"{dataset}/*.parquet"]) == 0
+    assert json.loads(capsys.readouterr().out)["files"] == 2

@@ -189,3 +189,20 @@ def test_workers_forked_while_the_main_process_holds_an_early_engine(dataset):
     loader = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=2, timeout=60)
     assert digest(loader) == _loader_stream(dataset, 2)
     assert digest(dataloader(ds, 0)) == _loader_stream(dataset, 2)  # the main process too
+
+
+def test_a_transform_may_return_views_torch_cannot_take_as_they_are(dataset):
+    """A reversed array (negative strides) was refused as 'dtype float32, which this
+    torch cannot hold'; it is copied into a contiguous tensor."""
+    import numpy as np
+
+    def views(batch):
+        batch["r"] = batch["f0"][::-1]
+        batch["col"] = np.stack([batch["f0"], batch["f0"]], axis=1)[:, 1]
+        return batch
+
+    loader = shardfeed.Loader(dataset, batch_size=16, columns=["f0"], transform=views,
+                              output="torch", shuffle=False)  # fmt: skip
+    batch = next(iter(loader))
+    assert torch.equal(batch["r"], torch.flip(batch["f0"], dims=[0]))
+    assert torch.equal(batch["col"], batch["f0"])

@@ -93,9 +93,13 @@ def _arrays_to(batch: dict[str, Any], make: Callable[[Any], Any], library: str) 
             # numpy's "unsigned long long" twin of uint64 (what the binding's
             # arrays carry); torch and jax take only the canonical one.  A view.
             value = value.view(value.dtype.str)
+        if not value.flags.c_contiguous:
+            # A transform='s view (reversed, a strided column): torch takes no
+            # negative strides and jax no strides at all, so a copy of it.
+            value = np.ascontiguousarray(value)
         try:
             out[name] = make(value)
-        except (TypeError, ValueError, RuntimeError) as e:  # e.g. uint64, torch < 2.3
+        except (TypeError, ValueError, RuntimeError, BufferError) as e:  # e.g. uint64, torch < 2.3
             raise UnsupportedTypeError(
                 f"output {name!r} has dtype {value.dtype}, which this {library} cannot "
                 "hold; cast it in transform= or use output='numpy'"

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from ._check import check_source
 from ._errors import InvalidArgumentError
 from ._loader import Loader
 
@@ -103,7 +104,7 @@ def memory_plan(
     peak of ``stats()["memory"]["peak_bytes"]`` and the expected W_eff."""
     from ._options import open_dataset
 
-    sources = [source] if isinstance(source, str) else source
+    sources = check_source(source)  # as the Loader takes it (globs, URIs to escape)
     cols, stack_arg = _selection(open_dataset(sources), columns, stack)
     loader = Loader(sources, columns=cols, batch_size=batch_size, num_threads=threads,
                     stack=stack_arg, output="numpy", **loader_args)  # fmt: skip
@@ -167,7 +168,7 @@ def profile(
     """
     from ._options import open_dataset
 
-    sources = [source] if isinstance(source, str) else source
+    sources = check_source(source)  # as the Loader takes it (globs, URIs to escape)
     dataset = open_dataset(sources)
     # Where each row group starts in the natural order: sample ids -> row groups (W_eff).
     starts = np.array([first for _, _, _, first, _ in dataset.row_groups()], dtype=np.int64)

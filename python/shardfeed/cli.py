@@ -8,6 +8,7 @@ import math
 import sys
 from collections.abc import Callable
 
+from ._check import check_source
 from ._errors import ArgumentTypeError, InvalidArgumentError, ShardfeedError
 
 DEFAULT_MEMORY_LIMIT_TEXT = "384MiB"  # EngineOptions::memory_limit (checked by a test)
@@ -38,7 +39,7 @@ def _at_least(
 def _info(args: argparse.Namespace) -> int:
     from ._options import open_dataset
 
-    ds = open_dataset(args.source, args.partitioning)
+    ds = open_dataset(check_source(args.source), args.partitioning)
     info: dict[str, object] = {
         "root": ds.root,
         "files": ds.num_files,
@@ -156,7 +157,7 @@ def _cache(args: argparse.Namespace) -> int:
         if not args.source:
             print("shardfeed cache warm: give a SOURCE", file=sys.stderr)
             return 2
-        dataset = open_dataset(args.source)
+        dataset = open_dataset(check_source(args.source))
         if dataset.is_local:
             print("local dataset: nothing to cache (files are read in place)")
             return 0
