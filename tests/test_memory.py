@@ -526,3 +526,17 @@ def test_the_next_epoch_decodes_into_the_memory_the_last_one_left(tmp_path):
     m = fresh.stats()["memory"]
     assert m["matrices_allocated"] + m["matrices_prefaulted"] == groups, m
     assert epoch_bytes(fresh, 0) == first
+
+
+def test_no_more_batch_buffers_are_written_ahead_than_the_pass_has(tmp_path):
+    """48 rows of 1 MiB in 12 batches made 520 buffers of 4 MiB with prefetch=64 (2 GiB
+    of pages written before the first batch and never used)."""
+    rows = 48
+    table = pa.table({"v": pa.FixedSizeListArray.from_arrays(
+        pa.array(np.zeros(rows * 262_144, np.float32)), 262_144)})  # fmt: skip
+    pq.write_table(table, tmp_path / "big.parquet", row_group_size=8)
+    loader = shardfeed.Loader(tmp_path, batch_size=4, num_threads=4, prefetch=64,
+                              memory_limit=None, output="numpy")  # fmt: skip
+    assert sum(1 for _ in loader) == len(loader) == 12
+    m = loader.stats()["memory"]
+    assert 0 < m["batch_buffers_prefaulted"] <= len(loader), m
