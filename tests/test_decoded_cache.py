@@ -316,3 +316,33 @@ def test_processes_sharing_the_tier_decode_each_row_group_once(dataset, tmp_path
     assert sum(o["misses"] for o in outs) == N_ROW_GROUPS, outs
     assert sum(o["hits"] for o in outs) == N_ROW_GROUPS, outs
     assert len(list((tmp_path / "decoded").glob("*.sfd"))) == N_ROW_GROUPS
+
+
+def test_a_local_rewrite_with_its_mtime_set_back_is_not_served_stale(tmp_path):
+    """cp -p, rsync -t and tar x rewrite a file at the same size and restore its mtime:
+    its change time (which no one can set back) now keys the tier too."""
+    import os
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    data = tmp_path / "d"
+    data.mkdir()
+    path = data / "p.parquet"
+
+    def write(value: float) -> None:
+        table = pa.table({"v": np.full(100, value, np.float32)})
+        pq.write_table(table, path, compression="none", use_dictionary=False)
+
+    def read() -> float:
+        loader = shardfeed.Loader(data, batch_size=100, output="numpy",
+                                  cache_dir=tmp_path / "cache", cache_decoded=True)  # fmt: skip
+        return float(next(iter(loader))["v"][0])
+
+    write(1.0)
+    before = os.stat(path)
+    assert read() == 1.0
+    write(2.0)
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert os.stat(path).st_size == before.st_size
+    assert read() == 2.0

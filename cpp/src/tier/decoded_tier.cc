@@ -185,6 +185,9 @@ std::string DecodedTier::Impl::Key(const Catalog& catalog, int32_t rg, const Lay
   key.precision(17);
   key << "v2|" << CacheKey(catalog, row_group.file) << '|' << file.size << '|' << file.version
       << "|rg" << row_group.row_group;
+  // A local file rewritten at its size with its mtime set back (cp -p, rsync -t,
+  // tar x) keeps both: its inode or change time, which no one can set back, tells.
+  if (!file.identity.empty()) key << "|id" << file.identity;
   for (size_t i = 0; i < layout.fields.size(); ++i) {
     key << '|' << layout.field_names[i] << ':' << DTypeName(layout.field_raw_dtypes[i])
         << (layout.field_from_strings[i] ? "/str" : "");
