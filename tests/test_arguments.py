@@ -290,3 +290,17 @@ def test_any_field_value_is_loaded_or_refused_cleanly(dataset, saved, field, val
         ld.load_state_dict(state)
     except shardfeed.StateDictError as e:
         assert field in str(e) or "seed" in str(e) or "settings" in str(e)
+
+
+def test_a_fraction_of_a_byte_is_refused_and_a_cache_dir_may_start_with_a_tilde(
+    dataset, tmp_path, monkeypatch
+):
+    """memory_limit="0.5B" became 0, which means no limit; cache_dir="~/c" made a folder
+    named "~" in the working directory."""
+    with pytest.raises(shardfeed.InvalidArgumentError, match="at least one byte"):
+        shardfeed.Loader(dataset, memory_limit="0.5B")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    loader = shardfeed.Loader(dataset, batch_size=64, cache_dir="~/c", cache_decoded=True)
+    sum(1 for _ in loader)
+    assert (tmp_path / "c").is_dir() and not (tmp_path / "~").exists()

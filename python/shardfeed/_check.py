@@ -81,7 +81,10 @@ def check_bytes(name: str, value: Any) -> int:
             raise InvalidArgumentError(
                 f"{name} must be a byte count such as 536870912, '512MiB' or '1.5GB', got {value!r}"
             )
-        return check_int(name, int(float(match.group(1)) * unit))
+        count = float(match.group(1)) * unit
+        if 0 < count < 1:  # "0.5B" would be 0, which means no limit
+            raise InvalidArgumentError(f"{name} must be at least one byte, got {value!r}")
+        return check_int(name, int(count))
     return check_int(name, value)
 
 
