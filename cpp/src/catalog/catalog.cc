@@ -6,9 +6,10 @@
 #include <cstdlib>
 #ifdef __GLIBC__
 #include <malloc.h>
+#endif
 #include <sys/stat.h>
 #include <unistd.h>
-#endif
+
 #include <filesystem>
 #include <map>
 #include <mutex>
