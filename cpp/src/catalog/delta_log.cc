@@ -286,28 +286,41 @@ std::vector<arrow::fs::FileInfo> LogListing(arrow::fs::FileSystem& fs, const std
   return infos.ok() ? std::move(*infos) : std::vector<arrow::fs::FileInfo>{};
 }
 
+// The table whose folder is `dir`, or nullopt when `dir` holds no log.
+arrow::Result<std::optional<DeltaTable>> TableAt(arrow::fs::FileSystem& fs, const std::string& dir,
+                                                 double remote_timeout) {
+  const auto infos = LogListing(fs, dir, remote_timeout);
+  std::vector<const arrow::fs::FileInfo*> files;
+  for (const auto& info : infos) {
+    if (info.IsFile()) files.push_back(&info);
+  }
+  ARROW_ASSIGN_OR_RAISE(auto log, FindLogFiles(dir, files));
+  if (!log.any) return std::nullopt;
+  return ReadTable(fs, dir, log, dir, remote_timeout);
+}
+
+// `path` without its last component; false at the top ("bucket", "/x").
+bool ToParent(std::string* path) {
+  const size_t slash = path->rfind('/');
+  if (slash == std::string::npos || slash == 0) return false;
+  path->resize(slash);
+  return true;
+}
+
 // The table a source folder lies inside (one partition of it): the nearest
 // folder above `base` with a log.  Only its live files below `base` are kept.
 arrow::Result<std::optional<DeltaTable>> EnclosingTable(arrow::fs::FileSystem& fs,
                                                         const std::string& base,
                                                         double remote_timeout) {
   std::string dir = base;
-  while (true) {
-    const size_t slash = dir.rfind('/');
-    if (slash == std::string::npos || slash == 0) return std::nullopt;
-    dir.resize(slash);
-    const auto infos = LogListing(fs, dir, remote_timeout);
-    std::vector<const arrow::fs::FileInfo*> files;
-    for (const auto& info : infos) {
-      if (info.IsFile()) files.push_back(&info);
-    }
-    ARROW_ASSIGN_OR_RAISE(auto log, FindLogFiles(dir, files));
-    if (!log.any) continue;
-    ARROW_ASSIGN_OR_RAISE(auto table, ReadTable(fs, dir, log, dir, remote_timeout));
+  while (ToParent(&dir)) {
+    ARROW_ASSIGN_OR_RAISE(auto table, TableAt(fs, dir, remote_timeout));
+    if (!table) continue;
     const std::string below = base.substr(dir.size() + 1) + "/";
-    std::erase_if(table.files, [&](const std::string& f) { return !f.starts_with(below); });
+    std::erase_if(table->files, [&](const std::string& f) { return !f.starts_with(below); });
     return table;
   }
+  return std::nullopt;
 }
 
 }  // namespace
@@ -502,22 +515,10 @@ arrow::Status DeltaFilter::CheckAllFound(const std::string& shown, const std::st
 
 arrow::Status DeltaLookup::CheckLive(const std::string& file, const std::string& shown) {
   std::string dir = file;
-  while (true) {
-    const size_t slash = dir.rfind('/');
-    if (slash == std::string::npos || slash == 0) return arrow::Status::OK();
-    dir.resize(slash);
+  while (ToParent(&dir)) {
     auto found = tables_.find(dir);
     if (found == tables_.end()) {
-      std::optional<DeltaTable> table;
-      const auto infos = LogListing(fs_, dir, remote_timeout_);
-      std::vector<const arrow::fs::FileInfo*> files;
-      for (const auto& info : infos) {
-        if (info.IsFile()) files.push_back(&info);
-      }
-      ARROW_ASSIGN_OR_RAISE(auto log, FindLogFiles(dir, files));
-      if (log.any) {
-        ARROW_ASSIGN_OR_RAISE(table, ReadTable(fs_, dir, log, dir, remote_timeout_));
-      }
+      ARROW_ASSIGN_OR_RAISE(auto table, TableAt(fs_, dir, remote_timeout_));
       found = tables_.emplace(dir, std::move(table)).first;
     }
     if (!found->second) continue;
@@ -530,6 +531,7 @@ arrow::Status DeltaLookup::CheckLive(const std::string& file, const std::string&
                      " does not hold (replaced or removed by a later commit, or the log "
                      "itself); name the table's folder to read the table");
   }
+  return arrow::Status::OK();
 }
 
 arrow::Result<std::vector<DeltaTable>> ReadDeltaTables(
