@@ -39,7 +39,7 @@ def test_verdict_names_a_slow_transform(dataset):
 
 
 def test_verdict_names_a_throttled_source(dataset):
-    report = slowed(dataset, "read", 3_000)
+    report = slowed(dataset, "read", 20_000)  # well above a decode on a busy machine
     assert report["verdict"].startswith("input-bound: read")
 
 
@@ -62,7 +62,9 @@ def test_cli_json_and_trace(dataset, tmp_path, capsys):
     events = json.loads(trace.read_text())["traceEvents"]
     spans = [e for e in events if e["ph"] == "X"]
     assert {e["name"] for e in spans} >= {"decode", "assemble", "consumer_wait"}
-    assert {e["tid"] for e in spans} >= {0, 1, -1}  # both workers and the consumer
+    # The consumer and the workers (which of the two did the 5 batches' work is timing).
+    tids = {e["tid"] for e in spans}
+    assert -1 in tids and tids & {0, 1} and tids <= {0, 1, -1}, tids
     assert all(e["dur"] >= 0 for e in spans)
 
 

@@ -61,7 +61,9 @@ TEST(MemoryBudget, ReserveWaitsForRoomOrUrgencyOrStop) {
   // Room: a release lets the waiter in.
   std::atomic<bool> got{false};
   std::thread waiter([&] { got = b.Reserve(MemoryBudget::kDecoding, 50, [] { return false; }); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  while (b.snapshot().waits < 1) {  // the waiter is counted under the lock it waits with
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
   EXPECT_FALSE(got.load());
   b.Release(MemoryBudget::kDecoded, 90);
   waiter.join();

@@ -55,16 +55,19 @@ TEST(ReorderBuffer, AFullBufferAsksForHelpBeforeSleeping) {
   ASSERT_EQ(buffer.Claim(none, &waited), 1);
   std::vector<int64_t> asked;
   int helps = 3;
+  std::atomic<int> calls{0};
   std::thread consumer([&] {
     buffer.Put(0, 0);
     bool timed_out = false;
     // Taken only after the worker helped three times and went to sleep.
+    while (calls.load() < 4) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     EXPECT_TRUE(buffer.Take(nullptr, &timed_out).has_value());
   });
   const int64_t unit = buffer.Claim(
       [&](int64_t ahead) {
         asked.push_back(ahead);
+        ++calls;
         return helps-- > 0;
       },
       &waited);
