@@ -138,6 +138,12 @@ def _to_instant(value: Any, unit: str, where: str) -> Fraction:
 def _value(kind: str, unit: str, value: Any, where: str) -> Any:
     """The value in the column's delivered representation: exact (a Fraction) for
     integer, date and timestamp columns given integral or temporal values."""
+    if kind in ("date", "timestamp"):
+        # pandas' Timestamp (and NaT) is a datetime that also holds nanoseconds: as
+        # the numpy instant it stands for (UTC), which keeps them.
+        to_numpy = getattr(value, "to_datetime64", None)
+        if callable(to_numpy) and isinstance(value, dt.datetime):
+            value = to_numpy()
     if kind == "date":
         days = _to_days(value, where)
         return days * 86_400_000 if unit == "ms" else days
@@ -285,8 +291,8 @@ def key(canonical: Canonical) -> str:
 
 
 def _cache_path(cache_dir: str, dataset: _core.Dataset, text: str) -> Path:
-    identity = json.dumps(
-        [dataset.fingerprint, text, dataset.files(), dataset.file_sizes(), dataset.root]
+    identity = json.dumps(  # v2: files' values compared as delivered (units, decimals)
+        ["v2", dataset.fingerprint, text, dataset.files(), dataset.file_sizes(), dataset.root]
     )
     digest = hashlib.sha256(identity.encode()).hexdigest()[:32]
     return Path(cache_dir) / "filters" / f"{digest}.bin"

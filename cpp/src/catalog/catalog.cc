@@ -38,6 +38,7 @@
 #include "util/deadline_file.h"
 #include "util/hash.h"
 #include "util/parquet_error.h"
+#include "util/read_properties.h"
 #include "util/redact.h"
 
 namespace shardfeed {
@@ -151,7 +152,7 @@ arrow::Result<std::optional<Footer>> ReadFooter(arrow::fs::FileSystem& fs, const
     size = *maybe_size;
   }
   ARROW_RETURN_NOT_OK(ValidateFooter(*footer.metadata, size, file.rel));
-  parquet::ArrowReaderProperties props;
+  const parquet::ArrowReaderProperties props = ArrowReadDefaults();
   auto st = parquet::arrow::FromParquetSchema(
       footer.metadata->schema(), props, footer.metadata->key_value_metadata(), &footer.schema);
   if (!st.ok()) return WithContext(st, context + ": cannot map the Parquet schema to Arrow");
@@ -386,9 +387,10 @@ arrow::Status CatalogBuilder::List(const std::vector<std::string>& sources) {
                    [](const Listed& x, const Listed& y) { return x.rel < y.rel; });
   // Sources are read as a set of files: a file listed twice (two overlapping
   // folders, a folder and a file in it, a file named twice) is read once.
-  // On the local filesystem, with several sources, also a file reached by two
-  // paths (a folder and a symlink to it, a glob through both): by identity.
-  const bool by_identity = sources.size() > 1 && catalog.fs_->type_name() == "local";
+  // On the local filesystem also a file reached by two paths (a folder and a
+  // symlink to it, a glob through both, a symlink or hard link to a file in
+  // the same folder): by identity, the first path in order kept.
+  const bool by_identity = catalog.fs_->type_name() == "local";
   std::map<std::pair<dev_t, ino_t>, size_t> first;  // identity -> index in kept
   std::vector<Listed> kept;
   for (auto& file : listed) {

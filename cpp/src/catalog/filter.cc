@@ -16,14 +16,18 @@
 #include <arrow/scalar.h>
 #include <arrow/table.h>
 #include <arrow/type.h>
+#include <arrow/util/key_value_metadata.h>
 #include <parquet/arrow/reader.h>
 #include <parquet/file_reader.h>
 #include <parquet/metadata.h>
 #include <parquet/statistics.h>
 
+#include "catalog/convert.h"
+#include "catalog/unify.h"
 #include "shardfeed/status.h"
 #include "storage/open.h"
 #include "util/parquet_error.h"
+#include "util/read_properties.h"
 
 namespace shardfeed {
 
@@ -37,6 +41,10 @@ struct Bound {
   int field = -1;                              // dataset schema field
   int partition_key = -1;                      // >= 0: a partition column
   std::shared_ptr<arrow::DataType> eval_type;  // int64, uint64, float64, utf8 or bool
+  // The column's type as delivered: each file's values are first made this
+  // (units promoted, decimals to float64), so the filter sees what the batch
+  // holds, whatever the file's own type.
+  std::shared_ptr<arrow::DataType> read_type;
   std::vector<std::shared_ptr<arrow::Scalar>> values;
 };
 
@@ -225,7 +233,8 @@ bool RangeMayPass(const Bound& b, const arrow::Scalar& lo, const arrow::Scalar& 
 // The passing mask of one predicate over an array (null: does not pass).
 arrow::Result<std::shared_ptr<arrow::BooleanArray>> ArrayPasses(const Bound& b,
                                                                 const arrow::Datum& column) {
-  ARROW_ASSIGN_OR_RAISE(arrow::Datum x, ToEval(column, b.eval_type));
+  ARROW_ASSIGN_OR_RAISE(auto delivered, ConformArray(column.make_array(), b.read_type));
+  ARROW_ASSIGN_OR_RAISE(arrow::Datum x, ToEval(arrow::Datum(delivered), b.eval_type));
   arrow::Datum mask;
   static const char* kNames[] = {"equal",      "not_equal", "less",
                                  "less_equal", "greater",   "greater_equal"};
@@ -282,6 +291,13 @@ struct FilterRunner {
                                                         OpName(p.op) + "': wrong value count");
         }
         b.partition_key = catalog.column_origins()[static_cast<size_t>(b.field)].partition_key;
+        const auto& metadata = schema.field(b.field)->metadata();
+        if (metadata && metadata->Contains(kConflictKey)) {
+          // No type holds the column's values in every file (as when it is read).
+          return Error(ErrorKind::kSchemaMismatch, "filter on column '" + p.column + "': " +
+                                                       metadata->Get(kConflictKey).ValueOr(""));
+        }
+        b.read_type = ReadType(schema.field(b.field)->type());
         ARROW_ASSIGN_OR_RAISE(b.eval_type, EvalType(*schema.field(b.field)->type(), p));
         for (const auto& v : p.values) b.values.push_back(MakeValue(v, b.eval_type));
         bound.push_back(std::move(b));
@@ -342,8 +358,16 @@ struct FilterRunner {
     if (!parquet::arrow::StatisticsAsScalars(*stats, &lo, &hi).ok() || !lo || !hi) {
       return Reach::kSome;
     }
-    auto lo_eval = ToEval(arrow::Datum(lo), b.eval_type);
-    auto hi_eval = ToEval(arrow::Datum(hi), b.eval_type);
+    // The bounds in the file's type, as delivered (units, decimals), then compared.
+    auto as_delivered =
+        [&](const std::shared_ptr<arrow::Scalar>& v) -> arrow::Result<arrow::Datum> {
+      ARROW_ASSIGN_OR_RAISE(auto one, arrow::MakeArrayFromScalar(*v, 1));
+      ARROW_ASSIGN_OR_RAISE(auto delivered, ConformArray(one, b.read_type));
+      ARROW_ASSIGN_OR_RAISE(auto scalar, delivered->GetScalar(0));
+      return ToEval(arrow::Datum(scalar), b.eval_type);
+    };
+    auto lo_eval = as_delivered(lo);
+    auto hi_eval = as_delivered(hi);
     if (!lo_eval.ok() || !hi_eval.ok()) return Reach::kSome;
     const auto& l = *lo_eval->scalar();
     const auto& h = *hi_eval->scalar();
@@ -387,7 +411,7 @@ struct FilterRunner {
       ARROW_ASSIGN_OR_RAISE(footer, RowGroupFooter(rg));
       auto pq = parquet::ParquetFileReader::Open(opened.file, parquet::default_reader_properties(),
                                                  footer);
-      parquet::ArrowReaderProperties props;
+      parquet::ArrowReaderProperties props = ArrowReadDefaults();
       props.set_use_threads(false);
       props.set_batch_size(std::max<int64_t>(rg.num_rows, 1));
       auto reader =

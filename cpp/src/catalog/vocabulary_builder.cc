@@ -23,6 +23,7 @@
 #include "shardfeed/vocabulary.h"
 #include "util/hash.h"
 #include "util/memory.h"
+#include "util/read_properties.h"
 #include "util/string_array.h"
 
 namespace shardfeed {
@@ -112,7 +113,7 @@ arrow::Status CountFile(const Catalog& catalog, int32_t f, int dataset_field, Co
   auto input = catalog.filesystem()->OpenInputFile(info);
   if (!input.ok()) return WithContext(input.status(), context);
   try {
-    parquet::ArrowReaderProperties props;
+    parquet::ArrowReaderProperties props = ArrowReadDefaults();
     props.set_use_threads(false);
     props.set_pre_buffer(true);
     parquet::arrow::SchemaManifest manifest;

@@ -27,9 +27,9 @@
 #include <parquet/file_reader.h>
 #include <parquet/metadata.h>
 
+#include "catalog/convert.h"
 #include "catalog/file_check.h"
 #include "exec/assemble.h"
-#include "exec/convert.h"
 #include "exec/footprint.h"
 #include "exec/stack_matrix.h"
 #include "exec/tier_entry.h"
@@ -42,6 +42,7 @@
 #include "util/hash.h"
 #include "util/memory.h"
 #include "util/parquet_error.h"
+#include "util/read_properties.h"
 #include "util/string_array.h"
 
 namespace shardfeed {
@@ -305,7 +306,7 @@ arrow::Result<RowGroupReader> OpenRowGroup(const Catalog& catalog, int32_t rg_in
       reader_props.set_buffer_size(kStreamBufferBytes);
     }
     auto pq = parquet::ParquetFileReader::Open(input, reader_props, *footer);
-    parquet::ArrowReaderProperties props;
+    parquet::ArrowReaderProperties props = ArrowReadDefaults();
     props.set_use_threads(false);  // the engine parallelizes across row groups
     // One chunk per column: with the default (64Ki rows) a larger row group came
     // back in pieces that then had to be concatenated, copying everything again.

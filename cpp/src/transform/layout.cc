@@ -207,7 +207,16 @@ class FieldResolver {
                                options_.transforms[chain[0]].op == TransformOp::kVocabulary);
     DType raw = DType::kUInt64;  // string hashes
     if (!from_strings) {
-      ARROW_ASSIGN_OR_RAISE(raw, ValueDType(*value_type, name));
+      auto maybe_raw = ValueDType(*value_type, name);
+      if (!maybe_raw.ok() && shape != ColumnShape::kScalar) {
+        // Say it of the list, whose elements no transform maps (HashBucket takes
+        // a string column, not a list of strings).
+        return Error(ErrorKind::kUnsupportedType,
+                     "column '" + name + "' has type " + type.ToString() + ": its elements (" +
+                         value_type->ToString() + ") cannot become a tensor (" + kSupported +
+                         "); leave it out with columns=[...]");
+      }
+      ARROW_ASSIGN_OR_RAISE(raw, std::move(maybe_raw));
       if (value_type != &type && type.id() == arrow::Type::DICTIONARY) {
         return Error(ErrorKind::kUnsupportedType,
                      "column '" + name + "' has type " + type.ToString() +
@@ -353,10 +362,13 @@ arrow::Result<Layout> MakeLayout(const arrow::Schema& schema, const OutputOption
   Layout layout;
   FieldResolver fields(schema, options, &layout);
 
-  std::set<std::string> names;
-  auto add_name = [&](const std::string& name) -> arrow::Status {
-    if (!names.insert(name).second) {
-      return Error(ErrorKind::kInvalidArgument, "output name '" + name + "' is used twice");
+  std::map<std::string, std::string> names;  // output name -> what it holds
+  auto add_name = [&](const std::string& name, const std::string& what) -> arrow::Status {
+    const auto [at, fresh] = names.emplace(name, what);
+    if (!fresh) {
+      return Error(ErrorKind::kInvalidArgument,
+                   "output name '" + name + "' is used twice: by " + at->second + " and by " +
+                       what + "; leave one out with columns=[...] or name the stack otherwise");
     }
     return arrow::Status::OK();
   };
@@ -393,17 +405,18 @@ arrow::Result<Layout> MakeLayout(const arrow::Schema& schema, const OutputOption
       out.width = static_cast<const arrow::FixedSizeListType&>(type).list_size();
     } else if (IsListType(type.id())) {
       out.kind = OutputKind::kList;
-      ARROW_RETURN_NOT_OK(add_name(column + "_lengths"));
+      ARROW_RETURN_NOT_OK(
+          add_name(column + "_lengths", "the lengths of list column '" + column + "'"));
     }
-    ARROW_RETURN_NOT_OK(add_name(column));
+    ARROW_RETURN_NOT_OK(add_name(column, "column '" + column + "'"));
     layout.outputs.push_back(std::move(out));
   }
   for (auto& out : stack_outputs) {
-    ARROW_RETURN_NOT_OK(add_name(out.name));
+    ARROW_RETURN_NOT_OK(add_name(out.name, "stack '" + out.name + "'"));
     layout.outputs.push_back(std::move(out));
   }
   if (options.with_sample_id) {
-    ARROW_RETURN_NOT_OK(add_name("sample_id"));
+    ARROW_RETURN_NOT_OK(add_name("sample_id", "the sample ids (with_sample_id)"));
     OutputPlan out;
     out.name = "sample_id";
     out.kind = OutputKind::kSampleId;

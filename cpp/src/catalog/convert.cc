@@ -1,0 +1,180 @@
+#include "catalog/convert.h"
+
+#include <bit>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include <arrow/array.h>
+#include <arrow/array/builder_primitive.h>
+#include <arrow/compute/cast.h>
+#include <arrow/compute/initialize.h>
+#include <arrow/scalar.h>
+#include <arrow/type.h>
+#include <arrow/type_traits.h>
+
+#include "util/memory.h"
+#include "util/string_array.h"
+
+namespace shardfeed {
+
+namespace {
+
+// Arrow >= 21 registers its compute kernels on request; once per process.
+arrow::Status InitCompute() {
+  static const arrow::Status status = arrow::compute::Initialize();
+  return status;
+}
+
+// The unscaled value of a decimal (little-endian, `width` bytes) when it fits
+// in an int64.
+bool SmallUnscaled(const uint8_t* bytes, int width, int64_t* out) {
+  if constexpr (std::endian::native != std::endian::little) return false;
+  if (width == 4) {
+    int32_t v;
+    std::memcpy(&v, bytes, 4);
+    *out = v;
+    return true;
+  }
+  int64_t low;
+  std::memcpy(&low, bytes, 8);
+  const uint64_t extension = low < 0 ? ~uint64_t{0} : 0;
+  for (int at = 8; at < width; at += 8) {
+    uint64_t word;
+    std::memcpy(&word, bytes + at, 8);
+    if (word != extension) return false;
+  }
+  *out = low;
+  return true;
+}
+
+// A decimal array as the nearest float64 of each value (Arrow's cast divides
+// by a rounded power of ten: 3.00000 became 3.0000000000000004, so an exact
+// filter on it missed).  An unscaled value below 2^53 and a power of ten up to
+// 10^22 are both exact doubles, so one division or product rounds once;
+// other values go through their decimal text, which strtod rounds exactly.
+arrow::Result<std::shared_ptr<arrow::Array>> DecimalToDouble(const arrow::Array& array) {
+  static constexpr double kPow10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
+                                      1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+                                      1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+  const auto& fixed = static_cast<const arrow::FixedSizeBinaryArray&>(array);
+  const int scale = static_cast<const arrow::DecimalType&>(*array.type()).scale();
+  const int width = fixed.byte_width();
+  arrow::DoubleBuilder builder(EnginePool());
+  ARROW_RETURN_NOT_OK(builder.Reserve(array.length()));
+  for (int64_t i = 0; i < array.length(); ++i) {
+    if (array.IsNull(i)) {
+      builder.UnsafeAppendNull();
+      continue;
+    }
+    int64_t unscaled = 0;
+    constexpr int64_t kExact = int64_t{1} << 53;
+    if (SmallUnscaled(fixed.GetValue(i), width, &unscaled) && unscaled < kExact &&
+        unscaled > -kExact && scale >= -22 && scale <= 22) {
+      const double v = static_cast<double>(unscaled);
+      builder.UnsafeAppend(scale >= 0 ? v / kPow10[scale] : v * kPow10[-scale]);
+      continue;
+    }
+    std::string text;
+    switch (array.type_id()) {
+      case arrow::Type::DECIMAL32:
+        text = static_cast<const arrow::Decimal32Array&>(array).FormatValue(i);
+        break;
+      case arrow::Type::DECIMAL64:
+        text = static_cast<const arrow::Decimal64Array&>(array).FormatValue(i);
+        break;
+      case arrow::Type::DECIMAL128:
+        text = static_cast<const arrow::Decimal128Array&>(array).FormatValue(i);
+        break;
+      default:
+        text = static_cast<const arrow::Decimal256Array&>(array).FormatValue(i);
+        break;
+    }
+    builder.UnsafeAppend(std::strtod(text.c_str(), nullptr));
+  }
+  return builder.Finish();
+}
+
+}  // namespace
+
+std::shared_ptr<arrow::DataType> ReadType(const std::shared_ptr<arrow::DataType>& type) {
+  switch (type->id()) {
+    case arrow::Type::DICTIONARY:
+      return ReadType(static_cast<const arrow::DictionaryType&>(*type).value_type());
+    case arrow::Type::DATE64:
+      return arrow::date32();
+    case arrow::Type::DECIMAL32:
+    case arrow::Type::DECIMAL64:
+    case arrow::Type::DECIMAL128:
+    case arrow::Type::DECIMAL256:
+      return arrow::float64();
+    case arrow::Type::LIST:
+    case arrow::Type::LARGE_LIST:
+    case arrow::Type::FIXED_SIZE_LIST: {
+      const auto& list = static_cast<const arrow::BaseListType&>(*type);
+      auto values = ReadType(list.value_type());
+      if (values == list.value_type()) return type;
+      auto element = list.value_field()->WithType(values);
+      if (type->id() == arrow::Type::LIST) return arrow::list(element);
+      if (type->id() == arrow::Type::LARGE_LIST) return arrow::large_list(element);
+      return arrow::fixed_size_list(
+          element, static_cast<const arrow::FixedSizeListType&>(*type).list_size());
+    }
+    default:
+      return type;
+  }
+}
+
+arrow::Result<std::shared_ptr<arrow::Array>> ConformArray(
+    const std::shared_ptr<arrow::Array>& array, const std::shared_ptr<arrow::DataType>& read_type) {
+  // Equal up to the names of list elements ("item" / "element"): nothing to do.
+  if (array->type()->Equals(*read_type, /*check_metadata=*/false)) return array;
+  // Strings are only ever hashed, and the hasher maps a dictionary's values
+  // once (pandas and polars categoricals): decoding them would only cost.
+  if (IsStringDictionary(*array) && IsStringLike(read_type->id())) return array;
+  if (arrow::is_list(array->type_id()) && array->type_id() == read_type->id()) {
+    const auto& have = static_cast<const arrow::BaseListType&>(*array->type());
+    const auto& want = static_cast<const arrow::BaseListType&>(*read_type);
+    if (have.value_type()->Equals(*want.value_type())) return array;
+  }
+  if (arrow::is_decimal(array->type_id()) && read_type->id() == arrow::Type::DOUBLE) {
+    return DecimalToDouble(*array);
+  }
+  if (arrow::is_list_like(array->type_id()) && array->type_id() == read_type->id() &&
+      array->type_id() != arrow::Type::MAP) {
+    // A list of decimals: its values as above, the offsets and nulls as they are.
+    const auto& want = static_cast<const arrow::BaseListType&>(*read_type);
+    auto data = array->data()->Copy();
+    ARROW_ASSIGN_OR_RAISE(auto values,
+                          ConformArray(arrow::MakeArray(data->child_data[0]), want.value_type()));
+    if (values->type()->Equals(*want.value_type())) {
+      data->type = read_type;
+      data->child_data[0] = values->data();
+      return arrow::MakeArray(data);
+    }
+  }
+  ARROW_RETURN_NOT_OK(InitCompute());
+  auto options = arrow::compute::CastOptions::Safe();
+  // Widening is what the catalog allowed: integers beyond 2^53 as float64 may
+  // round, decimals round to the nearest float64, and date64 values keep
+  // their day.  Integer and time overflow stays an error.
+  options.allow_float_truncate = true;
+  options.allow_decimal_truncate = true;
+  options.allow_time_truncate = true;
+  arrow::compute::ExecContext context(EnginePool());
+  return arrow::compute::Cast(*array, read_type, options, &context);
+}
+
+arrow::Result<std::shared_ptr<arrow::Array>> ConstantArray(
+    const std::shared_ptr<arrow::Scalar>& value, const std::shared_ptr<arrow::DataType>& type,
+    int64_t length) {
+  if (!value || !value->is_valid) return arrow::MakeArrayOfNull(type, length, EnginePool());
+  std::shared_ptr<arrow::Scalar> typed = value;
+  if (!value->type->Equals(*type)) {
+    ARROW_RETURN_NOT_OK(InitCompute());
+    ARROW_ASSIGN_OR_RAISE(typed, value->CastTo(type));
+  }
+  return arrow::MakeArrayFromScalar(*typed, length, EnginePool());
+}
+
+}  // namespace shardfeed

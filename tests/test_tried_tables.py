@@ -1,0 +1,201 @@
+"""Tables as users' writers leave them, found by trying shardfeed on them: a filter
+sees each file's values as they are delivered (units promoted across files, decimals
+as the nearest float64), a column with no common type cannot be filtered, Spark's
+INT96 dates outside the nanosecond range are read exactly, and a file reached by two
+paths in one folder is read once."""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.dataset as pads
+import pyarrow.parquet as pq
+import pytest
+import shardfeed
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+
+def rows(source, **kw) -> dict[str, np.ndarray]:
+    ld = shardfeed.Loader(
+        source, shuffle=False, output="numpy", drop_last=False, batch_size=5, **kw
+    )
+    batches = list(ld)
+    return {k: np.concatenate([b[k] for b in batches]) for k in batches[0]}
+
+
+def test_a_filter_compares_timestamps_in_the_promoted_unit(tmp_path):
+    """One file in ms, one in us: the column is us in the batches, and the filter
+    compares both files' values as us (it compared the ms file's raw counts)."""
+    hours = [dt.datetime(2024, 1, 1) + dt.timedelta(hours=h) for h in range(6)]
+    pq.write_table(pa.table({"x": range(6), "t": pa.array(hours, pa.timestamp("ms"))}),
+                   tmp_path / "a.parquet")  # fmt: skip
+    pq.write_table(pa.table({"x": range(6, 12), "t": pa.array(hours, pa.timestamp("us"))}),
+                   tmp_path / "b.parquet")  # fmt: skip
+    cut = dt.datetime(2024, 1, 1, 3)
+    expected = (
+        pads.dataset(tmp_path)
+        .to_table(filter=pads.field("t") >= pa.scalar(cut, pa.timestamp("us")))
+        .column("x")
+        .to_pylist()
+    )
+    assert expected == [3, 4, 5, 9, 10, 11]
+    got = rows(tmp_path, columns=["x", "t"], filter=[("t", ">=", cut)])
+    assert got["x"].tolist() == expected
+    # Without statistics the same (row by row, not by row-group bounds).
+    for name in ("a", "b"):
+        table = pq.read_table(tmp_path / f"{name}.parquet")
+        pq.write_table(table, tmp_path / f"{name}.parquet", write_statistics=False)
+    assert rows(tmp_path, columns=["x"], filter=[("t", ">=", cut)])["x"].tolist() == expected
+
+
+def test_a_filter_compares_times_in_the_promoted_unit(tmp_path):
+    pq.write_table(pa.table({"x": [0, 1, 2], "a": pa.array([0, 1, 2], pa.time32("ms"))}),
+                   tmp_path / "a.parquet")  # fmt: skip
+    pq.write_table(pa.table({"x": [3, 4, 5], "a": pa.array([0, 1, 2], pa.time64("us"))}),
+                   tmp_path / "b.parquet")  # fmt: skip
+    assert rows(tmp_path, columns=["x", "a"])["a"].tolist() == [0, 1000, 2000, 0, 1, 2]
+    assert rows(tmp_path, columns=["x"], filter=[("a", ">", 500)])["x"].tolist() == [1, 2]
+
+
+def test_a_filter_on_an_integer_column_promoted_to_float(tmp_path):
+    """int64 in one file (a value above 2^53), float64 in a later one: the filter
+    compares the float64 values the batches hold (it raised a cast error)."""
+    big = 2**53 + 1
+    pq.write_table(pa.table({"v": pa.array([1, big], pa.int64())}), tmp_path / "a.parquet")
+    pq.write_table(pa.table({"v": pa.array([0.5, 3.0])}), tmp_path / "b.parquet")
+    delivered = rows(tmp_path)["v"]
+    assert delivered.tolist() == [1.0, float(big), 0.5, 3.0]
+    got = rows(tmp_path, filter=[("v", ">=", 3)])["v"]
+    assert got.tolist() == [float(big), 3.0]
+
+
+def test_a_filter_on_a_column_with_no_common_type_is_refused(tmp_path):
+    pq.write_table(pa.table({"a": [1, 2], "x": [0, 1]}), tmp_path / "p0.parquet")
+    pq.write_table(pa.table({"a": ["002", "n/a"], "x": [2, 3]}), tmp_path / "p1.parquet")
+    for op, value in (("==", 2), (">=", 1), ("in", [1, 2])):
+        with pytest.raises(shardfeed.SchemaMismatchError, match=r"filter on column 'a'.*p1"):
+            shardfeed.Loader(tmp_path, columns=["x"], filter=[("a", op, value)])
+    # The other columns still filter.
+    assert rows(tmp_path, columns=["x"], filter=[("x", ">", 1)])["x"].tolist() == [2, 3]
+
+
+def _decimal_strategy():
+    @st.composite
+    def table(draw):
+        precision = draw(st.integers(1, 38))
+        scale = draw(st.integers(0, precision))
+        bound = 10**precision - 1
+        unscaled = draw(st.lists(st.integers(-bound, bound), min_size=1, max_size=20))
+        return precision, scale, unscaled
+
+    return table()
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(_decimal_strategy())
+def test_decimals_are_the_nearest_float64(tmp_path_factory, case):
+    """Each decimal becomes the float64 nearest its exact value, what float(Decimal)
+    gives (Arrow's cast divided by a rounded power of ten: 3.00000 came out as
+    3.0000000000000004, and an exact filter missed it)."""
+    precision, scale, unscaled = case
+    exact = decimal.Context(prec=80)  # the default 28 digits would round 38-digit values
+    values = [decimal.Decimal(u).scaleb(-scale, context=exact) for u in unscaled]
+    folder = tmp_path_factory.mktemp("dec")
+    pq.write_table(
+        pa.table({"d": pa.array(values, pa.decimal128(precision, scale))}), folder / "d.parquet"
+    )
+    got = rows(folder)["d"]
+    assert got.tolist() == [float(v) for v in values]
+
+
+def test_decimal_filters_and_lists_of_decimals(tmp_path):
+    vals = [decimal.Decimal(s) for s in ("3.00000", "0.07000", "1.10000", "6.00000")]
+    pq.write_table(
+        pa.table(
+            {
+                "r": pa.array(vals, pa.decimal128(20, 5)),
+                "l": pa.array([[v] for v in vals], pa.list_(pa.decimal128(20, 5))),
+                "w": pa.array(vals, pa.decimal256(50, 5)),
+            }
+        ),
+        tmp_path / "a.parquet",
+    )
+    got = rows(tmp_path)
+    assert got["r"].tolist() == [3.0, 0.07, 1.1, 6.0]
+    assert got["l"].ravel().tolist() == [3.0, 0.07, 1.1, 6.0]  # [rows, 1] padded lists
+    assert got["w"].tolist() == [3.0, 0.07, 1.1, 6.0]
+    assert rows(tmp_path, columns=["r"], filter=[("r", "==", 3)])["r"].tolist() == [3.0]
+    assert rows(tmp_path, columns=["r"], filter=[("r", "in", [0.07, 1.1])])["r"].tolist() == [
+        0.07,
+        1.1,
+    ]
+
+
+def test_int96_dates_outside_the_nanosecond_range_are_exact(tmp_path):
+    """Spark writes INT96; its 0001-01-01 and 9999-12-31 placeholders wrapped as
+    nanoseconds.  INT96 is read as microseconds, its precision."""
+    values = [dt.datetime(1, 1, 1), dt.datetime(1500, 6, 1, 0, 0, 0, 7), dt.datetime(9999, 12, 31)]
+    pq.write_table(
+        pa.table({"ts": pa.array(values, pa.timestamp("us"))}),
+        tmp_path / "spark.parquet",
+        use_deprecated_int96_timestamps=True,
+    )
+    ld = shardfeed.Loader(tmp_path, shuffle=False, output="numpy", batch_size=3)
+    (out,) = ld.describe_outputs()
+    assert out["unit"] == "us"
+    got = next(iter(ld))["ts"]
+    assert got.tolist() == [(v - dt.datetime(1970, 1, 1)) // dt.timedelta(microseconds=1)
+                            for v in values]  # fmt: skip
+    kept = rows(tmp_path, filter=[("ts", ">", dt.datetime(9000, 1, 1))])["ts"]
+    assert kept.tolist() == [got[2]]
+
+
+def test_a_file_reached_by_two_paths_in_one_folder_is_read_once(tmp_path):
+    pq.write_table(pa.table({"x": [0, 1, 2]}), tmp_path / "a.parquet")
+    os.symlink(tmp_path / "a.parquet", tmp_path / "b.parquet")
+    os.link(tmp_path / "a.parquet", tmp_path / "c.parquet")
+    pq.write_table(pa.table({"x": [3]}), tmp_path / "d.parquet")
+    assert sorted(rows(tmp_path)["x"].tolist()) == [0, 1, 2, 3]
+    ld = shardfeed.Loader(tmp_path)
+    assert ld._dataset.files() == ["a.parquet", "d.parquet"]  # the first path of each
+    listed = [tmp_path / n for n in ("a.parquet", "b.parquet", "c.parquet", "d.parquet")]
+    assert sorted(rows([str(p) for p in listed])["x"].tolist()) == [0, 1, 2, 3]
+
+
+def test_pandas_timestamps_in_a_filter_keep_their_nanoseconds(tmp_path):
+    ts = np.array(["2024-01-01T12:00:00.000000000", "2024-01-01T12:00:00.000000001",
+                   "2024-01-01T12:00:00.000000002"], dtype="datetime64[ns]")  # fmt: skip
+    pq.write_table(pa.table({"x": [0, 1, 2], "t": pa.array(ts, pa.timestamp("ns"))}),
+                   tmp_path / "a.parquet")  # fmt: skip
+    at = pd.Timestamp("2024-01-01 12:00:00.000000001")
+    assert rows(tmp_path, columns=["x"], filter=[("t", ">=", at)])["x"].tolist() == [1, 2]
+    berlin = pd.Timestamp("2024-01-01 13:00:00.000000001", tz="Europe/Berlin")  # 12:00 UTC
+    assert rows(tmp_path, columns=["x"], filter=[("t", ">=", berlin)])["x"].tolist() == [1, 2]
+    with pytest.raises(shardfeed.InvalidArgumentError, match="NaT"):
+        shardfeed.Loader(tmp_path, filter=[("t", ">=", pd.NaT)])
+
+
+def test_messages_name_the_list_and_both_users_of_an_output_name(tmp_path: Path):
+    pq.write_table(pa.table({"tags": pa.array([["a"], ["b", "c"]]), "n": [1, 2]}),
+                   tmp_path / "a.parquet")  # fmt: skip
+    with pytest.raises(shardfeed.UnsupportedTypeError, match=r"'tags' has type list<.*string"):
+        shardfeed.Loader(tmp_path, columns=["tags"])
+    other = tmp_path / "other"
+    other.mkdir()
+    pq.write_table(pa.table({"x": pa.array([[1, 2], [3]]), "x_lengths": [9, 9]}),
+                   other / "a.parquet")  # fmt: skip
+    with pytest.raises(
+        shardfeed.InvalidArgumentError,
+        match=r"'x_lengths' is used twice: by the lengths of list column 'x' and by column",
+    ):
+        shardfeed.Loader(other)
+    assert rows(other, columns=["x"])["x_lengths"].tolist() == [2, 1]
