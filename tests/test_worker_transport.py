@@ -283,3 +283,36 @@ def test_out_of_order_delivery_still_gives_every_batch_once(dataset):
     reference = sorted(digest([b]) for b in shardfeed.Loader(dataset, **ARGS))
     got = dataloader(shardfeed.TorchDataset(dataset, **ARGS), 2, in_order=False)
     assert sorted(digest([b]) for b in got) == reference
+
+
+def _slow_to_take_descriptors(worker_id: int) -> None:
+    """Worker 1 takes each descriptor it is sent half a second late (a preempted
+    process on a busy node)."""
+    if worker_id == 1:
+        import time
+        from multiprocessing import resource_sharer
+
+        original = resource_sharer.DupFd.detach
+
+        def detach(self):  # type: ignore[no-untyped-def]
+            time.sleep(0.5)
+            return original(self)
+
+        resource_sharer.DupFd.detach = detach  # type: ignore[method-assign]
+
+
+def test_a_short_epoch_survives_a_slow_follower(dataset):
+    """Three batches, two workers: DataLoader shuts worker 0 down once its own share
+    of an iterable dataset ends, and worker 1 then could not take the slab
+    descriptors worker 0 had sent it (FanoutError, FileNotFoundError).  Worker 0
+    now ends its pass only after worker 1 closed its end."""
+    args = dict(ARGS, batch_size=600)
+    reference = digest(shardfeed.Loader(dataset, **args))
+    for persistent in (False, True):
+        loader = dataloader(
+            shardfeed.TorchDataset(dataset, **args),
+            2,
+            worker_init_fn=_slow_to_take_descriptors,
+            persistent_workers=persistent,
+        )
+        assert digest(loader) == reference

@@ -258,8 +258,27 @@ class Leader:
             except Exception:  # an error that does not pickle: its text does
                 data = pickle.dumps(("error", FanoutError(repr(end[1]))), protocol=5)
             _send_frame(conn, data)
+            if wait:
+                self._await_close(conn)
         except (OSError, FanoutError):
             pass
+
+    def _await_close(self, conn: socket.socket) -> None:
+        """Waits for a follower to close its end after the pass's end: by then it has
+        taken every descriptor it was sent, which this process's resource sharer
+        hands out.  DataLoader shuts a worker down as soon as its own share of an
+        iterable dataset ends, which could be before a follower read its last
+        batches (a short epoch): it then found no one to take them from."""
+        conn.settimeout(_POLL)
+        deadline = time.monotonic() + CONNECT_SECONDS
+        while not self._stop.is_set() and time.monotonic() < deadline:
+            try:
+                if not conn.recv(1 << 12):
+                    return
+            except TimeoutError:
+                continue
+            except OSError:
+                return
 
 
 def follow(name: str, worker: int, handshake: tuple[Any, ...]) -> Iterator[dict[str, Any]]:
