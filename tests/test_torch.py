@@ -71,6 +71,26 @@ def test_resume_through_the_dataloader(dataset):
     assert digest(dataloader(ds2, 2)) == digest(full[9:])
 
 
+def test_a_resumed_pass_is_the_only_one_resumed(dataset):
+    """As with Loader, the pass after load_state_dict is the rest of the epoch and the
+    pass after that the whole epoch (it resumed at the saved batch every pass)."""
+    ld = shardfeed.Loader(dataset, **ARGS)
+    full = digest(ld)
+    rest = digest(list(ld)[5:])
+    state = ld.state_dict() | {"batches_consumed": 5}
+    ld.load_state_dict(state)
+    assert [digest(ld), digest(ld)] == [rest, full]
+    for workers, persistent in ((0, False), (2, False), (2, True), (3, True)):
+        ds = shardfeed.TorchDataset(dataset, **ARGS)
+        ds.load_state_dict(state)
+        loader = torch.utils.data.DataLoader(
+            ds, batch_size=None, num_workers=workers, persistent_workers=persistent
+        )
+        assert [digest(loader), digest(loader), digest(loader)] == [rest, full, full], workers
+        ds.load_state_dict(state)  # and again after a second seek
+        assert [digest(loader), digest(loader)] == [rest, full], workers
+
+
 def test_rank_from_environment(dataset, monkeypatch):
     monkeypatch.setenv("RANK", "1")
     monkeypatch.setenv("WORLD_SIZE", "3")

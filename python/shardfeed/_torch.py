@@ -21,6 +21,8 @@ from ._loader import abandon, deliver, iterate, start_engine
 from ._options import Caches
 from ._stream import Stream
 
+_PASS_SLOTS = 1024  # workers whose passes are counted apart (more share slots)
+
 
 class TorchDataset(Stream, torch.utils.data.IterableDataset):  # type: ignore[type-arg]
     """The Loader's stream as an IterableDataset; use it with ``batch_size=None``.
@@ -70,11 +72,14 @@ class TorchDataset(Stream, torch.utils.data.IterableDataset):  # type: ignore[ty
         # The workers of one DataLoader pass find each other by these (see _fanout).
         self._token = secrets.randbits(63)
         self._passes = 0
-        # [epoch, start batch] as set_epoch / load_state_dict left them, in memory the
-        # workers share (fork, or spawn: pickled while spawning), so persistent
-        # workers see them at the start of each pass too.
-        self._where: Any = multiprocessing.RawArray("Q", 2)
-        self._where[:] = [self._epoch, self._start]
+        # [epoch, start batch, passes begun since by worker 0, 1, ...] as set_epoch /
+        # load_state_dict left them, in memory the workers share (fork, or spawn:
+        # pickled while spawning), so persistent workers see them at the start of
+        # each pass too.  The start batch is the first pass's only, as in Loader:
+        # each worker counts its own passes (one writer a slot: no lock, which
+        # could not be shared with spawned workers anyway).
+        self._where: Any = multiprocessing.RawArray("q", 2 + _PASS_SLOTS)
+        self._where[:2] = [self._epoch, self._start]
         # Per process, likewise: the next pass's engine, started early (see _early).
         self._next: NextPass | None = None
         self._seeked = False  # set_epoch / load_state_dict in this process since a pass began
@@ -84,7 +89,8 @@ class TorchDataset(Stream, torch.utils.data.IterableDataset):  # type: ignore[ty
         self._start = batch
         self._seeked = True
         if self._where is not None:
-            self._where[:] = [epoch, batch]
+            self._where[:2] = [epoch, batch]
+            self._where[2:] = [0] * _PASS_SLOTS
 
     def state_dict(self, batches_consumed: int) -> dict[str, Any]:
         """The Loader state for this epoch after ``batches_consumed`` batches."""
@@ -112,10 +118,16 @@ class TorchDataset(Stream, torch.utils.data.IterableDataset):  # type: ignore[ty
         return self._dataset
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
-        if self._where is not None:
-            self._epoch, self._start = int(self._where[0]), int(self._where[1])
         info = torch.utils.data.get_worker_info()
         workers, worker = (info.num_workers, info.id) if info is not None else (1, 0)
+        if self._where is not None:
+            slot = 2 + worker % _PASS_SLOTS
+            begun = int(self._where[slot])
+            self._where[slot] = begun + 1
+            # Resumed at `start` in the first pass after the seek; later passes (no
+            # set_epoch between) are the whole epoch again.
+            self._epoch = int(self._where[0])
+            self._start = int(self._where[1]) if begun == 0 else 0
         shm = _shm.sender() if info is not None else None
         if shm is not None and workers > 1:
             # One engine, in worker 0, for every worker (see _fanout).
