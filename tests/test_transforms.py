@@ -462,3 +462,42 @@ def test_a_python_transform_that_returns_no_dict_is_named(dataset):
     ld = shardfeed.Loader(dataset, columns=["f0"], batch_size=100, output="numpy",
                           transform=lambda b: b["f0"].sum())  # fmt: skip
     assert all(np.isscalar(x) for x in ld)
+
+
+def test_random_mask_keeps_every_bit_of_what_it_does_not_mask(tmp_path):
+    """RandomMask went through double: int64 values above 2^53 rounded, INT64_MAX
+    wrapped to INT64_MIN.  It now writes in the column's own type."""
+    ids = np.array([2**53 + 1, 2**62 + 3, 2**63 - 1, 1_700_000_000_123_456_789, 7])
+    pq.write_table(pa.table({"uid": ids}), tmp_path / "a.parquet")
+
+    def run(**kw):
+        ld = shardfeed.Loader(tmp_path, columns=["uid"], batch_size=5, shuffle=False,
+                              output="numpy", transforms=[RandomMask("uid", **kw)])  # fmt: skip
+        return next(iter(ld))["uid"]
+
+    assert run(probability=0.0).tolist() == ids.tolist()
+    assert run(probability=1.0, value=-(2**63)).tolist() == [-(2**63)] * 5
+    half = run(probability=0.5, value=0)
+    assert set(half.tolist()) - set(ids.tolist()) <= {0}
+    assert all(h in (0, i) for h, i in zip(half.tolist(), ids.tolist(), strict=True))
+
+
+@pytest.mark.parametrize(
+    ("column", "value"),
+    [("u8", 300), ("u8", -1), ("i32", 2.5), ("i32", float("nan")), ("i32", 1e12), ("b", 5)],
+)
+def test_random_mask_values_must_fit_the_column(tmp_path, column, value):
+    """As FillNull's: a value the column's type cannot hold is refused, naming the
+    column (it was cast: 300 became 44 in a uint8, NaN INT32_MIN)."""
+    pq.write_table(
+        pa.table({"u8": pa.array([1, 2], pa.uint8()), "i32": pa.array([1, 2], pa.int32()),
+                  "b": pa.array([True, False])}),
+        tmp_path / "a.parquet",
+    )  # fmt: skip
+    with pytest.raises(shardfeed.InvalidArgumentError, match=f"RandomMask on column '{column}'"):
+        shardfeed.Loader(tmp_path, columns=[column],
+                         transforms=[RandomMask(column, probability=1.0, value=value)])  # fmt: skip
+    stacked = {"s": ["u8", "u8"]} if column == "u8" else {"s": [column, column]}
+    with pytest.raises(shardfeed.InvalidArgumentError, match="RandomMask on stack 's'"):
+        shardfeed.Loader(tmp_path, stack=stacked, columns=[],
+                         transforms=[RandomMask("s", probability=1.0, value=value)])  # fmt: skip

@@ -202,6 +202,8 @@ arrow::Result<DType> TransformedType(const TransformSpec& t, DType in, ColumnSha
       return FloatOf(in);
     case TransformOp::kRandomMask:
       if (!(t.a >= 0 && t.a <= 1)) return invalid("probability must be in [0, 1]");
+      // The mask value is written into the column's own type, as FillNull's is.
+      ARROW_RETURN_NOT_OK(CheckFillValue(t.b, in, what));
       return in;
     case TransformOp::kRandomCrop:
       if (shape != ColumnShape::kList) return unsupported("needs a variable-length list column");
@@ -326,8 +328,18 @@ arrow::Status ApplyTransform(const TransformSpec& t, size_t position, const Rand
                         [&](CounterRng& rng, int64_t i) {
                           mask[static_cast<size_t>(i)] = rng.Uniform() < t.a ? 1 : 0;
                         });
-      return MapValues(c,
-                       [&](int64_t i, double v) { return mask[static_cast<size_t>(i)] ? t.b : v; });
+      // In the column's own type: a value not masked keeps every bit (through
+      // double, int64 values above 2^53 rounded).
+      ARROW_ASSIGN_OR_RAISE(uint8_t * values, MutableValues(c));
+      VisitDType(c->dtype, [&](auto z) {
+        using T = decltype(z);
+        const T fill = static_cast<T>(t.b);  // checked: it fits (TransformedType)
+        auto* typed = reinterpret_cast<T*>(values);
+        for (int64_t i = 0; i < c->count; ++i) {
+          if (mask[static_cast<size_t>(i)]) typed[i] = fill;
+        }
+      });
+      return arrow::Status::OK();
     }
     case TransformOp::kVocabulary:
       return ApplyVocabulary(t, c);
