@@ -199,3 +199,50 @@ def test_messages_name_the_list_and_both_users_of_an_output_name(tmp_path: Path)
     ):
         shardfeed.Loader(other)
     assert rows(other, columns=["x"])["x_lengths"].tolist() == [2, 1]
+
+
+def test_a_damaged_footer_schema_is_bad_data_not_a_storage_failure(tmp_path):
+    """A damaged embedded Arrow schema was a StorageError (an OSError: retried by
+    `except OSError` loops); a column name that is not UTF-8 a bare
+    UnicodeDecodeError.  Both are InvalidDataError naming the file."""
+    import base64
+
+    path = tmp_path / "schema.parquet"
+    pq.write_table(pa.table({"x": np.arange(100.0), "y": np.arange(100)}), path)
+    raw = path.read_bytes()
+    b64 = pq.ParquetFile(path).metadata.metadata[b"ARROW:schema"]
+    flat = bytearray(base64.b64decode(b64))
+    flat[len(flat) // 2] ^= 0xFF
+    path.write_bytes(raw.replace(b64, base64.b64encode(bytes(flat))))
+    with pytest.raises(shardfeed.InvalidDataError, match=r"schema\.parquet.*Arrow") as err:
+        shardfeed.Loader(path)
+    assert not isinstance(err.value, OSError)
+
+    named = tmp_path / "names" / "bad.parquet"
+    named.parent.mkdir()
+    pq.write_table(pa.table({"id": np.arange(10), "qz": np.arange(10.0)}), named,
+                   store_schema=False)  # fmt: skip
+    data = named.read_bytes()
+    assert data.count(b"qz") == 2
+    named.write_bytes(data.replace(b"qz", b"\xffz"))
+    for kw in ({"columns": ["id"]}, {}):
+        with pytest.raises(shardfeed.InvalidDataError, match=r"bad\.parquet.*UTF-8"):
+            shardfeed.Loader(named.parent, **kw)
+
+
+def test_a_relative_cache_dir_survives_a_chdir(tmp_path, monkeypatch):
+    """Hydra and job launchers change the working directory: a relative cache_dir
+    is the folder it named when the loader was made."""
+    monkeypatch.chdir(tmp_path)
+    pq.write_table(pa.table({"x": np.arange(1000.0)}), "a.parquet", row_group_size=250)
+    ld = shardfeed.Loader("a.parquet", batch_size=100, output="numpy", cache_dir="cache",
+                          cache_decoded=True)  # fmt: skip
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    for epoch in (0, 1):
+        ld.set_epoch(epoch)
+        assert sum(1 for _ in ld) == 10
+    assert ld.stats()["decoded_hits"] == 4
+    assert not (elsewhere / "cache").exists()
+    assert len(list((tmp_path / "cache" / "decoded").glob("*.sfd"))) == 4

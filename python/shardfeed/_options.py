@@ -111,7 +111,9 @@ class CacheSettings:
     ) -> CacheSettings:
         root = None if cache_dir is None else check_path("cache_dir", cache_dir)
         if root is not None and "://" not in root:
-            root = os.path.expanduser(root)  # "~/cache", as sources take it
+            # "~/cache", as sources take it; absolute, so that a later os.chdir (Hydra,
+            # job launchers) does not move the cache out from under the loader.
+            root = os.path.abspath(os.path.expanduser(root))
         # Checked here, not where it is first used: local data may never use it,
         # and a mistake should not wait for the first remote or decoded-cache run.
         if root is not None and os.path.exists(root) and not os.path.isdir(root):

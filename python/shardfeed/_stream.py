@@ -214,10 +214,10 @@ class Stream:
         A wrong type raises ArgumentTypeError (a TypeError), a value out of range
         InvalidArgumentError (a ValueError); both name the argument.
 
-        Integrity: page checksums (CRC32, when the file has them) are always
-        verified; a file that changes after this call is an InvalidDataError
-        when its rows are read, never a mix of versions; credentials in a
-        source URI never appear in a message.  Ctrl-C interrupts a waiting
+        Integrity: page checksums (CRC32, when the file has them) are verified
+        with ``verify_page_checksums=True``; a file that changes after this call
+        is an InvalidDataError when its rows are read, never a mix of versions;
+        credentials in a source URI never appear in a message.  Ctrl-C interrupts a waiting
         ``next()`` within a fraction of a second.
         """
         # The arguments by name, before any other local exists: the list above is

@@ -22,6 +22,7 @@
 #include <arrow/filesystem/path_util.h>
 #include <arrow/io/interfaces.h>
 #include <arrow/type.h>
+#include <arrow/util/utf8.h>
 #include <parquet/arrow/schema.h>
 #include <parquet/exception.h>
 #include <parquet/file_reader.h>
@@ -155,7 +156,21 @@ arrow::Result<std::optional<Footer>> ReadFooter(arrow::fs::FileSystem& fs, const
   const parquet::ArrowReaderProperties props = ArrowReadDefaults();
   auto st = parquet::arrow::FromParquetSchema(
       footer.metadata->schema(), props, footer.metadata->key_value_metadata(), &footer.schema);
-  if (!st.ok()) return WithContext(st, context + ": cannot map the Parquet schema to Arrow");
+  if (!st.ok()) {
+    // The footer's schema (or its embedded Arrow schema) is bad data, not a
+    // storage failure: a retry would read the same bytes.
+    return Error(st.IsNotImplemented() ? ErrorKind::kUnsupportedType : ErrorKind::kInvalidData,
+                 context + ": cannot map the Parquet schema to Arrow: " + st.message());
+  }
+  static const bool utf8_ready = (arrow::util::InitializeUTF8(), true);  // its tables, once
+  (void)utf8_ready;
+  for (const auto& field : footer.schema->fields()) {
+    // Python takes names as UTF-8 (a flipped footer byte made one that was not).
+    if (!arrow::util::ValidateUTF8(field->name())) {
+      return Error(ErrorKind::kInvalidData,
+                   context + ": a column name is not valid UTF-8 (a damaged footer?)");
+    }
+  }
   // Drop schema-level metadata (pandas, ARROW:schema): it says nothing about the rows.
   footer.schema = footer.schema->RemoveMetadata();
   // Split: each row group's part, serialized; the rest without row groups.
