@@ -535,3 +535,26 @@ def _stream_digests(dataset: Path, limit: int | None = None) -> dict[int, list[s
         ld.set_epoch(epoch)
         out[epoch] = [digest([b]) for b in ld]
     return out
+
+
+def test_the_position_counts_the_latest_pass_only(dataset):
+    """set_epoch while a pass runs: that pass still hands out the old epoch's batches,
+    which must not count as the new epoch's (a resume skipped batches never seen);
+    of two passes at once, the latest counts."""
+    ld = shardfeed.Loader(dataset, batch_size=10, output="numpy", seed=1)
+    it = iter(ld)
+    for _ in range(5):
+        next(it)
+    ld.set_epoch(1)
+    for _ in range(7):
+        next(it)  # epoch 0's
+    state = ld.state_dict()
+    assert (state["epoch"], state["batches_consumed"]) == (1, 0)
+    first = iter(ld)
+    next(first)
+    second = iter(ld)
+    for _ in range(3):
+        next(second)
+    next(first)
+    assert ld.state_dict()["batches_consumed"] == 3
+    ld.load_state_dict(ld.state_dict())  # its own state is valid

@@ -175,6 +175,10 @@ class Loader(Stream):
         self._caches = Caches.open(self._settings.cache, dataset, self._settings.remote_timeout)
         self._consumed = 0  # batches handed out in this epoch
         self._resume_at = 0  # where the next pass starts
+        # Which pass counts in _consumed: the latest, and none after a seek (a pass
+        # still running then, or an older one interleaved, hands out batches of
+        # another epoch or position).
+        self._counting = 0
         self._last_engine: _core.Engine | None = None
         self._deliver = DeliverClock()
         self._arena: PinnedArena | None = None
@@ -190,6 +194,7 @@ class Loader(Stream):
             self._arena = PinnedArena(batch_bytes(self.outputs, self._settings.batch_size), held)
 
     def _seek(self, epoch: int, batch: int) -> None:
+        self._counting += 1
         self._epoch = epoch
         self._consumed = batch
         self._resume_at = batch
@@ -202,6 +207,8 @@ class Loader(Stream):
         start = self._resume_at
         self._resume_at = 0
         self._consumed = start
+        self._counting += 1
+        counting = self._counting
         predicted = self._next.begin(self._epoch, self._seeked)
         self._seeked = False
         engine = self._next.take(self._epoch, start, self._settings.extra)
@@ -217,7 +224,8 @@ class Loader(Stream):
             batches = to_device(batches, self._settings.device)
         make = self._engine_maker
         for batch in self._next.watch(batches, engine, predicted, self._settings, make):
-            self._consumed += 1
+            if self._counting == counting:
+                self._consumed += 1
             yield batch
 
     def _in_own_process(self) -> None:
