@@ -65,6 +65,16 @@ void DefineViews(nb::class_<DatasetHandle>& dataset) {
              for (const auto& f : d.catalog->files()) out.push_back(f.size);
              return out;
            })
+      .def(
+          "file_versions",
+          [](const DatasetHandle& d) {
+            // What tells a file rewritten since the catalog read it (size apart).
+            std::vector<std::string> out;
+            for (const auto& f : d.catalog->files()) out.push_back(f.version + "|" + f.identity);
+            return out;
+          },
+          "Per file: its modification time and, for a local file, device, inode and change "
+          "time, as text.")
       .def("delta_tables",
            [](const DatasetHandle& d) {
              std::vector<std::tuple<std::string, int64_t, int64_t>> out;

@@ -226,3 +226,17 @@ def test_a_transform_may_return_views_torch_cannot_take_as_they_are(dataset):
     batch = next(iter(loader))
     assert torch.equal(batch["r"], torch.flip(batch["f0"], dims=[0]))
     assert torch.equal(batch["col"], batch["f0"])
+
+
+def test_a_file_rewritten_before_the_workers_opened_it_is_an_error(tmp_path):
+    """The workers read the footers anew: a file rewritten since the dataset was made
+    (same size and row groups, new values) passed the fingerprint and was read as if
+    it were the old one; as in the main process it is an InvalidDataError."""
+    from .test_harden import _rewrite_same_size, _write_plain
+
+    _write_plain(tmp_path / "a.parquet", 0)
+    ds = shardfeed.TorchDataset(tmp_path, batch_size=50, output="numpy", shuffle=False)
+    _rewrite_same_size(tmp_path / "a.parquet", 1000, keep_mtime=True)
+    for workers in (0, 2):
+        with pytest.raises(shardfeed.InvalidDataError, match=r"a\.parquet.*changed since"):
+            list(dataloader(ds, workers))

@@ -221,6 +221,11 @@ class Dataset:
 
     def file_sizes(self) -> list[int]: ...
 
+    def file_versions(self) -> list[str]:
+        """
+        Per file: its modification time and, for a local file, device, inode and change time, as text.
+        """
+
     def delta_tables(self) -> list[tuple[str, int, int]]: ...
 
     def files(self) -> list[str]: ...

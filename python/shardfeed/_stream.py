@@ -12,7 +12,7 @@ import numpy as np
 
 from . import _core
 from ._check import UINT64, check_int
-from ._errors import StateDictError
+from ._errors import InvalidDataError, StateDictError
 from ._filter import FilterArg
 from ._options import (
     DEFAULT_BATCH_SIZE,
@@ -231,6 +231,8 @@ class Stream:
         # Column, type and stack errors surface here, before any data is read.
         self._outputs = dataset.describe_outputs(self._settings.output_options())
         self._fingerprint = str(dataset.fingerprint)
+        self._file_sizes = list(dataset.file_sizes())
+        self._file_versions = list(dataset.file_versions())
         self._len = int(dataset.num_batches(self._settings.plan_options(0)))
         # Why an epoch has no batches (None: it has some): warned of once, where the
         # loader is iterated (a loader made to look at the data stays quiet), or made
@@ -275,6 +277,17 @@ class Stream:
                 "the dataset changed since the loader was made "
                 f"(fingerprint {dataset.fingerprint} != {self._fingerprint})"
             )
+        # The same paths and row groups, but a file rewritten in between (same sizes,
+        # new values) would be read as if it were the one the loader was made on.
+        for name, size, version, was_size, was in zip(
+            dataset.files(), dataset.file_sizes(), dataset.file_versions(),
+            self._file_sizes, self._file_versions, strict=True,
+        ):  # fmt: skip
+            if size != was_size or version != was:
+                raise InvalidDataError(
+                    f"file {name!r}: the file changed since the dataset was opened "
+                    "(a new process reading it found another version)"
+                )
         return dataset
 
     def __len__(self) -> int:
