@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -304,3 +305,24 @@ def test_a_fraction_of_a_byte_is_refused_and_a_cache_dir_may_start_with_a_tilde(
     loader = shardfeed.Loader(dataset, batch_size=64, cache_dir="~/c", cache_decoded=True)
     sum(1 for _ in loader)
     assert (tmp_path / "c").is_dir() and not (tmp_path / "~").exists()
+
+
+def test_a_missing_output_library_is_said_when_the_loader_is_made(dataset, monkeypatch):
+    """It was a bare ModuleNotFoundError at the first batch."""
+    from shardfeed import _options
+
+    monkeypatch.setattr(_options, "_missing", lambda module: module == "jax")
+    with pytest.raises(shardfeed.InvalidArgumentError, match=r"output='jax' needs jax"):
+        shardfeed.Loader(dataset, output="jax")
+    shardfeed.Loader(dataset, output="numpy")
+    monkeypatch.undo()
+    monkeypatch.setitem(sys.modules, "jax", None)  # what a blocked import looks like
+    assert _options._missing("jax")
+
+
+def test_a_rank_from_the_environment_out_of_range_names_the_variables(dataset, monkeypatch):
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    with pytest.raises(shardfeed.InvalidArgumentError, match=r"RANK='1' and WORLD_SIZE=None"):
+        shardfeed.Loader(dataset)
+    assert len(shardfeed.Loader(dataset, rank=0, world_size=1)) > 0

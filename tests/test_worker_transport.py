@@ -316,3 +316,19 @@ def test_a_short_epoch_survives_a_slow_follower(dataset):
             persistent_workers=persistent,
         )
         assert digest(loader) == reference
+
+
+def _as_pair(batch):
+    return (batch["f"], batch["label"])
+
+
+def test_a_transform_returning_a_tuple_travels_as_with_one_worker(dataset):
+    """output="numpy" hands a transform's non-dict result on as it is; with two or
+    more workers it was made a dict (a ValueError, or another batch)."""
+    args = dict(ARGS, output="numpy", transform=_as_pair)
+    streams = []
+    for workers in (0, 2):
+        got = list(dataloader(shardfeed.TorchDataset(dataset, **args), workers))
+        assert all(isinstance(b, (tuple, list)) and len(b) == 2 for b in got)
+        streams.append([(np.asarray(f).tobytes(), np.asarray(y).tobytes()) for f, y in got])
+    assert streams[0] == streams[1]

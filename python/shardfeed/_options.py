@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -68,6 +69,14 @@ def _env_int(name: str) -> int | None:
         ) from None
 
 
+def _missing(module: str) -> bool:
+    """Whether `module` cannot be imported (found without importing it)."""
+    try:
+        return importlib.util.find_spec(module) is None
+    except (ImportError, ValueError, AttributeError):  # sys.modules[module] is None, ...
+        return True
+
+
 def _resolve_world(rank: int | None, world_size: int | None) -> tuple[int, int]:
     """rank/world_size: given, else torch.distributed, else RANK/WORLD_SIZE, else 0/1."""
     if rank is not None and world_size is not None:
@@ -82,6 +91,18 @@ def _resolve_world(rank: int | None, world_size: int | None) -> tuple[int, int]:
         env_rank, env_world = _env_int("RANK"), _env_int("WORLD_SIZE")
         dist_rank = 0 if env_rank is None else env_rank
         dist_world = 1 if env_world is None else env_world
+        taken_rank = rank is None and env_rank is not None
+        taken_world = world_size is None and env_world is not None
+        final_rank = dist_rank if rank is None else rank
+        final_world = dist_world if world_size is None else world_size
+        if (taken_rank or taken_world) and not 0 <= final_rank < final_world:
+            # Said of the environment, which the user may not know is set.
+            raise InvalidArgumentError(
+                f"rank {final_rank} is not in [0, world_size {final_world}): from the "
+                f"environment, RANK={os.environ.get('RANK')!r} and "
+                f"WORLD_SIZE={os.environ.get('WORLD_SIZE')!r} (pass rank= and world_size=, "
+                "or set both variables, as torchrun does)"
+            )
     return (
         dist_rank if rank is None else rank,
         dist_world if world_size is None else world_size,
@@ -181,6 +202,12 @@ class Settings:
         output = check_str("output", args["output"])
         if output not in _OUTPUTS:
             raise InvalidArgumentError(f"output must be one of {_OUTPUTS}, got {output!r}")
+        if output != "numpy" and _missing(output):
+            # Said now, not as a bare ModuleNotFoundError at the first batch.
+            raise InvalidArgumentError(
+                f"output={output!r} needs {output} installed (pip install {output}), "
+                "or output='numpy'"
+            )
         partitioning = args["partitioning"]
         if partitioning not in _PARTITIONINGS:
             raise InvalidArgumentError(

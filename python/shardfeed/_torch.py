@@ -143,7 +143,10 @@ class TorchDataset(Stream, torch.utils.data.IterableDataset):  # type: ignore[ty
             for arrays in raw:
                 if worker != 0:  # worker 0's dealer does it for every batch
                     shm.after_batch()  # takes back this worker's copies (see _shm)
-                yield _shm.SharedBatch(deliver(arrays, self._settings))
+                batch = deliver(arrays, self._settings)
+                # A transform's tuple or list (numpy output) goes on as it is, as
+                # with one worker: dict() of it raised, or made another batch.
+                yield _shm.SharedBatch(batch) if type(batch) is dict else batch
             return
         threads = self._settings.num_threads
         if workers > 1 and not self._threads_given:
