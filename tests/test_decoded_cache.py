@@ -346,3 +346,35 @@ def test_a_local_rewrite_with_its_mtime_set_back_is_not_served_stale(tmp_path):
     os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
     assert os.stat(path).st_size == before.st_size
     assert read() == 2.0
+
+
+def test_a_fifo_in_place_of_an_entry_is_a_miss_not_a_hang(tmp_path):
+    """Opening a FIFO waits for a writer: a cache entry (or its stamp) replaced by one
+    hung the next loader, beyond Ctrl-C.  It is a damaged entry: decoded again."""
+    data = tmp_path / "a.parquet"
+    pq.write_table(pa.table({"x": np.arange(1000.0)}), data, row_group_size=250)
+    args = dict(batch_size=100, output="numpy", shuffle=False, cache_dir=tmp_path / "cache",
+                cache_decoded=True)  # fmt: skip
+    first = np.concatenate([b["x"] for b in shardfeed.Loader(data, **args)])
+    entries = sorted((tmp_path / "cache" / "decoded").glob("*.sfd"))
+    assert len(entries) == 4
+    for entry in entries[:2]:
+        entry.unlink()
+        os.mkfifo(entry)
+    for other in (tmp_path / "cache" / "decoded").iterdir():
+        if other.suffix not in (".sfd", ".lock") and other.is_file():
+            other.unlink()
+            os.mkfifo(other)  # stamps and the like too
+    code = (
+        "import sys, numpy as np, shardfeed\n"
+        f"ld = shardfeed.Loader({str(data)!r}, batch_size=100, output='numpy', shuffle=False,"
+        f" cache_dir={str(tmp_path / 'cache')!r}, cache_decoded=True)\n"
+        "x = np.concatenate([b['x'] for b in ld])\n"
+        "print(float(x.sum()), ld.stats()['decoded_hits'])\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    total, hits = out.stdout.split()
+    assert float(total) == float(first.sum())
+    assert int(hits) <= 2

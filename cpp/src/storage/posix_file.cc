@@ -12,6 +12,8 @@
 
 #include <arrow/util/io_util.h>
 
+#include "shardfeed/status.h"
+
 namespace shardfeed::storage_internal {
 
 Fd& Fd::operator=(Fd&& other) noexcept {
@@ -40,6 +42,21 @@ arrow::Status ErrnoError(int errnum, const std::string& what) {
 
 namespace {
 
+// A regular file (not a FIFO, device or folder someone put in its place), made
+// blocking again for what follows.
+arrow::Status CheckRegular(int fd, const std::string& path) {
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return ErrnoError(errno, "cannot stat '" + path + "'");
+  if (!S_ISREG(st.st_mode)) {
+    return Error(ErrorKind::kStorage, "'" + path + "' is not a regular file");
+  }
+  const int flags = ::fcntl(fd, F_GETFL);
+  if (flags < 0 || ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
+    return ErrnoError(errno, "cannot set up '" + path + "'");
+  }
+  return arrow::Status::OK();
+}
+
 int Flock(int fd, int op) {
   int rc;
   do {
@@ -57,7 +74,9 @@ arrow::Result<LockedFd> OpenLocked(const std::string& path, int open_flags, Lock
   // Each pass loses only to an unlink or rename that happened between open
   // and flock, so this ends as soon as the file stops changing.
   for (;;) {
-    Fd fd(::open(path.c_str(), open_flags | O_CLOEXEC, 0600));
+    // Not blocking: a FIFO put where a cache file belongs would hang open()
+    // until a writer came; it is refused below instead.
+    Fd fd(::open(path.c_str(), open_flags | O_CLOEXEC | O_NONBLOCK, 0600));
     if (!fd.valid()) {
       if (errno == ENOENT && !(open_flags & O_CREAT)) {
         out.outcome = LockOutcome::kMissing;
@@ -65,6 +84,7 @@ arrow::Result<LockedFd> OpenLocked(const std::string& path, int open_flags, Lock
       }
       return ErrnoError(errno, "cannot open '" + path + "'");
     }
+    ARROW_RETURN_NOT_OK(CheckRegular(fd.get(), path));
     // A lock file we create is 0600 whatever the umask (others' chmod fails: fine).
     if (open_flags & O_CREAT) ::fchmod(fd.get(), 0600);
     if (Flock(fd.get(), op | LOCK_NB) != 0) {
@@ -97,8 +117,8 @@ arrow::Result<LockedFd> OpenLocked(const std::string& path, int open_flags, Lock
 }
 
 std::optional<std::string> ReadSmallFile(const std::string& path) {
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd.valid()) return std::nullopt;
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
+  if (!fd.valid() || !CheckRegular(fd.get(), path).ok()) return std::nullopt;
   std::string text;
   char buf[4096];
   for (;;) {

@@ -235,7 +235,6 @@ arrow::Result<std::optional<std::vector<DecodedColumn>>> DecodedTier::Impl::Load
     const std::string& key, std::optional<uint64_t> stored_digest) {
   const bool just_stored = stored_digest.has_value();
   const std::string path = PathOf(key);
-  auto maybe_file = arrow::io::MemoryMappedFile::Open(path, arrow::io::FileMode::READ);
   auto miss = [&]() -> std::optional<std::vector<DecodedColumn>> {
     if (!just_stored) ++misses_;
     return std::nullopt;
@@ -244,6 +243,11 @@ arrow::Result<std::optional<std::vector<DecodedColumn>>> DecodedTier::Impl::Load
     if (!just_stored) ++corrupt_;
     return miss();  // damaged: decode again (and the store after it replaces the entry)
   };
+  // Only a regular file: opening a FIFO put in its place would wait for a writer.
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return miss();
+  if (!S_ISREG(st.st_mode)) return corrupt();
+  auto maybe_file = arrow::io::MemoryMappedFile::Open(path, arrow::io::FileMode::READ);
   if (!maybe_file.ok()) return miss();
   auto file = *maybe_file;
   ARROW_ASSIGN_OR_RAISE(int64_t file_size, file->GetSize());

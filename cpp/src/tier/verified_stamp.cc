@@ -40,8 +40,13 @@ bool Identity(int fd, uint64_t data_digest, Stamp* out) {
 bool StampMatches(const std::string& stamp_path, int fd, uint64_t data_digest) {
   Stamp want{}, have{};
   if (!Identity(fd, data_digest, &want)) return false;
-  const int stamp = ::open(stamp_path.c_str(), O_RDONLY | O_CLOEXEC);
+  const int stamp = ::open(stamp_path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (stamp < 0) return false;
+  struct stat st;
+  if (::fstat(stamp, &st) != 0 || !S_ISREG(st.st_mode)) {  // a FIFO in its place
+    ::close(stamp);
+    return false;
+  }
   const ssize_t n = ::pread(stamp, have.data(), sizeof(have), 0);
   ::close(stamp);
   return n == static_cast<ssize_t>(sizeof(have)) && have == want;
