@@ -232,10 +232,12 @@ void RegisterDataset(nb::module_& m) {
       .def(
           "__init__",
           [](DatasetHandle* self, const std::vector<std::string>& sources, int num_threads,
-             const std::string& partitioning, double remote_timeout) {
+             const std::string& partitioning, double remote_timeout,
+             const std::vector<std::string>& only_files) {
             CatalogOptions options;
             options.num_threads = num_threads;
             options.remote_timeout = remote_timeout;
+            options.only_files = only_files;
             if (partitioning == "hive") {
               options.partitioning = Partitioning::kHive;
             } else if (partitioning.empty()) {
@@ -253,7 +255,9 @@ void RegisterDataset(nb::module_& m) {
           },
           "sources"_a, "num_threads"_a = CatalogOptions{}.num_threads, "partitioning"_a = "hive",
           "remote_timeout"_a = CatalogOptions{}.remote_timeout,
-          "partitioning: \"hive\" (key=value folders become columns) or \"\" (none).")
+          "only_files"_a = std::vector<std::string>{},
+          "partitioning: \"hive\" (key=value folders become columns) or \"\" (none); "
+          "only_files: non-empty, of the listed files only these (relative paths).")
       .def_prop_ro("num_rows", [](const DatasetHandle& d) { return d.catalog->num_rows(); })
       .def_prop_ro("num_files", [](const DatasetHandle& d) { return d.catalog->files().size(); })
       .def_prop_ro("num_row_groups",

@@ -240,3 +240,22 @@ def test_a_file_rewritten_before_the_workers_opened_it_is_an_error(tmp_path):
     for workers in (0, 2):
         with pytest.raises(shardfeed.InvalidDataError, match=r"a\.parquet.*changed since"):
             list(dataloader(ds, workers))
+
+
+def test_a_folder_that_gains_files_keeps_the_streams_files(tmp_path):
+    """The workers reopen the dataset: a file added to the folder since the dataset
+    was made changed the fingerprint and failed every later pass (StateDictError);
+    they read the files the dataset was made on, as a Loader does."""
+    from .test_harden import _write_plain
+
+    _write_plain(tmp_path / "a.parquet", 0)
+    _write_plain(tmp_path / "b.parquet", 300)
+    args = dict(batch_size=50, output="numpy", seed=2, drop_last=False)
+    reference = digest(shardfeed.Loader(tmp_path, **args))
+    ds = shardfeed.TorchDataset(tmp_path, **args)
+    _write_plain(tmp_path / "c.parquet", 600)
+    for workers in (0, 2):
+        assert digest(dataloader(ds, workers)) == reference
+    (tmp_path / "b.parquet").unlink()
+    with pytest.raises(shardfeed.ShardfeedError, match=r"b\.parquet.*gone"):
+        list(dataloader(ds, 2))

@@ -362,18 +362,23 @@ def open_dataset(
     sources: list[str],
     partitioning: str | None = "hive",
     remote_timeout: float = DEFAULT_REMOTE_TIMEOUT,
+    only_files: Sequence[str] = (),
 ) -> _core.Dataset:
-    """The catalog; ``partitioning="hive"`` makes key=value folders columns."""
+    """The catalog; ``partitioning="hive"`` makes key=value folders columns;
+    ``only_files`` (relative paths), when given, the files to keep of those listed."""
     paths = [str(Path(s)) if "://" not in s else s for s in sources]
-    return _core.Dataset(paths, partitioning=partitioning or "", remote_timeout=remote_timeout)
+    return _core.Dataset(paths, partitioning=partitioning or "", remote_timeout=remote_timeout,
+                         only_files=list(only_files))  # fmt: skip
 
 
 def open_filtered(
-    settings: Settings, image: bytes | None = None
+    settings: Settings, image: bytes | None = None, only_files: Sequence[str] = ()
 ) -> tuple[_core.Dataset, dict[str, int]]:
     """The catalog restricted to the rows that pass ``filter=`` (sets
     ``settings.filter``, the canonical form), and the filter's counters."""
-    dataset = open_dataset(settings.sources, settings.partitioning, settings.remote_timeout)
+    dataset = open_dataset(
+        settings.sources, settings.partitioning, settings.remote_timeout, only_files
+    )
     if settings.filter_arg is None:
         return dataset, {}
     settings.filter = _filter.canonicalize(settings.filter_arg, dataset.schema())

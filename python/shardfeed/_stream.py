@@ -231,6 +231,7 @@ class Stream:
         # Column, type and stack errors surface here, before any data is read.
         self._outputs = dataset.describe_outputs(self._settings.output_options())
         self._fingerprint = str(dataset.fingerprint)
+        self._files = list(dataset.files())
         self._file_sizes = list(dataset.file_sizes())
         self._file_versions = list(dataset.file_versions())
         self._len = int(dataset.num_batches(self._settings.plan_options(0)))
@@ -271,7 +272,8 @@ class Stream:
         """The dataset read anew, as in another process (after a fork, or unpickled)
         rather than through the parent's filesystem handles; the fingerprint proves it
         is the same data."""
-        dataset, _ = open_filtered(self._settings, self._filter_image)
+        # The files this stream was made on, not the ones a folder gained since.
+        dataset, _ = open_filtered(self._settings, self._filter_image, self._files)
         if dataset.fingerprint != self._fingerprint:
             raise StateDictError(
                 "the dataset changed since the loader was made "

@@ -87,6 +87,11 @@ struct CatalogOptions {
   // file; 0: no deadline.
   double remote_timeout = 60.0;
   Partitioning partitioning = Partitioning::kHive;
+  // Non-empty: of the files the sources list, only these (paths relative to
+  // the dataset root, as FileEntry::rel_path); each must still be there.  A
+  // process that reopens a dataset (a DataLoader worker) reads the files its
+  // parent read, not the ones added to a folder since.
+  std::vector<std::string> only_files;
 };
 
 class Catalog {

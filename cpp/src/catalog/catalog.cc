@@ -422,6 +422,24 @@ arrow::Status CatalogBuilder::List(const std::vector<std::string>& sources) {
     kept.push_back(std::move(file));
   }
   listed = std::move(kept);
+  if (!options.only_files.empty()) {
+    std::vector<Listed> chosen;
+    size_t next = 0;  // both in the order of their relative paths
+    std::vector<std::string> wanted = options.only_files;
+    std::sort(wanted.begin(), wanted.end());
+    for (auto& file : listed) {
+      if (next < wanted.size() && wanted[next] < file.rel) break;  // one is gone
+      if (next < wanted.size() && wanted[next] == file.rel) {
+        chosen.push_back(std::move(file));
+        ++next;
+      }
+    }
+    if (next < wanted.size()) {
+      return Error(ErrorKind::kNotFound,
+                   "file '" + wanted[next] + "' of the dataset is gone from its source");
+    }
+    listed = std::move(chosen);
+  }
   return arrow::Status::OK();
 }
 
