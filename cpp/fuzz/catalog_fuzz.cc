@@ -11,7 +11,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using shardfeed::Catalog;
   const std::string path = shardfeed::fuzz::ScratchDir() + "/input.parquet";
   shardfeed::fuzz::WriteFile(path, data, size);
-  auto catalog = Catalog::Open({path}, shardfeed::CatalogOptions{1});
+  shardfeed::CatalogOptions options;
+  options.num_threads = 1;
+  auto catalog = Catalog::Open({path}, options);
   if (!catalog.ok()) return 0;
   int64_t rows = 0;
   for (const auto& rg : (*catalog)->row_groups()) {

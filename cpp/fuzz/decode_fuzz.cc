@@ -37,7 +37,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace shardfeed;
   const std::string path = fuzz::ScratchDir() + "/input.parquet";
   fuzz::WriteFile(path, data, size);
-  auto catalog = Catalog::Open({path}, CatalogOptions{1});
+  CatalogOptions catalog_options;
+  catalog_options.num_threads = 1;
+  auto catalog = Catalog::Open({path}, catalog_options);
   if (!catalog.ok()) return 0;
   OutputOptions options;
   options.fill_null = 0.0;  // nulls filled, so that decoding goes on past them
