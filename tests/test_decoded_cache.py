@@ -378,3 +378,24 @@ def test_a_fifo_in_place_of_an_entry_is_a_miss_not_a_hang(tmp_path):
     total, hits = out.stdout.split()
     assert float(total) == float(first.sum())
     assert int(hits) <= 2
+
+
+def test_an_entry_damaged_in_place_while_a_loader_runs_is_decoded_again(tmp_path):
+    """The loader that wrote (or checked) an entry remembered it as checked by its
+    key and digest alone: bytes overwritten in place between two of its epochs were
+    served as data.  It remembers the file's identity too, which the write changed."""
+    data = tmp_path / "a.parquet"
+    pq.write_table(pa.table({"x": np.arange(1000.0)}), data, row_group_size=250)
+    ld = shardfeed.Loader(data, batch_size=100, output="numpy", shuffle=False,
+                          cache_dir=tmp_path / "cache", cache_decoded=True)  # fmt: skip
+    for epoch in (0, 1):
+        ld.set_epoch(epoch)
+        assert np.array_equal(np.concatenate([b["x"] for b in ld]), np.arange(1000.0))
+    assert ld.stats()["decoded_hits"] == 4
+    for entry in (tmp_path / "cache" / "decoded").glob("*.sfd"):
+        with open(entry, "r+b") as f:  # inside the data buffer, the header left alone
+            f.seek(entry.stat().st_size - 64)
+            f.write(b"\x7f" * 8)
+    for epoch in (2, 3):
+        ld.set_epoch(epoch)
+        assert np.array_equal(np.concatenate([b["x"] for b in ld]), np.arange(1000.0))

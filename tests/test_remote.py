@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -244,3 +245,28 @@ def test_a_read_the_storage_refuses_is_not_called_bad_data(remote, monkeypatch, 
     assert "cannot read it" in str(caught.value)
     assert "ACCESS_DENIED" in str(caught.value)
     assert "not a readable Parquet file" not in str(caught.value)
+
+
+def test_an_entry_damaged_in_place_with_its_mtime_kept_is_fetched_again(s3, tmp_path):
+    """A loader remembered an entry it had checked by name, inode, size and mtime: bytes
+    overwritten in place with the mtime set back (as bit rot or cp -p would leave it)
+    were served as data by that loader.  The change time, which no one sets back,
+    is part of what it remembers."""
+    src = tmp_path / "src"
+    src.mkdir()
+    pq.write_table(pa.table({"x": np.arange(20000.0)}), src / "a.parquet", row_group_size=5000,
+                   compression="none")  # fmt: skip
+    uri = s3.upload_folder(src, "inplace", "ds")
+    ld = shardfeed.Loader(uri, batch_size=1000, output="numpy", shuffle=False,
+                          cache_dir=tmp_path / "cache")  # fmt: skip
+    assert np.array_equal(np.concatenate([b["x"] for b in ld]), np.arange(20000.0))
+    (entry,) = (tmp_path / "cache" / "files").glob("*.data")
+    st = entry.stat()
+    time.sleep(0.05)  # a change time of its own
+    with open(entry, "r+b") as f:
+        f.seek(st.st_size // 2)
+        f.write(b"\x7f" * 8)
+    os.utime(entry, ns=(st.st_atime_ns, st.st_mtime_ns))
+    for epoch in (1, 2):
+        ld.set_epoch(epoch)
+        assert np.array_equal(np.concatenate([b["x"] for b in ld]), np.arange(20000.0))

@@ -31,11 +31,14 @@ using storage_internal::RemoveQuietly;
 
 namespace {
 
-// What identifies one checksummed version of an entry's data file.
+// What identifies one checksummed version of an entry's data file.  The
+// change time too: a write in place with the modification time set back
+// (touch -d, cp -p) still moves it.
 std::string VerifiedKey(const std::string& name, const struct stat& st, uint64_t checksum) {
   return name + ":" + std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) + ":" +
          std::to_string(st.st_size) + ":" + std::to_string(st.st_mtim.tv_sec) + "." +
-         std::to_string(st.st_mtim.tv_nsec) + ":" + std::to_string(checksum);
+         std::to_string(st.st_mtim.tv_nsec) + ":" + std::to_string(st.st_ctim.tv_sec) + "." +
+         std::to_string(st.st_ctim.tv_nsec) + ":" + std::to_string(checksum);
 }
 
 }  // namespace

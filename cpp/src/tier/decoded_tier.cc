@@ -289,7 +289,9 @@ arrow::Result<std::optional<std::vector<DecodedColumn>>> DecodedTier::Impl::Load
   // checked in this process (not for others: it gets no stamp).  A file with
   // another digest in its place (a racing writer, damage to the header) is
   // checked.
-  const std::string verified_id = key + '|' + std::to_string(data_digest);
+  // (By the file's identity too: written in place since, it is checked again.)
+  const std::string verified_id =
+      key + '|' + std::to_string(data_digest) + '|' + FileIdentity(file->file_descriptor());
   bool verified = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -454,7 +456,7 @@ std::optional<uint64_t> DecodedTier::Impl::Store(const std::string& key,
   // this key and digest is not hashed again here (see Load, step 4).
   {
     std::lock_guard<std::mutex> lock(mu_);
-    verified_.insert(key + '|' + std::to_string(data_digest));
+    verified_.insert(key + '|' + std::to_string(data_digest) + '|' + FileIdentityAt(path));
   }
   return data_digest;
 }
