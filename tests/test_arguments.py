@@ -326,3 +326,31 @@ def test_a_rank_from_the_environment_out_of_range_names_the_variables(dataset, m
     with pytest.raises(shardfeed.InvalidArgumentError, match=r"RANK='1' and WORLD_SIZE=None"):
         shardfeed.Loader(dataset)
     assert len(shardfeed.Loader(dataset, rank=0, world_size=1)) > 0
+
+
+@pytest.mark.parametrize("boundaries", [0.5, "abc", [None, 1], [True, 2.0], {"a": 1}])
+def test_bucketize_boundaries_of_the_wrong_type(dataset, boundaries):
+    from shardfeed.transforms import Bucketize
+
+    with pytest.raises(shardfeed.ArgumentTypeError, match=r"Bucketize on column 'f0'"):
+        shardfeed.Loader(dataset, columns=["f0"], transforms=[Bucketize("f0", boundaries)])
+
+
+@pytest.mark.parametrize(
+    ("kw", "error"),
+    [
+        ({"seed": -1}, shardfeed.InvalidArgumentError),
+        ({"epoch": 2**64}, shardfeed.InvalidArgumentError),
+        ({"stream": -1}, shardfeed.InvalidArgumentError),
+        ({"seed": 1.5}, shardfeed.ArgumentTypeError),
+    ],
+)
+def test_sample_generators_check_their_key(kw, error):
+    """Both say what is wrong, in the engine's 64-bit unsigned range (sample_rng took
+    seed=-1, sample_uniform raised nanobind's 'incompatible function arguments')."""
+    args = {"seed": 0, "epoch": 0} | kw
+    for make in (shardfeed.sample_rng, shardfeed.sample_uniform):
+        with pytest.raises(error, match=next(iter(kw))):
+            make(np.arange(3), **args)
+    with pytest.raises(shardfeed.ArgumentTypeError, match="size"):
+        shardfeed.sample_uniform(np.arange(3), seed=0, epoch=0, size=2.5)

@@ -8,10 +8,20 @@ from typing import Any
 import numpy as np
 
 from . import _core
+from ._check import check_int
 from ._errors import InvalidArgumentError
 
 # Counter words for Python streams; the engine's own streams sit far below.
 _USER_BASE = 1 << 20
+
+
+def _key(seed: Any, epoch: Any, stream: Any) -> tuple[int, int, int]:
+    """The generator's key words, checked: 64-bit unsigned, as the engine's."""
+    return (
+        check_int("seed", seed, (0, 2**64)),
+        check_int("epoch", epoch, (0, 2**64)),
+        check_int("stream", stream, (0, 2**64 - _USER_BASE)),
+    )
 
 
 def _ids(batch_or_ids: Mapping[str, Any] | Any) -> np.ndarray:
@@ -34,6 +44,7 @@ def sample_rng(
     ``(seed, epoch)`` and counter ``(2**20 + stream, sample_id, 0, 0)``.  For
     whole-batch draws without a Python object per sample, use ``sample_uniform``.
     """
+    seed, epoch, stream = _key(seed, epoch, stream)
     return [
         np.random.Generator(
             np.random.Philox(key=[seed, epoch], counter=[_USER_BASE + stream, int(i), 0, 0])
@@ -50,7 +61,7 @@ def sample_uniform(
     Drawn in C++ by the same counter-based generator as the built-in random
     transforms, so it costs no Python per sample.
     """
-    if size < 1:
-        raise InvalidArgumentError(f"size must be >= 1, got {size}")
+    seed, epoch, stream = _key(seed, epoch, stream)
+    size = check_int("size", size, (1, 2**31))
     ids = np.ascontiguousarray(_ids(batch), dtype=np.int64)
     return _core.sample_uniform(ids, seed, epoch, stream, size)

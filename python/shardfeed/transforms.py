@@ -58,6 +58,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar
 
+import numpy as np
+
 from . import _core
 from ._check import check_int
 from ._errors import ArgumentTypeError, InvalidArgumentError
@@ -230,13 +232,24 @@ class Bucketize(Transform):
     boundaries: Sequence[float] = field(default_factory=tuple)
 
     def spec(self) -> dict[str, Any]:
-        return {"op": "Bucketize", "column": self.column,
-                "boundaries": [float(b) for b in self.boundaries]}  # fmt: skip
+        return {"op": "Bucketize", "column": self.column, "boundaries": self._floats()}
 
     def _core_spec(self) -> _core.TransformSpec:
         t = self._base()
-        t.boundaries = [float(b) for b in self.boundaries]
+        t.boundaries = self._floats()
         return t
+
+    def _floats(self) -> list[float]:
+        where = f"Bucketize on column {self.column!r}: boundaries"
+        given = self.boundaries
+        if isinstance(given, (str, bytes)) or not isinstance(given, Sequence | np.ndarray):
+            raise ArgumentTypeError(f"{where} must be a list of numbers, got {given!r}")
+        out: list[float] = []
+        for b in given:
+            if isinstance(b, (bool, np.bool_)) or not isinstance(b, numbers.Real):
+                raise ArgumentTypeError(f"{where} must be numbers, got {b!r}")
+            out.append(float(b))
+        return out
 
 
 @dataclass(frozen=True)
