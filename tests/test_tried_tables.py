@@ -246,3 +246,15 @@ def test_a_relative_cache_dir_survives_a_chdir(tmp_path, monkeypatch):
     assert ld.stats()["decoded_hits"] == 4
     assert not (elsewhere / "cache").exists()
     assert len(list((tmp_path / "cache" / "decoded").glob("*.sfd"))) == 4
+
+
+def test_a_column_missing_from_a_file_says_so_when_its_nulls_stop_a_batch(tmp_path):
+    """Schema evolution: a feature added later reads as nulls in the older files; the
+    error blamed a 'null value at row 0' that no one wrote."""
+    pq.write_table(pa.table({"a": [1.0, 2.0]}), tmp_path / "old.parquet")
+    pq.write_table(pa.table({"a": [3.0], "b": [4.0]}), tmp_path / "new.parquet")
+    with pytest.raises(shardfeed.InvalidDataError,
+                       match=r"old\.parquet.*'b' \(not in this file.*fill_null"):  # fmt: skip
+        rows(tmp_path, stack={"x": ["a", "b"]}, columns=[])
+    got = rows(tmp_path, stack={"x": ["a", "b"]}, columns=[], fill_null=0.0)["x"]
+    assert got.tolist() == [[3.0, 4.0], [1.0, 0.0], [2.0, 0.0]]

@@ -653,8 +653,14 @@ arrow::Result<std::shared_ptr<const DecodedRowGroup>> DecodeRowGroup(const Catal
   };
   auto nulls = [&](size_t i) -> arrow::Status {
     if (layout.field_nulls_to_stack[i]) return arrow::Status::OK();  // the stack's FillNull
+    // A column this file lacks reads as nulls (schema evolution): say so, or the
+    // message would blame a null no one wrote.
+    const auto field = static_cast<size_t>(layout.fields[i]);
+    const bool absent = !file.field_map.empty() && file.field_map[field] < 0 &&
+                        catalog.column_origins()[field].partition_key < 0;
     return ApplyNullPolicy(layout.field_fill_null[i],
-                           context + ", column '" + layout.field_names[i] + "'",
+                           context + ", column '" + layout.field_names[i] + "'" +
+                               (absent ? " (not in this file: it reads as nulls there)" : ""),
                            &decoded->columns[i]);
   };
   auto make_matrix = [&](size_t o) -> arrow::Status {
