@@ -292,7 +292,7 @@ arrow::Result<RowGroupReader> OpenRowGroup(const Catalog& catalog, int32_t rg_in
   out.io_ns = std::make_shared<std::atomic<int64_t>>(0);
   const bool slow_io = hooks.slow_stage == StageName(hooks.io_stage);
   auto input = TimedFile(opened->file, hooks.clock, hooks.io_stage, rg_index,
-                         slow_io ? hooks.slow_us : 0, out.io_ns);
+                         slow_io ? hooks.slow_us : 0, out.io_ns, hooks.stop);
   try {
     parquet::ReaderProperties reader_props(EnginePool());
     // When asked, pages written with a CRC32 (pyarrow's write_page_checksum,

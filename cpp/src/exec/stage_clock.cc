@@ -1,5 +1,7 @@
 #include "exec/stage_clock.h"
 
+#include <algorithm>
+#include <chrono>
 #include <thread>
 #include <utility>
 
@@ -19,13 +21,14 @@ class TimedFileImpl final : public arrow::io::RandomAccessFile {
  public:
   TimedFileImpl(std::shared_ptr<arrow::io::RandomAccessFile> file,
                 std::shared_ptr<StageClock> clock, Stage stage, int64_t arg, int delay_us,
-                std::shared_ptr<std::atomic<int64_t>> call_ns)
+                std::shared_ptr<std::atomic<int64_t>> call_ns, const std::atomic<bool>* stop)
       : file_(std::move(file)),
         clock_(std::move(clock)),
         stage_(stage),
         arg_(arg),
         delay_us_(delay_us),
         call_ns_(std::move(call_ns)),
+        stop_(stop),
         zero_copy_(file_->supports_zero_copy()) {}
 
   arrow::Status Close() override { return file_->Close(); }
@@ -79,8 +82,12 @@ class TimedFileImpl final : public arrow::io::RandomAccessFile {
 
   Clock::time_point Start() const {
     const auto t0 = Clock::now();
-    // Test hook: a throttled source.
-    if (delay_us_ > 0) std::this_thread::sleep_for(std::chrono::microseconds(delay_us_));
+    // Test hook: a throttled source (in slices: a stopped engine does not wait it out).
+    const auto until = t0 + std::chrono::microseconds(delay_us_);
+    while (delay_us_ > 0 && Clock::now() < until && !(stop_ && stop_->load())) {
+      std::this_thread::sleep_for(
+          std::min<Clock::duration>(until - Clock::now(), std::chrono::milliseconds(10)));
+    }
     return t0;
   }
   void Done(Clock::time_point t0, int64_t bytes) {
@@ -94,6 +101,7 @@ class TimedFileImpl final : public arrow::io::RandomAccessFile {
   const int64_t arg_;
   const int delay_us_;
   std::shared_ptr<std::atomic<int64_t>> call_ns_;
+  const std::atomic<bool>* stop_;
   const bool zero_copy_;  // a mapped file hands out its own memory: keep that
 };
 
@@ -150,9 +158,10 @@ std::vector<TraceEvent> StageClock::trace() const {
 
 std::shared_ptr<arrow::io::RandomAccessFile> TimedFile(
     std::shared_ptr<arrow::io::RandomAccessFile> file, std::shared_ptr<StageClock> clock,
-    Stage stage, int64_t arg, int delay_us, std::shared_ptr<std::atomic<int64_t>> call_ns) {
+    Stage stage, int64_t arg, int delay_us, std::shared_ptr<std::atomic<int64_t>> call_ns,
+    const std::atomic<bool>* stop) {
   return std::make_shared<TimedFileImpl>(std::move(file), std::move(clock), stage, arg, delay_us,
-                                         std::move(call_ns));
+                                         std::move(call_ns), stop);
 }
 
 }  // namespace shardfeed

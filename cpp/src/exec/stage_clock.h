@@ -84,9 +84,12 @@ class StageClock {
 // A file whose reads are timed into `stage` of `clock` (fetch for remote
 // storage, read for local files and cache entries).
 // `call_ns`, when given, also sums the read time (for the caller's own split).
+// `delay_us` (a test hook: a throttled source) is slept before each read, in
+// slices that end early once `*stop` is set (the engine's, which outlives its
+// reads), so that stopping an engine does not wait out the throttle.
 std::shared_ptr<arrow::io::RandomAccessFile> TimedFile(
     std::shared_ptr<arrow::io::RandomAccessFile> file, std::shared_ptr<StageClock> clock,
-    Stage stage, int64_t arg, int delay_us,
-    std::shared_ptr<std::atomic<int64_t>> call_ns = nullptr);
+    Stage stage, int64_t arg, int delay_us, std::shared_ptr<std::atomic<int64_t>> call_ns = nullptr,
+    const std::atomic<bool>* stop = nullptr);
 
 }  // namespace shardfeed
