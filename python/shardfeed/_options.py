@@ -87,26 +87,24 @@ def _resolve_world(rank: int | None, world_size: int | None) -> tuple[int, int]:
     dist = sys.modules.get("torch.distributed")
     if dist is not None and dist.is_available() and dist.is_initialized():
         dist_rank, dist_world = dist.get_rank(), dist.get_world_size()
+    from_env = False  # a value taken from RANK/WORLD_SIZE
     if dist_rank is None or dist_world is None:
         env_rank, env_world = _env_int("RANK"), _env_int("WORLD_SIZE")
         dist_rank = 0 if env_rank is None else env_rank
         dist_world = 1 if env_world is None else env_world
-        taken_rank = rank is None and env_rank is not None
-        taken_world = world_size is None and env_world is not None
-        final_rank = dist_rank if rank is None else rank
-        final_world = dist_world if world_size is None else world_size
-        if (taken_rank or taken_world) and not 0 <= final_rank < final_world:
-            # Said of the environment, which the user may not know is set.
-            raise InvalidArgumentError(
-                f"rank {final_rank} is not in [0, world_size {final_world}): from the "
-                f"environment, RANK={os.environ.get('RANK')!r} and "
-                f"WORLD_SIZE={os.environ.get('WORLD_SIZE')!r} (pass rank= and world_size=, "
-                "or set both variables, as torchrun does)"
-            )
-    return (
-        dist_rank if rank is None else rank,
-        dist_world if world_size is None else world_size,
-    )
+        from_env = (rank is None and env_rank is not None) or (
+            world_size is None and env_world is not None
+        )
+    rank = dist_rank if rank is None else rank
+    world_size = dist_world if world_size is None else world_size
+    if from_env and not 0 <= rank < world_size:
+        # Said of the environment, which the user may not know is set.
+        raise InvalidArgumentError(
+            f"rank {rank} is not in [0, world_size {world_size}): from the environment, "
+            f"RANK={os.environ.get('RANK')!r} and WORLD_SIZE={os.environ.get('WORLD_SIZE')!r} "
+            "(pass rank= and world_size=, or set both variables, as torchrun does)"
+        )
+    return rank, world_size
 
 
 def default_threads() -> int:

@@ -217,8 +217,8 @@ class Stream:
         Integrity: page checksums (CRC32, when the file has them) are verified
         with ``verify_page_checksums=True``; a file that changes after this call
         is an InvalidDataError when its rows are read, never a mix of versions;
-        credentials in a source URI never appear in a message.  Ctrl-C interrupts a waiting
-        ``next()`` within a fraction of a second.
+        credentials in a source URI never appear in a message.  Ctrl-C
+        interrupts a waiting ``next()`` within a fraction of a second.
         """
         # The arguments by name, before any other local exists: the list above is
         # the only one, Settings.make checks each entry.
