@@ -32,7 +32,7 @@ struct FileEntry {
   std::string rel_path;  // path relative to the dataset root; decides the order
   int64_t size = 0;
   std::string version;   // modification time (ns) as text; empty when unknown
-  std::string identity;  // local files: device, inode, change time (see file_check.h)
+  std::string identity;  // local files: StatIdentity (device, inode, size, times)
   // The footer, read once, without its row groups (schema, key-value
   // metadata); each row group keeps its own part (RowGroupEntry::footer).
   std::shared_ptr<parquet::FileMetaData> metadata;

@@ -15,6 +15,7 @@
 #include "shardfeed/status.h"
 #include "storage/folder.h"
 #include "util/deadline_file.h"
+#include "util/file_identity.h"
 
 namespace shardfeed {
 
@@ -35,10 +36,7 @@ namespace {
 // change time too: a write in place with the modification time set back
 // (touch -d, cp -p) still moves it.
 std::string VerifiedKey(const std::string& name, const struct stat& st, uint64_t checksum) {
-  return name + ":" + std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) + ":" +
-         std::to_string(st.st_size) + ":" + std::to_string(st.st_mtim.tv_sec) + "." +
-         std::to_string(st.st_mtim.tv_nsec) + ":" + std::to_string(st.st_ctim.tv_sec) + "." +
-         std::to_string(st.st_ctim.tv_nsec) + ":" + std::to_string(checksum);
+  return name + ":" + StatIdentity(st) + ":" + std::to_string(checksum);
 }
 
 }  // namespace

@@ -37,6 +37,7 @@
 #include "catalog/unify.h"
 #include "shardfeed/status.h"
 #include "util/deadline_file.h"
+#include "util/file_identity.h"
 #include "util/hash.h"
 #include "util/parquet_error.h"
 #include "util/read_properties.h"
@@ -552,7 +553,7 @@ arrow::Status CatalogBuilder::Build(std::vector<std::optional<Footer>> footers) 
     if (mtime != arrow::fs::kNoTime) {
       entry.version = std::to_string(mtime.time_since_epoch().count());
     }
-    if (catalog.is_local()) entry.identity = LocalIdentity(entry.path);
+    if (catalog.is_local()) entry.identity = StatIdentityAt(entry.path);
     const auto file_index = static_cast<int32_t>(catalog.files_.size());
     hash.Update(rel);
     for (const auto& part : footer.row_groups) {

@@ -10,6 +10,7 @@
 
 #include "shardfeed/status.h"
 #include "util/deadline_file.h"
+#include "util/file_identity.h"
 
 namespace shardfeed {
 
@@ -27,13 +28,6 @@ arrow::Status Changed(const std::string& what) {
 
 }  // namespace
 
-std::string LocalIdentity(const std::string& path) {
-  struct stat st;
-  if (stat(path.c_str(), &st) != 0) return {};
-  return std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) + ":" +
-         std::to_string(Ns(st.st_ctim));
-}
-
 arrow::Status CheckUnchanged(arrow::fs::FileSystem& fs, const FileEntry& file,
                              double timeout_seconds, const StopCheck& stopped) {
   if (fs.type_name() == "local") {
@@ -49,7 +43,7 @@ arrow::Status CheckUnchanged(arrow::fs::FileSystem& fs, const FileEntry& file,
     if (!file.version.empty() && std::to_string(Ns(st.st_mtim)) != file.version) {
       return Changed("modification time");
     }
-    if (!file.identity.empty() && LocalIdentity(file.path) != file.identity) {
+    if (!file.identity.empty() && StatIdentityAt(file.path) != file.identity) {
       return Changed("rewritten in place or replaced");
     }
     return arrow::Status::OK();

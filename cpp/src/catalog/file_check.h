@@ -16,11 +16,6 @@
 
 namespace shardfeed {
 
-// What identifies one version of a local file beyond size and mtime: device,
-// inode and status-change time (which os.utime cannot set back).  Empty when
-// the file cannot be stat'ed.
-std::string LocalIdentity(const std::string& path);
-
 // OK when `file` on `fs` still has the size, modification time (and, locally,
 // identity) recorded in the catalog.  Remote modification times are compared
 // to the second: listings and HEAD requests round them differently.  The

@@ -25,6 +25,7 @@
 #include "storage/posix_file.h"
 #include "storage/temp_file.h"
 #include "tier/verified_stamp.h"
+#include "util/file_identity.h"
 #include "util/hash.h"
 
 namespace shardfeed {
@@ -291,7 +292,7 @@ arrow::Result<std::optional<std::vector<DecodedColumn>>> DecodedTier::Impl::Load
   // checked.
   // (By the file's identity too: written in place since, it is checked again.)
   const std::string verified_id =
-      key + '|' + std::to_string(data_digest) + '|' + FileIdentity(file->file_descriptor());
+      key + '|' + std::to_string(data_digest) + '|' + StatIdentityOf(file->file_descriptor());
   bool verified = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -456,7 +457,7 @@ std::optional<uint64_t> DecodedTier::Impl::Store(const std::string& key,
   // this key and digest is not hashed again here (see Load, step 4).
   {
     std::lock_guard<std::mutex> lock(mu_);
-    verified_.insert(key + '|' + std::to_string(data_digest) + '|' + FileIdentityAt(path));
+    verified_.insert(key + '|' + std::to_string(data_digest) + '|' + StatIdentityAt(path));
   }
   return data_digest;
 }

@@ -36,28 +36,7 @@ bool Identity(int fd, uint64_t data_digest, Stamp* out) {
   return true;
 }
 
-std::string IdentityText(const struct stat& st) {
-  auto ns = [](const struct timespec& t) {
-    return std::to_string(static_cast<uint64_t>(t.tv_sec) * 1000000000u +
-                          static_cast<uint64_t>(t.tv_nsec));
-  };
-  return std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) + ":" +
-         std::to_string(st.st_size) + ":" + ns(st.st_mtim) + ":" + ns(st.st_ctim);
-}
-
 }  // namespace
-
-std::string FileIdentity(int fd) {
-  struct stat st {};
-  if (fd < 0 || ::fstat(fd, &st) != 0) return "";
-  return IdentityText(st);
-}
-
-std::string FileIdentityAt(const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) return "";
-  return IdentityText(st);
-}
 
 bool StampMatches(const std::string& stamp_path, int fd, uint64_t data_digest) {
   Stamp want{}, have{};

@@ -29,11 +29,4 @@ bool StampMatches(const std::string& stamp_path, int fd, uint64_t data_digest);
 // failure only means the next process checks again).
 void WriteStamp(const std::string& stamp_path, int fd, uint64_t data_digest);
 
-// The identity a stamp records (device, inode, size, modification and change
-// times), as text; empty when it cannot be read.  A process that checked an
-// entry remembers it by this too: a write to the file in place while the
-// process runs changes it, and the entry is checked again.
-std::string FileIdentity(int fd);
-std::string FileIdentityAt(const std::string& path);
-
 }  // namespace shardfeed
