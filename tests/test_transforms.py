@@ -107,20 +107,18 @@ def test_clip(tmp_path, values, lo, width):
 @cfg
 @given(values=ints, lo=st.integers(-(2**62), 2**62), width=st.integers(0, 2**62))
 def test_clip_integers_keep_every_bit(tmp_path, values, lo, width):
+    # Bounds travel as float64: the ones it holds exactly (any integer up to 2**53, and
+    # beyond that those it can hold) clip exactly; the others are refused (below).
+    lo, hi = int(float(lo)), int(float(lo + width))
     got = run(
         tmp_path,
         pa.table({"v": pa.array(values, pa.int64())}),
-        [Clip("v", min=lo, max=lo + width)],
+        [Clip("v", min=lo, max=hi)],
         "v",
     )
-    want = np.clip(np.array(values, dtype=object), lo, lo + width).astype(np.int64)
+    want = np.clip(np.array(values, dtype=object), lo, hi).astype(np.int64)
     assert got.dtype == np.int64
-    # Bounds pass through float64 (the spec's type): allow the rounding of the bound only.
-    lo_f, hi_f = float(lo), float(lo + width)
-    assert all(
-        g == w or (w in (lo, lo + width) and g in (int(np.ceil(lo_f)), int(np.floor(hi_f))))
-        for g, w in zip(got.tolist(), want.tolist(), strict=True)
-    )
+    np.testing.assert_array_equal(got, want)
 
 
 @cfg
@@ -501,3 +499,24 @@ def test_random_mask_values_must_fit_the_column(tmp_path, column, value):
     with pytest.raises(shardfeed.InvalidArgumentError, match="RandomMask on stack 's'"):
         shardfeed.Loader(tmp_path, stack=stacked, columns=[],
                          transforms=[RandomMask("s", probability=1.0, value=value)])  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: Clip("x", max=2**53 + 1),
+        lambda: Clip("x", min=np.int64(-(2**62) - 1)),
+        lambda: FillNull("x", value=[0, 2**63 - 1]),
+        lambda: RandomMask("x", probability=0.5, value=10**400),
+    ],
+)
+def test_integer_settings_that_float64_would_round_are_refused(make):
+    # Settings travel as float64: a bound of 2**53 + 1 on an int64 column would
+    # silently clamp at 2**53.
+    with pytest.raises(shardfeed.InvalidArgumentError, match="float64 cannot hold exactly"):
+        make()
+
+
+def test_integer_settings_that_float64_holds_are_kept():
+    assert Clip("x", min=-(2**53), max=2**60).spec()["max"] == 2**60
+    assert FillNull("x", value=[1, 2**53]).spec()["value"] == [1.0, float(2**53)]

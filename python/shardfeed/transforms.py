@@ -71,11 +71,29 @@ _DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32
 Setting = float | Sequence[float]  # one value, or one per feature of a stack
 
 
+def _exact(op: str, column: str, name: str, value: Any) -> None:
+    """Settings travel as float64: an integer that float64 cannot hold (beyond 2**53)
+    would silently become its neighbour (a Clip bound or FillNull value of an int64
+    column off by one), so it is refused."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_)):
+        v = int(value)
+        try:
+            exact = abs(v) <= 2**53 or int(float(v)) == v
+        except OverflowError:
+            exact = False
+        if not exact:
+            raise InvalidArgumentError(
+                f"{op} on '{column}': {name} {v} is an integer that float64 cannot "
+                f"hold exactly (settings are float64; integers up to 2**53 are exact)"
+            )
+
+
 def _per_feature(op: str, column: str, name: str, value: Any, none: float | None = None) -> Any:
     """A setting as given (a number, or None where ``none`` stands for an open bound),
     or a list or 1-D array of them as a tuple of floats (and Nones)."""
     if value is None and none is not None:
         return None
+    _exact(op, column, name, value)
     if isinstance(value, (bool, int, float)):
         return value
     if isinstance(value, numbers.Real) or getattr(value, "ndim", None) == 0:
@@ -88,6 +106,7 @@ def _per_feature(op: str, column: str, name: str, value: Any, none: float | None
         if v is None and none is not None:
             out.append(None)  # an open bound; spec() keeps it JSON's null
             continue
+        _exact(op, column, name, v)
         try:
             out.append(float(v))
         except (TypeError, ValueError):
