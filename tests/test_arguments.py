@@ -354,3 +354,68 @@ def test_sample_generators_check_their_key(kw, error):
             make(np.arange(3), **args)
     with pytest.raises(shardfeed.ArgumentTypeError, match="size"):
         shardfeed.sample_uniform(np.arange(3), seed=0, epoch=0, size=2.5)
+
+
+def test_sample_ids_must_be_integers_one_per_sample():
+    """A float id was cut (1.5 drew as 1), a string parsed, a 2-D array flattened and
+    None a builtin TypeError naming nothing."""
+    u = shardfeed.sample_uniform
+    for ids in (np.array([1.5]), np.array(["1"]), None, [True, False]):
+        with pytest.raises(shardfeed.ArgumentTypeError, match="sample ids must be integers"):
+            u(ids, seed=0, epoch=0)
+        with pytest.raises(shardfeed.ArgumentTypeError, match="sample ids must be integers"):
+            shardfeed.sample_rng(ids, seed=0, epoch=0)
+    with pytest.raises(shardfeed.InvalidArgumentError, match="1-D"):
+        u(np.arange(4).reshape(2, 2), seed=0, epoch=0)
+    with pytest.raises(shardfeed.InvalidArgumentError, match=r"\[0, 2\*\*63\)"):
+        u(np.array([-1]), seed=0, epoch=0)
+    assert u([], seed=0, epoch=0).shape == (0, 1)
+    np.testing.assert_array_equal(u([3, 4], 0, 0), u(np.array([3, 4], np.uint32), 0, 0))
+
+
+def test_messages_name_the_setting_and_its_real_range(dataset):
+    cases = [
+        ({"world_size": 0}, shardfeed.InvalidArgumentError, "world_size must be at least 1, got 0"),
+        ({"remote_timeout": -1}, shardfeed.InvalidArgumentError, r"got -1$"),
+        ({"batch_size": 2**63}, shardfeed.InvalidArgumentError, "does not fit in a signed 64-bit"),
+        ({"partitioning": 1}, shardfeed.ArgumentTypeError, "partitioning must be one of"),
+        ({"filter": "x"}, shardfeed.ArgumentTypeError, "filter must be a non-empty list"),
+        ({"filter": 5}, shardfeed.ArgumentTypeError, "filter must be a non-empty list"),
+        ({"stack": {"": ["f0"]}}, shardfeed.InvalidArgumentError, "must not be empty"),
+        ({"transforms": [Log1p(None)]}, shardfeed.ArgumentTypeError, "column must be a column"),
+    ]
+    for kw, error, match in cases:
+        with pytest.raises(error, match=match):
+            shardfeed.Loader(dataset, **kw)
+    from shardfeed.transforms import Standardize
+
+    with pytest.raises(shardfeed.InvalidArgumentError, match=r"1-D list .* shape \(2, 1\)"):
+        Standardize("x", mean=np.zeros((2, 1)))
+
+
+@pytest.mark.parametrize("bad", [[("label", "~", 1)], [("label", "in", 1)], [("label", "in", [])]])
+def test_a_malformed_filter_is_named_before_the_source_is_opened(bad):
+    with pytest.raises(shardfeed.InvalidArgumentError, match="filter on column 'label'"):
+        shardfeed.Loader("/no/such/source", filter=bad)
+
+
+def test_stats_have_the_file_cache_keys_for_local_data_too(dataset):
+    stats = shardfeed.Loader(dataset).stats()
+    for key in ("remote_bytes", "cache_hits", "cache_misses", "cache_bytes", "evictions",
+                "prefetch_wait_seconds"):  # fmt: skip
+        assert stats[key] == 0, key
+
+
+def test_num_rows_counts_the_rows_the_filter_keeps(dataset, table):
+    kept = sum(v < 100 for v in table.column("id").to_pylist())
+    loader = shardfeed.Loader(dataset, filter=[("id", "<", 100)], batch_size=10, drop_last=False)
+    assert loader.num_rows == kept == loader.stats()["filter"]["rows_kept"]
+    assert sum(len(b["id"]) for b in loader) == kept
+
+
+def test_the_public_names_are_the_documented_ones():
+    """dir() shows __all__ (TorchDataset, loaded lazily, too) and no helper imports
+    (it showed Any, annotations and pyarrow); submodules are listed once imported."""
+    names = {n for n in dir(shardfeed) if not n.startswith("_")}
+    public = {n for n in names if not inspect.ismodule(getattr(shardfeed, n))}
+    assert public == set(shardfeed.__all__) - {"transforms"}, public ^ set(shardfeed.__all__)

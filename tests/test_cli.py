@@ -64,11 +64,32 @@ def test_demo_trains_and_prints_the_same_order_fingerprint_twice(tmp_path, capsy
 
 
 def test_a_trace_that_cannot_be_written_fails_before_the_run(dataset, capsys, tmp_path):
-    import pytest
+    assert cli.main(["profile", str(dataset), "--trace", str(tmp_path / "no" / "t.json")]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""  # no report: the profile did not run
+    assert "cannot write the trace" in err
 
-    with pytest.raises(SystemExit, match="cannot write the trace"):
-        cli.main(["profile", str(dataset), "--trace", str(tmp_path / "no" / "t.json")])
-    assert capsys.readouterr().out == ""  # no report: the profile did not run
+
+def test_bad_command_lines_exit_2_and_say_why(dataset, tmp_path, capsys):
+    """Each is the user's mistake: status 2 and a message on stderr, never status 0 or 1."""
+    assert cli.main(["info", str(dataset), "--filter", "notjson"]) == 2
+    assert "--filter is not JSON" in capsys.readouterr().err
+    # Columns asked for that do not load: the catalog is printed, then the error.
+    assert cli.main(["info", str(dataset), "--columns", "nope"]) == 2
+    out, err = capsys.readouterr()
+    assert json.loads(out)["rows"] > 0 and "ColumnNotFoundError" in err
+    # A batch larger than the dataset: nothing to profile, said so (no verdict of nothing).
+    assert cli.main(["profile", str(dataset), "--batch-size", "100000000"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and "nothing to profile" in err and "no full batch" in err
+
+
+def test_cache_stats_and_clear_never_create_the_folder(tmp_path, capsys):
+    typo = tmp_path / "typo" / "cache"
+    for action in ("stats", "clear"):
+        assert cli.main(["cache", action, "--cache-dir", str(typo)]) == 2
+        assert "no such folder" in capsys.readouterr().err
+    assert not (tmp_path / "typo").exists()
 
 
 def test_the_commands_take_sources_as_the_loader_does(dataset, tmp_path, capsys):

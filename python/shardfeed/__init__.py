@@ -7,12 +7,10 @@ shuffle settings.  ``TorchDataset`` gives the same stream through a
 ``torch.utils.data.DataLoader``.
 """
 
-from __future__ import annotations
+from typing import Any as _Any
 
-from typing import Any
-
-import pyarrow  # loads Arrow's shared libraries before the extension
-import pyarrow.fs  # noqa: F401  (registers S3/GCS/HDFS with Arrow, and S3's shutdown hook)
+import pyarrow as _pyarrow  # noqa: F401  (loads Arrow's shared libraries before the extension)
+import pyarrow.fs as _pyarrow_fs  # noqa: F401  (registers S3/GCS/HDFS, and S3's shutdown hook)
 
 from . import transforms
 from ._errors import (
@@ -55,10 +53,14 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> _Any:
     # TorchDataset imports torch; numpy-only users never pay for it.
     if name == "TorchDataset":
         from ._torch import TorchDataset
 
         return TorchDataset
     raise AttributeError(f"module 'shardfeed' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | {"TorchDataset"})

@@ -44,6 +44,8 @@ def check_int(name: str, value: Any, bounds: tuple[int, int] = INT64) -> int:
         raise ArgumentTypeError(f"{name} must be an integer, got {_what(value)}") from None
     lo, hi = bounds
     if not lo <= v < hi:
+        if bounds == INT64:  # only the type's range: the setting's own is checked later
+            raise InvalidArgumentError(f"{name} {v} does not fit in a signed 64-bit integer")
         span = f"[{bound_text(lo)}, {bound_text(hi)})"
         raise InvalidArgumentError(f"{name} must be in {span}, got {v}")
     return v
@@ -233,7 +235,9 @@ def check_stack(value: Any) -> dict[str, list[str]]:
         raise ArgumentTypeError(f"stack must be a dict {{name: [columns]}}, got {_what(value)}")
     out: dict[str, list[str]] = {}
     for key, cols in value.items():
-        out[check_str("stack key", key)] = check_names(f"stack[{key!r}]", cols)
+        if not check_str("stack key", key):
+            raise InvalidArgumentError("stack: a stack's name (its output key) must not be empty")
+        out[key] = check_names(f"stack[{key!r}]", cols)
     return out
 
 

@@ -233,21 +233,27 @@ def _is_predicate(item: Any) -> bool:
     return isinstance(item, (tuple, list)) and len(item) == 3 and isinstance(item[0], str)
 
 
-def canonicalize(filter: FilterArg, schema: Sequence[tuple[str, str]]) -> Canonical:
-    """The checked canonical form of ``filter`` against the dataset's (name, type) list."""
-    if isinstance(filter, (str, bytes)) or not isinstance(filter, (list, tuple)) or not filter:
+def check_form(filter: FilterArg) -> list[list[tuple[str, str, Any]]]:
+    """The filter's OR terms of (column, op, value), its form checked without the
+    schema (so that a malformed filter is named before anything is opened): ops
+    known and spelled canonically, set ops given a non-empty list of values."""
+    if isinstance(filter, (str, bytes)) or not isinstance(filter, (list, tuple)):
+        raise ArgumentTypeError(
+            "filter must be a non-empty list of (column, op, value) tuples or a list of such "
+            f"lists, got {type(filter).__name__} {filter!r}"
+        )
+    if not filter:
         raise InvalidArgumentError(
             "filter must be a non-empty list of (column, op, value) tuples or a list of such lists"
         )
     groups = [filter] if all(_is_predicate(p) for p in filter) else filter
-    types = dict(schema)
-    out: Canonical = []
+    out: list[list[tuple[str, str, Any]]] = []
     for group in groups:
         if not isinstance(group, (list, tuple)) or not group:
             raise InvalidArgumentError(
                 f"filter: each OR term must be a non-empty list of tuples, got {group!r}"
             )
-        conjunction = []
+        conjunction: list[tuple[str, str, Any]] = []
         for pred in group:
             if not _is_predicate(pred):
                 raise InvalidArgumentError(
@@ -255,29 +261,44 @@ def canonicalize(filter: FilterArg, schema: Sequence[tuple[str, str]]) -> Canoni
                 )
             column, raw_op, raw = pred
             if not isinstance(raw_op, str):
-                raise InvalidArgumentError(f"filter on column {column!r}: op must be a string")
+                raise ArgumentTypeError(f"filter on column {column!r}: op must be a string")
             op = raw_op.strip().lower() if raw_op.strip().lower() in _SET_OPS else raw_op
             where = _where(column, op)
-            if column not in types:
-                raise InvalidArgumentError(f"{where}: no such column")
-            kind, unit = _kind(types[column])
             if op in _SET_OPS:
                 if isinstance(raw, (str, bytes)) or not isinstance(
                     raw, (list, tuple, set, frozenset, np.ndarray)
                 ):
                     raise InvalidArgumentError(f"{where}: needs a list of values, got {raw!r}")
-                values = sorted({_value(kind, unit, v, where) for v in raw})
-                if not values:
+                if len(raw) == 0:
                     # pyarrow: "in []" keeps nothing, "not in []" every non-null row.
                     raise InvalidArgumentError(f"{where}: the list of values is empty")
             elif op in _OPS:
                 op = _OPS[op]
-                values = [_value(kind, unit, raw, where)]
             else:
                 raise InvalidArgumentError(
                     f"filter on column {column!r}: unknown operator {raw_op!r} "
                     f"(one of {sorted(set(_OPS) | set(_SET_OPS))})"
                 )
+            conjunction.append((column, op, raw))
+        out.append(conjunction)
+    return out
+
+
+def canonicalize(filter: FilterArg, schema: Sequence[tuple[str, str]]) -> Canonical:
+    """The checked canonical form of ``filter`` against the dataset's (name, type) list."""
+    types = dict(schema)
+    out: Canonical = []
+    for group in check_form(filter):
+        conjunction = []
+        for column, op, raw in group:
+            where = _where(column, op)
+            if column not in types:
+                raise InvalidArgumentError(f"{where}: no such column")
+            kind, unit = _kind(types[column])
+            if op in _SET_OPS:
+                values = sorted({_value(kind, unit, v, where) for v in raw})
+            else:
+                values = [_value(kind, unit, raw, where)]
             predicate = _predicate(column, types[column], op, values)
             if predicate is not None:
                 conjunction.append(predicate)

@@ -278,8 +278,9 @@ class Loader(Stream):
     # -- introspection ---------------------------------------------------------------
     @property
     def num_rows(self) -> int:
-        """Rows in the dataset (all ranks, before batching)."""
-        return int(self._dataset.num_rows)
+        """Rows in the dataset that the epoch is made of: all ranks, before batching,
+        and with ``filter=`` those that pass it (``stats()["filter"]`` has both)."""
+        return int(self._filter_counts.get("rows_kept", self._dataset.num_rows))
 
     @property
     def fingerprint(self) -> str:

@@ -33,7 +33,7 @@ from ._check import (
     check_str,
 )
 from ._device import check_device
-from ._errors import InvalidArgumentError
+from ._errors import ArgumentTypeError, InvalidArgumentError
 from ._filter import Canonical
 from .transforms import Transform, to_core
 
@@ -207,10 +207,17 @@ class Settings:
                 "or output='numpy'"
             )
         partitioning = args["partitioning"]
+        if partitioning is not None and not isinstance(partitioning, str):
+            raise ArgumentTypeError(
+                f"partitioning must be one of {_PARTITIONINGS}, got {type(partitioning).__name__} "
+                f"{partitioning!r}"
+            )
         if partitioning not in _PARTITIONINGS:
             raise InvalidArgumentError(
                 f"partitioning must be one of {_PARTITIONINGS}, got {partitioning!r}"
             )
+        if args["filter"] is not None:
+            _filter.check_form(args["filter"])  # its form before anything is opened
         transforms = check_list("transforms", args["transforms"])
         to_core(transforms)  # settings errors before anything is opened
         threads = check_opt_int("num_threads", args["num_threads"], INT32)
@@ -417,8 +424,11 @@ class Caches:
             "cache_hits": 0,
             "cache_misses": 0,
             "cache_bytes": 0,
+            "evictions": 0,
+            "uncached_reads": 0,
+            "fetch_seconds": 0.0,
             "prefetch_wait_seconds": 0.0,
-        }
+        }  # the file cache's keys, also where there is none (local data)
         if self.files is not None:
             out.update(self.files.stats())
         if self.tier is not None:

@@ -179,6 +179,8 @@ def profile(
     loader._settings.extra["trace"] = trace is not None
     loader._settings.extra["start_early"] = False  # one pass: a next one would only compete
     loader._settings.extra.update(_hooks or {})  # tests slow a stage down on purpose
+    if loader._empty_why is not None:  # said here, not as a warning and a verdict of nothing
+        raise InvalidArgumentError(f"nothing to profile: {loader._empty_why}")
     rows = n = 0
     seen: list[np.ndarray] = []  # each batch's sample ids
     # Start-up: the first batch of each worker thread, which they build at once

@@ -9,7 +9,7 @@ import numpy as np
 
 from . import _core
 from ._check import check_int
-from ._errors import InvalidArgumentError
+from ._errors import ArgumentTypeError, InvalidArgumentError
 
 # Counter words for Python streams; the engine's own streams sit far below.
 _USER_BASE = 1 << 20
@@ -29,7 +29,20 @@ def _ids(batch_or_ids: Mapping[str, Any] | Any) -> np.ndarray:
         if "sample_id" not in batch_or_ids:
             raise InvalidArgumentError("the batch has no 'sample_id': pass with_sample_id=True")
         batch_or_ids = batch_or_ids["sample_id"]
-    ids = np.asarray(batch_or_ids.numpy() if hasattr(batch_or_ids, "numpy") else batch_or_ids)
+    given = batch_or_ids
+    ids = np.asarray(given.numpy() if hasattr(given, "numpy") else given)
+    # Ids are integers: a float id would be cut (1.5 drawing as 1), a string parsed.
+    if ids.dtype.kind not in "iu" and not (ids.size == 0 and ids.dtype.kind == "f"):  # [] is float
+        raise ArgumentTypeError(
+            "sample ids must be integers (a batch's 'sample_id', made with with_sample_id=True), "
+            f"got {type(given).__name__} of dtype {ids.dtype}"
+        )
+    if ids.ndim > 1:
+        raise InvalidArgumentError(
+            f"sample ids must be one id per sample (1-D), got shape {ids.shape}"
+        )
+    if ids.size and (ids.min() < 0 or (ids.dtype.kind == "u" and ids.max() >= 2**63)):
+        raise InvalidArgumentError("sample ids must be in [0, 2**63)")
     return ids.astype(np.int64, copy=False).reshape(-1)
 
 

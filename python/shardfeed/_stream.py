@@ -124,14 +124,15 @@ class Stream:
                 cache's, outside the limit.  Resident memory adds
                 the allocator's (freed pages go back after 0.2 s) and the
                 libraries' own.  ``stats()["memory"]``
-                counts it; ``shardfeed info --memory-limit`` predicts it.  Each
-                DataLoader worker of a TorchDataset has an engine, and a limit, of
-                its own.
+                counts it; ``shardfeed info --memory-limit`` predicts it.  A
+                TorchDataset in a DataLoader with 2 or more workers runs one
+                engine, in worker 0, with the limit (with 0 or 1 worker the one
+                process that reads does).
             prefetch: batches each worker thread may hold ready (the engine holds
                 ``num_threads * prefetch`` at most).
             with_sample_id: add ``"sample_id"``: each row's int64 index in the
                 dataset's natural order.
-            fill_null: value for nulls: one number for every column, or
+            fill_null: value for nulls: one number (not True/False) for every column, or
                 ``{column: number}`` (the other columns keep the default); ``None``
                 raises InvalidDataError naming the file, row group and column of
                 the first null.  A value the column's type (after its transforms)

@@ -5,11 +5,17 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 from collections.abc import Callable
 
 from ._check import check_source
-from ._errors import ArgumentTypeError, InvalidArgumentError, ShardfeedError
+from ._errors import (
+    ArgumentTypeError,
+    DatasetNotFoundError,
+    InvalidArgumentError,
+    ShardfeedError,
+)
 
 DEFAULT_MEMORY_LIMIT_TEXT = "384MiB"  # EngineOptions::memory_limit (checked by a test)
 
@@ -39,6 +45,12 @@ def _at_least(
 def _info(args: argparse.Namespace) -> int:
     from ._options import open_dataset
 
+    given = None
+    if args.filter is not None:
+        try:
+            given = json.loads(args.filter)
+        except json.JSONDecodeError as e:
+            raise InvalidArgumentError(f"--filter is not JSON: {e}") from None
     ds = open_dataset(check_source(args.source), args.partitioning)
     info: dict[str, object] = {
         "root": ds.root,
@@ -55,14 +67,10 @@ def _info(args: argparse.Namespace) -> int:
     ]
     if delta:
         info["delta_tables"] = delta
-    if args.filter is not None:
+    if given is not None:
         from . import _filter
         from ._options import default_threads
 
-        try:
-            given = json.loads(args.filter)
-        except json.JSONDecodeError as e:
-            raise SystemExit(f"shardfeed info: --filter is not JSON: {e}") from None
         canonical = _filter.canonicalize(given, ds.schema())
         filtered = _filter.apply(ds, canonical, default_threads(), None)
         info["filter"] = {"canonical": canonical, **dict(filtered.filter_counts())}
@@ -74,13 +82,18 @@ def _info(args: argparse.Namespace) -> int:
             threads=args.threads, memory_limit=args.memory_limit,
             shuffle_window=args.shuffle_window, partitioning=args.partitioning,
             world_size=args.world_size, rank=0,
-            filter=None if args.filter is None else json.loads(args.filter),
+            filter=given,
         )  # fmt: skip
     except (InvalidArgumentError, ArgumentTypeError):
         raise  # a setting of the command line: said as an error (main)
     except ShardfeedError as e:
         # The catalog is still worth printing: say why these columns would not load.
         info["plan"] = {"error": f"{type(e).__name__}: {e}", "hint": "choose --columns/--stack"}
+        if args.columns is not None or args.stack is not None:
+            # The columns asked for do not load: the catalog, then the error, and status 2.
+            print(json.dumps(info, indent=2))
+            print(f"shardfeed: {type(e).__name__}: {e}", file=sys.stderr)
+            return 2
     print(json.dumps(info, indent=2))
     return 0
 
@@ -125,8 +138,8 @@ def _profile(args: argparse.Namespace) -> int:
             with open(args.trace, "w"):
                 pass
         except OSError as e:
-            raise SystemExit(
-                f"shardfeed profile: cannot write the trace to {args.trace!r}: {e.strerror}"
+            raise InvalidArgumentError(
+                f"--trace: cannot write the trace to {args.trace!r}: {e.strerror}"
             ) from None
     report = profile(
         args.source, columns=args.columns, stack=args.stack, batch_size=args.batch_size,
@@ -149,6 +162,9 @@ def _cache(args: argparse.Namespace) -> int:
     from . import _core
     from ._options import CacheSettings, open_dataset
 
+    if args.action != "warm" and not os.path.isdir(os.path.expanduser(args.cache_dir)):
+        # Inspecting or clearing makes nothing: a mistyped folder is said, not created.
+        raise DatasetNotFoundError(f"--cache-dir {args.cache_dir!r}: no such folder")
     # Both tiers, so that the folder names come from one place (CacheSettings).
     settings = CacheSettings.make(args.cache_dir, args.limit, True, None)
     files_dir, decoded_dir = settings.files_dir(), settings.decoded_dir()

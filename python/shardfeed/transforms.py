@@ -98,6 +98,11 @@ def _per_feature(op: str, column: str, name: str, value: Any, none: float | None
         return value
     if isinstance(value, numbers.Real) or getattr(value, "ndim", None) == 0:
         return float(value)  # a numpy scalar or 0-d array: a plain float in spec()
+    if getattr(value, "ndim", 1) != 1:
+        raise InvalidArgumentError(
+            f"{op} on '{column}': {name} must be a number or a 1-D list (one per feature "
+            f"of a stack), got shape {value.shape}"
+        )
     if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
         raise ArgumentTypeError(f"{op} on '{column}': {name} must be a number or a list of "
                                 f"numbers (one per feature of a stack), got {value!r}")  # fmt: skip
@@ -155,7 +160,12 @@ class Transform:
         raise NotImplementedError
 
     def _base(self) -> _core.TransformSpec:
-        if not isinstance(self.column, str) or not self.column:
+        if not isinstance(self.column, str):
+            raise ArgumentTypeError(
+                f"{type(self).__name__}: column must be a column or stack name, got "
+                f"{type(self.column).__name__} {self.column!r}"
+            )
+        if not self.column:
             raise InvalidArgumentError(f"{type(self).__name__}: column must be a non-empty name")
         t = _core.TransformSpec()
         t.op = type(self).__name__

@@ -16,6 +16,7 @@
 #include "storage/folder.h"
 #include "util/deadline_file.h"
 #include "util/file_identity.h"
+#include "util/number_text.h"
 
 namespace shardfeed {
 
@@ -243,7 +244,7 @@ arrow::Status CacheOptions::Validate() const {
   if (!(remote_timeout >= 0)) {  // NaN too
     return Error(
         ErrorKind::kInvalidArgument,
-        "remote_timeout must be >= 0 seconds (0: none), got " + std::to_string(remote_timeout));
+        "remote_timeout must be >= 0 seconds (0: none), got " + NumberText(remote_timeout));
   }
   return arrow::Status::OK();
 }

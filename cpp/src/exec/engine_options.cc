@@ -5,6 +5,7 @@
 
 #include "shardfeed/engine.h"
 #include "shardfeed/status.h"
+#include "util/number_text.h"
 
 namespace shardfeed {
 
@@ -35,7 +36,7 @@ arrow::Status EngineOptions::Validate() const {
   if (!(remote_timeout >= 0)) {  // NaN too
     return Error(
         ErrorKind::kInvalidArgument,
-        "remote_timeout must be >= 0 seconds (0: none), got " + std::to_string(remote_timeout));
+        "remote_timeout must be >= 0 seconds (0: none), got " + NumberText(remote_timeout));
   }
   if (debug_max_delay_us < 0 || debug_slow_us < 0) {
     return Error(ErrorKind::kInvalidArgument, "debug delays must be >= 0");

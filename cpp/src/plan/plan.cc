@@ -20,7 +20,11 @@ arrow::Status PlanOptions::Validate() const {
     return Error(ErrorKind::kInvalidArgument,
                  "batch_size must be at least 1, got " + std::to_string(batch_size));
   }
-  if (world_size < 1 || rank < 0 || rank >= world_size) {
+  if (world_size < 1) {
+    return Error(ErrorKind::kInvalidArgument,
+                 "world_size must be at least 1, got " + std::to_string(world_size));
+  }
+  if (rank < 0 || rank >= world_size) {
     return Error(ErrorKind::kInvalidArgument,
                  "rank must be in [0, world_size): rank=" + std::to_string(rank) +
                      ", world_size=" + std::to_string(world_size));
