@@ -256,3 +256,45 @@ def test_fingerprint_follows_the_values_not_their_container():
         "mean": 0.5,
         "std": 2,
     }
+
+
+def test_fill_of_a_float16_stack_is_the_number_not_its_bits(tmp_path):
+    """FillNull on a stack of float16 columns stored the fill's integer as the half's
+    bits (1.0 became 0x0001, 6e-08)."""
+    half = np.array([0.5, 0, 2.5], np.float16)
+    pq.write_table(pa.table({"a": pa.array(half, mask=np.array([False, True, False])),
+                             "b": pa.array(half, mask=np.array([True, False, False]))}),
+                   tmp_path / "f.parquet")  # fmt: skip
+    for fill, want in ((1.0, [1.0, 1.0]), ([1.0, 3.0], [1.0, 3.0])):
+        ld = shardfeed.Loader(tmp_path, stack={"x": ["a", "b"]}, columns=[], batch_size=3,
+                              shuffle=False, output="numpy",
+                              transforms=[FillNull("x", value=fill)])  # fmt: skip
+        (batch,) = list(ld)
+        assert batch["x"].dtype == np.float16
+        assert batch["x"][1, 0] == want[0] and batch["x"][0, 1] == want[1], batch["x"]
+
+
+@pytest.mark.parametrize("stack", [False, True])
+def test_float_transforms_of_integers_see_every_digit(tmp_path, stack):
+    """An int64 or timestamp column was made float32 before (x - mean) / std: epoch
+    milliseconds 1.7e12 and 1.7e12 + 1000 became one value, and all three a constant."""
+    ms = np.array([1_700_000_000_000, 1_700_000_001_000, 1_700_000_030_000])
+    ids = np.array([16_777_217, 16_777_218, 16_777_219])
+    pq.write_table(pa.table({"t": pa.array(ms, pa.timestamp("ms")), "i": ids}),
+                   tmp_path / "f.parquet")  # fmt: skip
+    for column, mean, std, want in (("t", 1.7e12, 1000.0, [0, 1, 30]),
+                                    ("i", 16_777_216.0, 1.0, [1, 2, 3])):  # fmt: skip
+        spec = Standardize("s" if stack else column, mean=mean, std=std)
+        kw = {"stack": {"s": [column]}, "columns": []} if stack else {"columns": [column]}
+        ld = shardfeed.Loader(tmp_path, batch_size=3, shuffle=False, output="numpy",
+                              transforms=[spec], **kw)  # fmt: skip
+        (batch,) = list(ld)
+        got = batch["s" if stack else column]
+        assert got.dtype == np.float32
+        np.testing.assert_array_equal(got.reshape(-1), np.float32(want))
+    # Log1p too: from the exact integer, rounded once.
+    ld = shardfeed.Loader(tmp_path, columns=["i"], batch_size=3, shuffle=False, output="numpy",
+                          transforms=[Log1p("i")])  # fmt: skip
+    np.testing.assert_array_equal(
+        next(iter(ld))["i"], np.log1p(ids.astype(np.float64)).astype(np.float32)
+    )

@@ -170,8 +170,18 @@ def _value(kind: str, unit: str, value: Any, where: str) -> Any:
                     return Fraction(2**65 if value > 0 else -(2**65))  # past any integer column
                 return Fraction(float(value))
             return float(value)
-        if kind == "float" and not -(2**63) <= int(value) < 2**63:
-            return float(value)
+        if kind == "float":
+            try:
+                exact = float(int(value)) == int(value)
+            except OverflowError:
+                exact = False
+            if not exact:  # compared as float64, it would match its float64 neighbour
+                raise InvalidArgumentError(
+                    f"{where}: {int(value)} has no exact float64 value, and the column's values "
+                    "are float64 (pass float(value) to compare with the nearest one)"
+                )
+            if not -(2**63) <= int(value) < 2**63:
+                return float(value)
         return Fraction(int(value)) if kind == "int" else int(value)
     raise InvalidArgumentError(f"{where}: columns of this type cannot be filtered on")
 
@@ -201,6 +211,11 @@ def _integral(op: str, values: list[Fraction], lo: int, hi: int) -> tuple[str, l
     if op == ">":
         return _NONE if c >= hi else _NOT_NULL if c < lo else (">", [c])
     return _NONE if c > hi else _NOT_NULL if c <= lo else (">=", [c])  # ">="
+
+
+def _distinct(v: Any) -> Any:
+    """What tells two filter values apart: the value, and a float zero's sign."""
+    return (v, math.copysign(1.0, v)) if isinstance(v, float) and v == 0 else v
 
 
 def _plain(v: Any) -> Any:
@@ -296,7 +311,10 @@ def canonicalize(filter: FilterArg, schema: Sequence[tuple[str, str]]) -> Canoni
                 raise InvalidArgumentError(f"{where}: no such column")
             kind, unit = _kind(types[column])
             if op in _SET_OPS:
-                values = sorted({_value(kind, unit, v, where) for v in raw})
+                # Once each; -0.0 and 0.0 both, as a set would keep only one of them
+                # (and Arrow's set lookup tells them apart).
+                distinct = {_distinct(x): x for x in (_value(kind, unit, v, where) for v in raw)}
+                values = sorted(distinct.values())
             else:
                 values = [_value(kind, unit, raw, where)]
             predicate = _predicate(column, types[column], op, values)
@@ -312,8 +330,10 @@ def key(canonical: Canonical) -> str:
 
 
 def _cache_path(cache_dir: str, dataset: _core.Dataset, text: str) -> Path:
-    identity = json.dumps(  # v2: files' values compared as delivered (units, decimals)
-        ["v2", dataset.fingerprint, text, dataset.files(), dataset.file_sizes(), dataset.root]
+    # v2: files' values compared as delivered (units, decimals); v3: a float row
+    # group whose statistics are one value may hold a NaN that passes != and not in.
+    identity = json.dumps(
+        ["v3", dataset.fingerprint, text, dataset.files(), dataset.file_sizes(), dataset.root]
     )
     digest = hashlib.sha256(identity.encode()).hexdigest()[:32]
     return Path(cache_dir) / "filters" / f"{digest}.bin"

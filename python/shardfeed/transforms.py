@@ -256,7 +256,8 @@ class HashBucket(Transform):
 
 @dataclass(frozen=True)
 class Bucketize(Transform):
-    """Index of the bucket: how many boundaries are <= x (strictly increasing boundaries)."""
+    """Index of the bucket: how many boundaries are <= x (strictly increasing boundaries);
+    NaN goes to the last bucket, ``len(boundaries)``, as with ``numpy.digitize``."""
 
     boundaries: Sequence[float] = field(default_factory=tuple)
 

@@ -23,8 +23,7 @@ void FillNulls(const OutputPlan& plan, const std::vector<DecodedColumn>& columns
     for (size_t c = first; c < last; ++c) {
       const auto& nulls = columns[static_cast<size_t>(plan.sources[c])].nulls;
       if (nulls.empty()) continue;
-      const T value = plan.matrix_dtype == DType::kBool ? T(plan.fill[c] != 0 ? 1 : 0)
-                                                        : SaturatingCast<T>(plan.fill[c]);
+      const T value = StoredValue<T>(plan.matrix_dtype, plan.fill[c]);
       for (int64_t r = 0; r < rows; ++r) {
         if (nulls[static_cast<size_t>(r)]) x[r * plan.width + static_cast<int64_t>(c)] = value;
       }

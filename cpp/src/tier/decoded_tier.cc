@@ -184,7 +184,8 @@ std::string DecodedTier::Impl::Key(const Catalog& catalog, int32_t rg, const Lay
   const auto& file = catalog.files()[static_cast<size_t>(row_group.file)];
   std::ostringstream key;
   key.precision(17);
-  key << "v3|" << CacheKey(catalog, row_group.file) << '|' << file.size << '|' << file.version
+  // v4: float transforms of integer columns compute from every digit (BeginFloatMath).
+  key << "v4|" << CacheKey(catalog, row_group.file) << '|' << file.size << '|' << file.version
       << "|rg" << row_group.row_group;
   // A local file rewritten at its size with its mtime set back (cp -p, rsync -t,
   // tar x) keeps both: its inode or change time, which no one can set back, tells.

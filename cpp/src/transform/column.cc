@@ -54,25 +54,24 @@ arrow::Status ConvertValues(DecodedColumn* c, DType to) {
   return arrow::Status::OK();
 }
 
+arrow::Result<DType> BeginFloatMath(DecodedColumn* c) {
+  const bool is_float = c->dtype == DType::kFloat32 || c->dtype == DType::kFloat64;
+  const DType deliver = c->dtype == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32;
+  ARROW_RETURN_NOT_OK(ConvertValues(c, is_float ? c->dtype : DType::kFloat64));
+  return deliver;
+}
+
 arrow::Status FillNullValues(DecodedColumn* c, double value) {
   if (!c->has_nulls()) return arrow::Status::OK();
   ARROW_ASSIGN_OR_RAISE(uint8_t * values, MutableValues(c));
-  if (c->dtype == DType::kFloat16) {
-    const uint16_t bits = arrow::util::Float16(static_cast<float>(value)).bits();
-    auto* typed = reinterpret_cast<uint16_t*>(values);
+  VisitDType(c->dtype, [&](auto t) {
+    using T = decltype(t);
+    auto* typed = reinterpret_cast<T*>(values);
+    const T fill = StoredValue<T>(c->dtype, value);
     for (int64_t i = 0; i < c->count; ++i) {
-      if (c->nulls[static_cast<size_t>(i)]) typed[i] = bits;
+      if (c->nulls[static_cast<size_t>(i)]) typed[i] = fill;
     }
-  } else {
-    VisitDType(c->dtype, [&](auto t) {
-      using T = decltype(t);
-      auto* typed = reinterpret_cast<T*>(values);
-      const T fill = c->dtype == DType::kBool ? T(value != 0 ? 1 : 0) : SaturatingCast<T>(value);
-      for (int64_t i = 0; i < c->count; ++i) {
-        if (c->nulls[static_cast<size_t>(i)]) typed[i] = fill;
-      }
-    });
-  }
+  });
   c->nulls.clear();
   return arrow::Status::OK();
 }

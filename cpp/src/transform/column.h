@@ -35,6 +35,13 @@ arrow::Result<uint8_t*> MutableValues(DecodedColumn* column);
 // Rewrites the values as `to` (static_cast per element; to bool: v != 0).
 arrow::Status ConvertValues(DecodedColumn* column, DType to);
 
+// Before a float transform (Standardize, Log1p, GaussianNoise): float32 and
+// float64 columns stay; any other becomes float64, so that the arithmetic sees
+// every digit of an integer (an epoch timestamp or a large id in float32 keeps
+// 24 bits: 1.7e12 ms and 1.7e12 + 1000 ms were one value).  Returns the type
+// to deliver afterwards (float64 for float64, else float32), for ConvertValues.
+arrow::Result<DType> BeginFloatMath(DecodedColumn* column);
+
 // Writes `value` into every null element and forgets the nulls.
 arrow::Status FillNullValues(DecodedColumn* column, double value);
 

@@ -64,7 +64,7 @@ std::vector<double> PerFeature(const std::vector<double>& values, double scalar,
 }
 
 arrow::Status Standardize(const TransformSpec& t, DecodedColumn* m) {
-  ARROW_RETURN_NOT_OK(ConvertValues(m, FloatOf(m->dtype)));
+  ARROW_ASSIGN_OR_RAISE(const DType deliver, BeginFloatMath(m));
   ARROW_ASSIGN_OR_RAISE(uint8_t * values, MutableValues(m));
   const int64_t width = m->list_size;
   const auto mean = PerFeature(t.a_values, t.a, width);
@@ -81,7 +81,7 @@ arrow::Status Standardize(const TransformSpec& t, DecodedColumn* m) {
       }
     }
   });
-  return arrow::Status::OK();
+  return ConvertValues(m, deliver);
 }
 
 arrow::Status Clip(const TransformSpec& t, DecodedColumn* m) {
@@ -115,7 +115,7 @@ void ForEachRow(size_t position, const RandomKey& key, int64_t first_row,
 arrow::Status GaussianNoise(const TransformSpec& t, size_t position, const RandomKey& key,
                             int64_t first_row, int64_t rows, DecodedColumn* m,
                             const std::vector<int64_t>* selected) {
-  ARROW_RETURN_NOT_OK(ConvertValues(m, FloatOf(m->dtype)));
+  ARROW_ASSIGN_OR_RAISE(const DType deliver, BeginFloatMath(m));
   ARROW_ASSIGN_OR_RAISE(uint8_t * values, MutableValues(m));
   const int64_t width = m->list_size;
   const auto sigma = PerFeature(t.a_values, t.a, width);
@@ -133,7 +133,7 @@ arrow::Status GaussianNoise(const TransformSpec& t, size_t position, const Rando
       });
     }
   });
-  return arrow::Status::OK();
+  return ConvertValues(m, deliver);
 }
 
 arrow::Status RandomMask(const TransformSpec& t, size_t position, const RandomKey& key,
@@ -152,7 +152,7 @@ arrow::Status RandomMask(const TransformSpec& t, size_t position, const RandomKe
     using T = decltype(z);
     std::vector<T> value(static_cast<size_t>(width));
     for (size_t j = 0; j < value.size(); ++j) {
-      value[j] = m->dtype == DType::kBool ? T(fill[j] != 0 ? 1 : 0) : SaturatingCast<T>(fill[j]);
+      value[j] = StoredValue<T>(m->dtype, fill[j]);
     }
     auto* x = reinterpret_cast<T*>(values);
     // One draw per feature, masked or not, so feature j always takes draw j.

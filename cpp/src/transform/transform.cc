@@ -233,7 +233,7 @@ arrow::Status ClipValues(const TransformSpec& t, DecodedColumn* c) {
 arrow::Status AddGaussianNoise(const TransformSpec& t, size_t position, const RandomKey& key,
                                int64_t first_row, int64_t rows, DecodedColumn* c,
                                const std::vector<int64_t>* selected) {
-  ARROW_RETURN_NOT_OK(ConvertValues(c, FloatOf(c->dtype)));
+  ARROW_ASSIGN_OR_RAISE(const DType deliver, BeginFloatMath(c));
   ARROW_ASSIGN_OR_RAISE(uint8_t * values, MutableValues(c));
   VisitDType(c->dtype, [&](auto z) {
     using T = decltype(z);
@@ -262,7 +262,7 @@ arrow::Status AddGaussianNoise(const TransformSpec& t, size_t position, const Ra
           row_of_spare = row;
         });
   });
-  return arrow::Status::OK();
+  return ConvertValues(c, deliver);
 }
 
 void RandomCrop(const TransformSpec& t, size_t position, const RandomKey& key, int64_t first_row,
@@ -290,12 +290,16 @@ arrow::Status ApplyTransform(const TransformSpec& t, size_t position, const Rand
       return FillNullValues(c, t.a);
     case TransformOp::kClip:
       return ClipValues(t, c);
-    case TransformOp::kStandardize:
-      ARROW_RETURN_NOT_OK(ConvertValues(c, FloatOf(c->dtype)));
-      return MapValues(c, [&](int64_t, double v) { return (v - t.a) / t.b; });
-    case TransformOp::kLog1p:
-      ARROW_RETURN_NOT_OK(ConvertValues(c, FloatOf(c->dtype)));
-      return MapValues(c, [&](int64_t, double v) { return std::log1p(v); });
+    case TransformOp::kStandardize: {
+      ARROW_ASSIGN_OR_RAISE(const DType deliver, BeginFloatMath(c));
+      ARROW_RETURN_NOT_OK(MapValues(c, [&](int64_t, double v) { return (v - t.a) / t.b; }));
+      return ConvertValues(c, deliver);
+    }
+    case TransformOp::kLog1p: {
+      ARROW_ASSIGN_OR_RAISE(const DType deliver, BeginFloatMath(c));
+      ARROW_RETURN_NOT_OK(MapValues(c, [&](int64_t, double v) { return std::log1p(v); }));
+      return ConvertValues(c, deliver);
+    }
     case TransformOp::kHashBucket: {
       const auto n = static_cast<uint64_t>(t.n);
       if (!c->from_strings) {

@@ -6,6 +6,8 @@
 #include <limits>
 #include <type_traits>
 
+#include <arrow/util/float16.h>
+
 #include "shardfeed/batch.h"
 
 namespace shardfeed {
@@ -55,6 +57,18 @@ T SaturatingCast(double v) {
     }
     return static_cast<T>(v);
   }
+}
+
+// `v` as a value of `dtype` in its storage type T (VisitDType's): a bool 0 or 1,
+// a float16 its bits (a plain cast would store the number as bits: 1.0 as
+// 0x0001), anything else SaturatingCast.
+template <typename T>
+T StoredValue(DType dtype, double v) {
+  if (dtype == DType::kBool) return T(v != 0 ? 1 : 0);
+  if constexpr (std::is_same_v<T, uint16_t>) {
+    if (dtype == DType::kFloat16) return arrow::util::Float16(static_cast<float>(v)).bits();
+  }
+  return SaturatingCast<T>(v);
 }
 
 }  // namespace shardfeed
