@@ -419,3 +419,9 @@ def test_the_public_names_are_the_documented_ones():
     names = {n for n in dir(shardfeed) if not n.startswith("_")}
     public = {n for n in names if not inspect.ismodule(getattr(shardfeed, n))}
     assert public == set(shardfeed.__all__) - {"transforms"}, public ^ set(shardfeed.__all__)
+
+
+def test_a_bool_fill_for_every_column_says_how_to_fill_bool_columns(dataset):
+    for value in (True, False, np.bool_(True)):
+        with pytest.raises(shardfeed.ArgumentTypeError, match=r"as \{column: (True|False)\}"):
+            shardfeed.Loader(dataset, fill_null=value)

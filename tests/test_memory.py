@@ -278,7 +278,7 @@ def test_info_predicts_window_memory_and_mixing(tmp_path, capsys):
     w = _w_eff([np.asarray(b["rg"]).copy() for b in loader])
     assert plan["expected_mixing"] == pytest.approx(w, rel=0.25)
     # Settings that cannot load still print the catalog, and say why.
-    assert cli.main(["info", str(data), "--columns", "nope"]) == 0
+    assert cli.main(["info", str(data), "--columns", "nope"]) == 2  # and exit status 2
     assert "error" in json.loads(capsys.readouterr().out)["plan"]
 
 

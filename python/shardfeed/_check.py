@@ -141,7 +141,12 @@ def check_fill_null(value: Any) -> FillNull:
         return out
     # One True for every column is most likely a mistake; a bool column takes
     # True/False in the dict form, or 1/0.
-    if is_bool(value) or not isinstance(value, numbers.Real):
+    if is_bool(value):
+        raise ArgumentTypeError(
+            f"fill_null={value} would fill every column, numbers too: give bool columns "
+            f"theirs as {{column: {value}}}, or the number {int(value)} for every column"
+        )
+    if not isinstance(value, numbers.Real):
         raise ArgumentTypeError(
             f"fill_null must be a number, a dict {{column: number}} or None, got {_what(value)}"
         )
