@@ -145,6 +145,11 @@ def test_resume_mid_epoch_and_the_state_records_the_mode(data, tmp_path):
     again = _loader(data, tmp_path / "c", num_threads=3)
     again.load_state_dict(state)
     assert np.array_equal(sample_ids(again), full[7 * 1024 :])
+    # A state saved under the first, non-uniform permutation would resume in another
+    # order: refused, naming it.
+    first = dict(state, settings={k: v for k, v in state["settings"].items() if k != "permutation"})
+    with pytest.raises(StateDictError, match="permutation"):
+        _loader(data, tmp_path / "c").load_state_dict(first)
     windowed = shardfeed.Loader(
         data, seed=5, output="numpy", columns=["rg"], batch_size=1024,
         stack={"x": [f"f{i}" for i in range(FEATURES)]}, with_sample_id=True,

@@ -348,19 +348,27 @@ class Settings:
 
     def stream_settings(self) -> dict[str, Any]:
         """The settings a state dict must match (JSON-serializable)."""
-        return {
-            "columns": self.columns,
-            "batch_size": self.batch_size,
-            "shuffle": self.shuffle,
-            "shuffle_window": self.shuffle_window,
-            "rank": self.rank,
-            "world_size": self.world_size,
-            "drop_last": self.drop_last,
-            "stack": self.stack,
-            "with_sample_id": self.with_sample_id,
-            "fill_null": self.fill_null,
-            "transforms": [t.spec() for t in self.transforms],
-        } | ({} if self.filter is None else {"filter": self.filter})
+        return (
+            {
+                "columns": self.columns,
+                "batch_size": self.batch_size,
+                "shuffle": self.shuffle,
+                "shuffle_window": self.shuffle_window,
+                "rank": self.rank,
+                "world_size": self.world_size,
+                "drop_last": self.drop_last,
+                "stack": self.stack,
+                "with_sample_id": self.with_sample_id,
+                "fill_null": self.fill_null,
+                "transforms": [t.spec() for t in self.transforms],
+            }
+            | ({} if self.filter is None else {"filter": self.filter})
+            | (
+                # The global order's permutation: 2 since it is uniform (a table up to 2^16 rows,
+                # six Feistel rounds past); a state saved under the first one is refused.
+                {"permutation": 2} if self.shuffle == "global" else {}
+            )
+        )
 
 
 def open_dataset(

@@ -15,8 +15,9 @@
 // interleaved at random) at that cost.
 //
 // shuffle="global" (global_shuffle): one window holds every row group and its
-// rows are permuted by a FeistelPermutation (Purpose::kGlobalPermutation), a
-// uniform shuffle of the whole dataset that costs no memory per row.
+// rows are permuted by an IndexPermutation (Purpose::kGlobalPermutation), a
+// uniform shuffle of the whole dataset that costs no memory per row beyond
+// 2^16 rows (a table of 8 bytes per row below).
 //
 // Ranks take contiguous slices of the global sequence, so a rank reads only the
 // row groups of the windows its slice covers.  drop_last=true: every rank gets
@@ -48,7 +49,7 @@ struct PlanOptions {
   bool shuffle = true;
   int64_t window_row_groups = 4;  // Python: shuffle_window
   // Python: shuffle="global".  One window of every row group, its rows in a
-  // FeistelPermutation (no memory per row) instead of a materialized one;
+  // IndexPermutation (no memory per row past 2^16 rows) instead of a table;
   // window_row_groups is then ignored.  Needs shuffle.
   bool global_shuffle = false;
   int64_t batch_size = 1024;
@@ -119,7 +120,7 @@ class EpochPlan {
   // A few window permutations, recomputed if evicted (they are pure).
   mutable std::mutex mu_;
   mutable std::map<int64_t, std::shared_ptr<const std::vector<int64_t>>> perms_;
-  std::optional<FeistelPermutation> global_;  // shuffle="global"
+  std::optional<IndexPermutation> global_;  // shuffle="global"
   // shuffle="global": where to start looking for the row group (in order_)
   // that holds a position: per bucket of 2^locate_shift_ positions, the one
   // holding its first position (at most 4 buckets per row group).

@@ -81,7 +81,11 @@ uint64_t Mix64(uint64_t z) {
 }
 }  // namespace
 
-FeistelPermutation::FeistelPermutation(int64_t n, CounterRng& rng) : n_(std::max<int64_t>(n, 0)) {
+IndexPermutation::IndexPermutation(int64_t n, CounterRng& rng) : n_(std::max<int64_t>(n, 0)) {
+  if (n_ <= kTableMax) {
+    table_ = Permutation(n_, rng);
+    return;
+  }
   const auto un = static_cast<uint64_t>(std::max<int64_t>(n_, 1));
   while (b_bits_ < 31 && (uint64_t{1} << (2 * b_bits_)) < un) ++b_bits_;
   b_ = uint64_t{1} << b_bits_;
@@ -89,7 +93,7 @@ FeistelPermutation::FeistelPermutation(int64_t n, CounterRng& rng) : n_(std::max
   for (auto& k : keys_) k = rng.NextU64();
 }
 
-uint64_t FeistelPermutation::Encrypt(uint64_t x) const {
+uint64_t IndexPermutation::Encrypt(uint64_t x) const {
   // (left in [0, lm), right in [0, rm)) -> (right, (left + F(right)) mod lm):
   // invertible (left = (new right - F(new left)) mod lm); the sizes trade
   // places each round, so after an even number they are (a_, b_) again.
@@ -108,7 +112,8 @@ uint64_t FeistelPermutation::Encrypt(uint64_t x) const {
   return (left << b_bits_) | right;
 }
 
-int64_t FeistelPermutation::operator()(int64_t i) const {
+int64_t IndexPermutation::operator()(int64_t i) const {
+  if (!table_.empty()) return table_[static_cast<size_t>(i)];
   // A permutation of the domain maps [0, n) into itself once its cycles are
   // followed past the domain's few extra elements.
   auto x = static_cast<uint64_t>(i);
@@ -118,7 +123,7 @@ int64_t FeistelPermutation::operator()(int64_t i) const {
   return static_cast<int64_t>(x);
 }
 
-void FeistelPermutation::Map(int64_t begin, int64_t end, int64_t* out) const {
+void IndexPermutation::Map(int64_t begin, int64_t end, int64_t* out) const {
   for (int64_t i = begin; i < end; ++i) *out++ = (*this)(i);
 }
 
