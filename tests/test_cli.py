@@ -90,6 +90,9 @@ def test_cache_stats_and_clear_never_create_the_folder(tmp_path, capsys):
         assert cli.main(["cache", action, "--cache-dir", str(typo)]) == 2
         assert "no such folder" in capsys.readouterr().err
     assert not (tmp_path / "typo").exists()
+    (tmp_path / "a-file").write_text("")
+    assert cli.main(["cache", "stats", "--cache-dir", str(tmp_path / "a-file")]) == 2
+    assert "is not a folder" in capsys.readouterr().err
 
 
 def test_the_commands_take_sources_as_the_loader_does(dataset, tmp_path, capsys):

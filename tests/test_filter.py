@@ -531,3 +531,27 @@ def test_an_integer_float64_cannot_hold_is_refused_on_a_float_column(tmp_path: P
             loader_ids(tmp_path, [("x", op, value)])
     # Those it holds compare exactly, as before.
     assert loader_ids(tmp_path, [("x", "==", 2**53)]).tolist() == [0]
+
+
+def test_a_file_rewritten_at_its_size_is_filtered_again(tmp_path: Path) -> None:
+    """The filter cache was keyed by paths, sizes and row groups: a file rewritten at
+    its size with other values was served the old file's pass bitmaps (x > 2 kept
+    rows holding 2 and 1)."""
+    src, cache = tmp_path / "data", tmp_path / "cache"
+    src.mkdir()
+
+    def write(x: list[int]) -> None:
+        pq.write_table(pa.table({"id": np.arange(4), "x": np.array(x, np.int64)}),
+                       src / "f.parquet", use_dictionary=False, compression="none")  # fmt: skip
+
+    def kept() -> list[int]:
+        ld = shardfeed.Loader(src, columns=["x"], batch_size=1, shuffle=False, drop_last=False,
+                              output="numpy", filter=[("x", ">", 2)], cache_dir=cache)  # fmt: skip
+        return [int(b["x"][0]) for b in ld]
+
+    write([1, 2, 3, 4])
+    size = (src / "f.parquet").stat().st_size
+    assert kept() == [3, 4]
+    write([4, 3, 2, 1])  # same size; a new inode or change time even within a clock tick
+    assert (src / "f.parquet").stat().st_size == size
+    assert kept() == [4, 3]

@@ -132,6 +132,17 @@ def test_a_file_rewritten_before_iteration_is_an_error(tmp_path, keep_mtime):
         list(loader)
 
 
+def test_a_file_replaced_by_a_folder_says_so(tmp_path):
+    """It said 'size 6227 -> 4096 bytes' (the folder's size)."""
+    path = tmp_path / "a.parquet"
+    _write_plain(path, 0)
+    loader = shardfeed.Loader(tmp_path, batch_size=50, output="numpy", shuffle=False)
+    path.unlink()
+    path.mkdir()
+    with pytest.raises(shardfeed.InvalidDataError, match=r"a\.parquet.*it is now a folder"):
+        list(loader)
+
+
 def test_a_file_rewritten_during_iteration_is_an_error_and_earlier_batches_stand(tmp_path):
     path = tmp_path / "a.parquet"
     _write_plain(path, 0)

@@ -271,3 +271,76 @@ def test_an_entry_damaged_in_place_with_its_mtime_kept_is_fetched_again(s3, tmp_
     for epoch in (1, 2):
         ld.set_epoch(epoch)
         assert np.array_equal(np.concatenate([b["x"] for b in ld]), np.arange(20000.0))
+
+
+def test_an_object_overwritten_between_its_check_and_its_read_is_never_mixed(s3, tmp_path):
+    """A writer overwrote an object (same size) just after the loader's HEAD check and
+    before its ranged GETs: the loader delivered the old version's rows and then the
+    new one's. A proxy on loopback overwrites part-1 as it answers that HEAD; now the
+    read is checked again afterwards and the row group is an error naming the file."""
+    import http.client
+    import http.server
+    import io
+    import socketserver
+    import threading
+
+    client = s3.client()
+    s3.create_bucket("race")
+
+    def version(start: int) -> bytes:  # the same size for any start
+        out = io.BytesIO()
+        pq.write_table(pa.table({"id": np.arange(start, start + 1000, dtype=np.int64)}), out,
+                       row_group_size=250, compression="none", use_dictionary=False)  # fmt: skip
+        return out.getvalue()
+
+    for i in range(3):
+        client.put_object(Bucket="race", Key=f"ds/part-{i}.parquet", Body=version(i * 1000))
+    armed = threading.Event()
+
+    class Proxy(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def forward(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            body = self.rfile.read(length) if length else b""
+            upstream = http.client.HTTPConnection(s3.host, s3.port, timeout=30)
+            headers = {k: v for k, v in self.headers.items() if k.lower() != "host"}
+            upstream.request(self.command, self.path, body=body, headers=headers)
+            answer = upstream.getresponse()
+            data = answer.read()
+            upstream.close()
+            if armed.is_set() and self.command == "HEAD" and "part-1" in self.path:
+                armed.clear()  # a writer overwrites it now, at its size
+                client.put_object(Bucket="race", Key="ds/part-1.parquet", Body=version(10**5))
+            self.send_response(answer.status)
+            for k, v in answer.getheaders():
+                if k.lower() not in ("transfer-encoding", "connection", "content-length"):
+                    self.send_header(k, v)
+            self.send_header("Content-Length", answer.getheader("Content-Length") or "0")
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(data)
+
+        do_GET = do_HEAD = forward
+
+    class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
+        daemon_threads = True
+
+    proxy = Server(("127.0.0.1", 0), Proxy)
+    threading.Thread(target=proxy.serve_forever, daemon=True).start()
+    try:
+        uri = f"s3://race/ds?endpoint_override=127.0.0.1:{proxy.server_address[1]}&scheme=http"
+        loader = shardfeed.Loader(uri, batch_size=100, output="numpy", shuffle=False,
+                                  num_threads=1, remote_timeout=10)  # fmt: skip
+        time.sleep(1.1)  # the new version's modification time (seconds) must differ
+        armed.set()
+        got: list[int] = []
+        with pytest.raises(shardfeed.InvalidDataError, match=r"part-1\.parquet.*changed"):
+            for batch in loader:
+                got += batch["id"].tolist()
+        assert got == list(range(len(got))) and len(got) >= 1000  # part-0 whole, nothing new
+    finally:
+        proxy.shutdown()

@@ -332,9 +332,12 @@ def key(canonical: Canonical) -> str:
 def _cache_path(cache_dir: str, dataset: _core.Dataset, text: str) -> Path:
     # v2: files' values compared as delivered (units, decimals); v3: a float row
     # group whose statistics are one value may hold a NaN that passes != and not in.
+    # Each file's version (modification time; locally also device, inode and change
+    # time): a file rewritten at its size, with the same row groups, is another file.
     identity = json.dumps(
-        ["v3", dataset.fingerprint, text, dataset.files(), dataset.file_sizes(), dataset.root]
-    )
+        ["v3", dataset.fingerprint, text, dataset.files(), dataset.file_sizes(),
+         list(dataset.file_versions()), dataset.root]
+    )  # fmt: skip
     digest = hashlib.sha256(identity.encode()).hexdigest()[:32]
     return Path(cache_dir) / "filters" / f"{digest}.bin"
 

@@ -162,8 +162,11 @@ def _cache(args: argparse.Namespace) -> int:
     from . import _core
     from ._options import CacheSettings, open_dataset
 
-    if args.action != "warm" and not os.path.isdir(os.path.expanduser(args.cache_dir)):
+    folder = os.path.expanduser(args.cache_dir)
+    if args.action != "warm" and not os.path.isdir(folder):
         # Inspecting or clearing makes nothing: a mistyped folder is said, not created.
+        if os.path.exists(folder):
+            raise InvalidArgumentError(f"--cache-dir {args.cache_dir!r} is not a folder")
         raise DatasetNotFoundError(f"--cache-dir {args.cache_dir!r}: no such folder")
     # Both tiers, so that the folder names come from one place (CacheSettings).
     settings = CacheSettings.make(args.cache_dir, args.limit, True, None)

@@ -36,6 +36,9 @@ arrow::Status CheckUnchanged(arrow::fs::FileSystem& fs, const FileEntry& file,
       if (errno == ENOENT) return Changed("it was removed");
       return Error(ErrorKind::kStorage, std::strerror(errno));
     }
+    if (!S_ISREG(st.st_mode)) {
+      return Changed(S_ISDIR(st.st_mode) ? "it is now a folder" : "it is no longer a regular file");
+    }
     if (st.st_size != file.size) {
       return Changed("size " + std::to_string(file.size) + " -> " + std::to_string(st.st_size) +
                      " bytes");

@@ -112,7 +112,7 @@ arrow::Result<std::shared_ptr<arrow::DataType>> EvalType(const arrow::DataType& 
     if (all_bool) return arrow::boolean();
     return Error(ErrorKind::kInvalidArgument, where + "the values must be True or False");
   }
-  if (arrow::is_string(t.id())) {
+  if (arrow::is_string(t.id()) || t.id() == arrow::Type::STRING_VIEW) {
     if (all_string) return arrow::utf8();
     return Error(ErrorKind::kInvalidArgument, where + "the values must be strings");
   }

@@ -32,6 +32,7 @@
 #include "exec/assemble.h"
 #include "exec/footprint.h"
 #include "exec/stack_matrix.h"
+#include "exec/take_rows.h"
 #include "exec/tier_entry.h"
 #include "exec/tile_read.h"
 #include "shardfeed/status.h"
@@ -388,10 +389,13 @@ arrow::Result<std::shared_ptr<arrow::Table>> ReadTable(
     return opened.Failed(maybe_table.status(), where);
   }
   std::shared_ptr<arrow::Table> table = *maybe_table;
-  if (!hooks.open && catalog.is_local()) {
-    // Rewritten while it was read: the bytes may mix both versions.  (A stat;
-    // remotely the check before the read is what a HEAD request can do.)
-    ARROW_RETURN_NOT_OK(WithContext(CheckUnchanged(*catalog.filesystem(), file), context));
+  if (!hooks.open) {
+    // Rewritten while it was read: the bytes may mix both versions.  Locally a
+    // stat; remotely a second HEAD request, since Arrow cannot make the ranged
+    // GETs conditional (an object overwritten between the first HEAD and the
+    // GETs gave rows of both versions).
+    ARROW_RETURN_NOT_OK(WithContext(
+        CheckUnchanged(*catalog.filesystem(), file, hooks.remote_timeout, StopOf(hooks)), context));
   }
   if (table->num_rows() != rg.num_rows) {
     return Error(ErrorKind::kInvalidData,
@@ -400,12 +404,9 @@ arrow::Result<std::shared_ptr<arrow::Table>> ReadTable(
   }
   if (selection) {
     // Only the rows that pass the filter go on to transforms and batches.
-    arrow::Int64Builder indices(EnginePool());
-    ARROW_RETURN_NOT_OK(indices.AppendValues(*selection));
-    ARROW_ASSIGN_OR_RAISE(auto index_array, indices.Finish());
-    auto taken = arrow::compute::Take(arrow::Datum(table), arrow::Datum(index_array));
+    auto taken = TakeRows(std::move(table), *selection);
     if (!taken.ok()) return WithContext(taken.status(), context + ": applying the filter");
-    table = taken->table();
+    table = std::move(*taken);
   }
   return table;
 }
@@ -515,8 +516,9 @@ arrow::Result<bool> ReadTiled(const Catalog& catalog, int32_t rg_index, const La
     const auto f = static_cast<size_t>(plan.sources[first + std::min(failed, last - first - 1)]);
     return opened.Failed(outcome.status(), where.WithColumn(layout.field_names[f]));
   }
-  if (!hooks.open && catalog.is_local()) {
-    ARROW_RETURN_NOT_OK(WithContext(CheckUnchanged(*catalog.filesystem(), file), context));
+  if (!hooks.open) {  // as in ReadTable: rewritten while it was read
+    ARROW_RETURN_NOT_OK(WithContext(
+        CheckUnchanged(*catalog.filesystem(), file, hooks.remote_timeout, StopOf(hooks)), context));
   }
   const auto t_end = Clock::now();
   const int64_t io = opened.io_ns->load() - io_before;

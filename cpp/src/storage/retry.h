@@ -93,10 +93,13 @@ class RemoteFile : public arrow::io::RandomAccessFile {
   arrow::Result<std::shared_ptr<arrow::Buffer>> ReadAt(int64_t position, int64_t nbytes) override;
 
   RemoteFile(std::shared_ptr<arrow::io::RandomAccessFile> inner, std::string key,
-             RetryPolicy policy, std::shared_ptr<std::atomic<int64_t>> remote_bytes);
+             RetryPolicy policy, std::shared_ptr<std::atomic<int64_t>> remote_bytes, int64_t size);
 
  private:
   arrow::Status Named(const arrow::Status& status) const;
+  // An IOError (retried) when a read at `position` gave fewer than the
+  // min(nbytes, size - position) bytes the object holds there.
+  arrow::Status CheckLength(int64_t position, int64_t nbytes, int64_t got) const;
   template <typename R>
   R Count(R result);
 
@@ -104,6 +107,7 @@ class RemoteFile : public arrow::io::RandomAccessFile {
   std::string key_;
   RetryPolicy policy_;
   std::shared_ptr<std::atomic<int64_t>> remote_bytes_;
+  int64_t size_;  // the object's size as the catalog saw it
 };
 
 }  // namespace shardfeed::storage_internal

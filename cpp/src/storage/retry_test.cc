@@ -1,7 +1,10 @@
 #include "storage/retry.h"
 
 #include <cerrno>
+#include <string>
 
+#include <arrow/buffer.h>
+#include <arrow/io/memory.h>
 #include <arrow/util/io_util.h>
 #include <gtest/gtest.h>
 
@@ -78,6 +81,63 @@ TEST(Retry, DelaysGrowWithJitterAndStayCapped) {
     EXPECT_GE(d, 0.5 * full);
     EXPECT_LE(d, full);
   }
+}
+
+// Reads `bytes`, the first `short_reads` of them `cut` bytes short.
+class ShortFile : public arrow::io::RandomAccessFile {
+ public:
+  ShortFile(std::string bytes, int short_reads, int64_t cut)
+      : inner_(std::make_shared<arrow::io::BufferReader>(arrow::Buffer::FromString(bytes))),
+        short_reads_(short_reads),
+        cut_(cut) {}
+  arrow::Status Close() override { return inner_->Close(); }
+  bool closed() const override { return inner_->closed(); }
+  arrow::Result<int64_t> Tell() const override { return inner_->Tell(); }
+  arrow::Status Seek(int64_t position) override { return inner_->Seek(position); }
+  arrow::Result<int64_t> GetSize() override { return inner_->GetSize(); }
+  arrow::Result<int64_t> Read(int64_t nbytes, void* out) override {
+    return inner_->Read(nbytes, out);
+  }
+  arrow::Result<std::shared_ptr<arrow::Buffer>> Read(int64_t nbytes) override {
+    return inner_->Read(nbytes);
+  }
+  arrow::Result<int64_t> ReadAt(int64_t position, int64_t nbytes, void* out) override {
+    return inner_->ReadAt(position, Cut(nbytes), out);
+  }
+  arrow::Result<std::shared_ptr<arrow::Buffer>> ReadAt(int64_t position, int64_t nbytes) override {
+    return inner_->ReadAt(position, Cut(nbytes));
+  }
+  int reads = 0;
+
+ private:
+  int64_t Cut(int64_t nbytes) { return ++reads <= short_reads_ ? nbytes - cut_ : nbytes; }
+  std::shared_ptr<arrow::io::BufferReader> inner_;
+  int short_reads_;
+  int64_t cut_;
+};
+
+TEST(RemoteFile, AShortReadIsRetriedAndNeverHandedOn) {
+  const std::string bytes(1000, 'x');
+  auto flaky = std::make_shared<ShortFile>(bytes, 2, 10);
+  RemoteFile file(flaky, "s3://b/k", Fast(5), std::make_shared<std::atomic<int64_t>>(0),
+                  static_cast<int64_t>(bytes.size()));
+  auto got = file.ReadAt(100, 200);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ((*got)->size(), 200);
+  EXPECT_EQ(flaky->reads, 3);
+  // At the end of the object a shorter read is the object's end, not a fault.
+  auto tail = file.ReadAt(900, 200);
+  ASSERT_TRUE(tail.ok()) << tail.status().ToString();
+  EXPECT_EQ((*tail)->size(), 100);
+  // Short every time: an error naming the object, after the retries.
+  auto broken = std::make_shared<ShortFile>(bytes, 1000, 1);
+  RemoteFile bad(broken, "s3://b/k", Fast(2), std::make_shared<std::atomic<int64_t>>(0),
+                 static_cast<int64_t>(bytes.size()));
+  char out[50];
+  auto status = bad.ReadAt(0, 50, out).status();
+  EXPECT_FALSE(status.ok());
+  EXPECT_NE(status.message().find("short read"), std::string::npos) << status.message();
+  EXPECT_NE(status.message().find("s3://b/k"), std::string::npos) << status.message();
 }
 
 }  // namespace
