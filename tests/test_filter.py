@@ -555,3 +555,19 @@ def test_a_file_rewritten_at_its_size_is_filtered_again(tmp_path: Path) -> None:
     write([4, 3, 2, 1])  # same size; a new inode or change time even within a clock tick
     assert (src / "f.parquet").stat().st_size == size
     assert kept() == [4, 3]
+
+
+def test_string_view_columns_filter_and_pass_filters(tmp_path: Path) -> None:
+    """delta-rs and polars write strings as string_view: a filter on another column
+    failed ('array_take' has no string_view kernel) and one on such a column was
+    refused."""
+    table = pa.table({"id": np.arange(4), "s": pa.array(["a", "b", "c", None], pa.string_view())})
+    pq.write_table(table, tmp_path / "f.parquet")
+    from shardfeed.transforms import Vocabulary
+
+    ld = shardfeed.Loader(tmp_path, columns=["id", "s"], batch_size=4, shuffle=False,
+                          drop_last=False, output="numpy", filter=[("id", "!=", 1)],
+                          transforms=[Vocabulary("s", values=["a", "b", "c"])])  # fmt: skip
+    (batch,) = list(ld)
+    assert batch["id"].tolist() == [0, 2, 3] and batch["s"].tolist() == [1, 3, 0]
+    assert loader_ids(tmp_path, [("s", "in", ["a", "c"])]).tolist() == [0, 2]
