@@ -140,6 +140,13 @@ def test_a_cache_dir_that_is_a_file_is_refused_even_for_local_data(cls, dataset,
         make(cls, dataset, {"cache_dir": not_a_folder})
 
 
+def test_a_cache_dir_the_caches_cannot_use_is_named_as_the_setting(dataset, tmp_path):
+    """It named the lock file inside it ('cannot open .../decoded/shardfeed.lock')."""
+    (tmp_path / "decoded" / "shardfeed.lock").mkdir(parents=True)  # as unwritable as a RO mount
+    with pytest.raises(shardfeed.StorageError, match=r"cache_dir '.*' cannot be used"):
+        shardfeed.Loader(dataset, cache_dir=tmp_path, cache_decoded=True)
+
+
 def test_numpy_integers_and_path_lists_are_accepted(dataset):
     files = sorted(p for p in dataset.rglob("*.parquet"))
     ld = shardfeed.Loader(

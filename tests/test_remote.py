@@ -233,6 +233,7 @@ def test_remote_read_failures_are_storage_errors_cached_or_not(s3, dataset, tmp_
         assert isinstance(e.value, OSError)
         assert not isinstance(e.value, shardfeed.InvalidDataError)
         assert ".parquet" in str(e.value)
+        assert "s3|" not in str(e.value)  # not the cache's internal key
 
 
 def test_a_read_the_storage_refuses_is_not_called_bad_data(remote, monkeypatch, tmp_path):

@@ -33,7 +33,7 @@ from ._check import (
     check_str,
 )
 from ._device import check_device
-from ._errors import ArgumentTypeError, InvalidArgumentError
+from ._errors import ArgumentTypeError, InvalidArgumentError, StorageError
 from ._filter import Canonical
 from .transforms import Transform, to_core
 
@@ -411,13 +411,23 @@ class Caches:
     @classmethod
     def open(cls, cache: CacheSettings, dataset: _core.Dataset, remote_timeout: float) -> Caches:
         tier_dir, files_dir = cache.decoded_dir(), cache.files_dir()
-        return cls(
-            tier=None if tier_dir is None else _core.open_decoded_tier(tier_dir, cache.limit_bytes),
-            # Local files are read in place: caching them would only copy them.
-            files=None
-            if files_dir is None or dataset.is_local
-            else _core.open_file_cache(files_dir, cache.limit_bytes, remote_timeout),
-        )
+        try:
+            return cls(
+                tier=None
+                if tier_dir is None
+                else _core.open_decoded_tier(tier_dir, cache.limit_bytes),
+                # Local files are read in place: caching them would only copy them.
+                files=None
+                if files_dir is None or dataset.is_local
+                else _core.open_file_cache(files_dir, cache.limit_bytes, remote_timeout),
+            )
+        except StorageError as e:
+            # Named by the setting (it named a lock file inside it): a read-only or
+            # unwritable folder cannot hold the caches' lock files and entries.
+            raise StorageError(
+                f"cache_dir {cache.dir!r} cannot be used ({e}): the caches write lock files "
+                "and entries there; give a writable folder, or cache_dir=None"
+            ) from e
 
     def apply(self, options: _core.EngineOptions, cache: CacheSettings) -> None:
         if self.tier is not None:

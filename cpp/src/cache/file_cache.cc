@@ -84,8 +84,10 @@ arrow::Result<FileCache::Impl::Fetched> FileCache::Impl::Uncached(
   uncached_reads.fetch_add(1, std::memory_order_relaxed);
   Fetched out;
   out.outcome = Outcome::kUncacheable;
-  ARROW_ASSIGN_OR_RAISE(auto remote, storage_internal::RemoteFile::Open(
-                                         fs, file.path, file.size, file.key, retry, remote_bytes));
+  ARROW_ASSIGN_OR_RAISE(
+      auto remote, storage_internal::RemoteFile::Open(fs, file.path, file.size,
+                                                      storage_internal::RemoteName(*fs, file.path),
+                                                      retry, remote_bytes));
   // The same deadline as an uncached read without a cache: per opening (one
   // row group's reads), retries included.
   out.file = WithDeadline(std::move(remote), options.remote_timeout, stop);
@@ -221,7 +223,13 @@ arrow::Status FileCache::Impl::RecentFailure(const std::string& name) {
     failed.erase(it);  // long enough ago: the storage may answer again
     return arrow::Status::OK();
   }
-  return it->second.first;
+  // Said as what it is: no request was made now (every reader of a stalled
+  // object would otherwise wait out remote_timeout again, one after another).
+  const auto seconds = static_cast<int64_t>(static_cast<double>(age) / 1e9);
+  const auto again = static_cast<int64_t>(options.remote_timeout - static_cast<double>(age) / 1e9);
+  return it->second.first.WithMessage(
+      it->second.first.message(), " (not requested again: the download failed so ", seconds,
+      " s ago; it is tried again in ", again + 1, " s, or at once by a new process)");
 }
 
 void FileCache::Impl::NoteFailure(const std::string& name, const arrow::Status& status) {

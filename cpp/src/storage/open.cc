@@ -87,7 +87,8 @@ arrow::Result<OpenedFile> OpenCatalogFile(const Catalog& catalog, int32_t file,
     // connection) are retried like the file cache's downloads.
     ARROW_ASSIGN_OR_RAISE(
         input, storage_internal::RemoteFile::Open(
-                   catalog.filesystem(), entry.path, entry.size, CacheKey(catalog, file),
+                   catalog.filesystem(), entry.path, entry.size,
+                   storage_internal::RemoteName(*catalog.filesystem(), entry.path),
                    storage_internal::RetryPolicy{}, std::make_shared<std::atomic<int64_t>>(0)));
   }
   OpenedFile out;

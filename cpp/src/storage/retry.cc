@@ -63,6 +63,10 @@ bool IsRetryable(const arrow::Status& status) {
   return true;
 }
 
+std::string RemoteName(const arrow::fs::FileSystem& fs, const std::string& path) {
+  return fs.type_name() + "://" + path;
+}
+
 arrow::Result<std::shared_ptr<RemoteFile>> RemoteFile::Open(
     const std::shared_ptr<arrow::fs::FileSystem>& fs, const std::string& path, int64_t size,
     const std::string& key, RetryPolicy policy,

@@ -68,9 +68,13 @@ auto Retry(const RetryPolicy& policy, const Interrupt* interrupt, Op&& op) -> de
   }
 }
 
+// "s3://bucket/key": how messages name a remote file (no endpoint or
+// credentials, not the cache's internal key).
+std::string RemoteName(const arrow::fs::FileSystem& fs, const std::string& path);
+
 // A remote file read straight from its filesystem (an uncached read): every
 // read is retried under `policy` and its bytes are added to `remote_bytes`;
-// errors name `key`.
+// errors name `key` (RemoteName).
 class RemoteFile : public arrow::io::RandomAccessFile {
  public:
   static arrow::Result<std::shared_ptr<RemoteFile>> Open(
