@@ -449,7 +449,8 @@ std::optional<uint64_t> DecodedTier::Impl::Store(const std::string& key,
     ++skipped_;
     if (!warned_.exchange(true)) {
       std::cerr << "shardfeed: cannot write the decoded cache in '" << dir_
-                << "': " << status.message() << "; reading without it\n";
+                << "': " << status.message()
+                << "; the row groups it cannot store are decoded each time (said once)\n";
     }
     return std::nullopt;
   }
