@@ -335,6 +335,18 @@ def test_a_rank_from_the_environment_out_of_range_names_the_variables(dataset, m
     assert len(shardfeed.Loader(dataset, rank=0, world_size=1)) > 0
 
 
+def test_world_size_1_alone_is_the_whole_dataset_even_under_torchrun(dataset, monkeypatch):
+    """An evaluation loader inside a torchrun job (RANK=1, WORLD_SIZE=2) that asks for
+    world_size=1 took rank 1 from the environment and failed."""
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    whole = shardfeed.Loader(dataset, world_size=1, output="numpy")
+    assert (whole._settings.rank, whole._settings.world_size) == (0, 1)
+    monkeypatch.delenv("RANK")
+    monkeypatch.delenv("WORLD_SIZE")
+    assert digest(whole) == digest(shardfeed.Loader(dataset, output="numpy"))
+
+
 @pytest.mark.parametrize("boundaries", [0.5, "abc", [None, 1], [True, 2.0], {"a": 1}])
 def test_bucketize_boundaries_of_the_wrong_type(dataset, boundaries):
     from shardfeed.transforms import Bucketize

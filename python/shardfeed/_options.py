@@ -81,6 +81,10 @@ def _resolve_world(rank: int | None, world_size: int | None) -> tuple[int, int]:
     """rank/world_size: given, else torch.distributed, else RANK/WORLD_SIZE, else 0/1."""
     if rank is not None and world_size is not None:
         return rank, world_size
+    if rank is None and world_size == 1:
+        # The whole dataset in this process (an evaluation loader inside a torchrun
+        # job): its one rank is 0, whatever RANK or the process group say.
+        return 0, 1
     dist_rank = dist_world = None
     # A process group exists only where torch is imported already: importing it
     # here just to ask would cost every numpy-only loader a second.
