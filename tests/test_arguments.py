@@ -444,3 +444,9 @@ def test_a_bool_fill_for_every_column_says_how_to_fill_bool_columns(dataset):
     for value in (True, False, np.bool_(True)):
         with pytest.raises(shardfeed.ArgumentTypeError, match=r"as \{column: (True|False)\}"):
             shardfeed.Loader(dataset, fill_null=value)
+
+
+def test_a_fill_past_float64_is_named_not_an_overflow(dataset):
+    """fill_null=10**400 raised a bare OverflowError from float()."""
+    with pytest.raises(shardfeed.InvalidArgumentError, match="no exact float64 value"):
+        shardfeed.Loader(dataset, fill_null=10**400)

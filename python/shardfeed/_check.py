@@ -116,14 +116,23 @@ def check_opt_float(name: str, value: Any) -> float | None:
 FillNull = float | dict[str, float] | None
 
 
+def float64_holds(value: int) -> bool:
+    """Whether float64 holds the integer exactly (all up to 2**53; past it, some;
+    none past float64's range)."""
+    try:
+        return float(value) == value
+    except OverflowError:
+        return False
+
+
 def _fill_value(name: str, value: Any) -> float:
     """A number (bools are 1.0/0.0, for bool columns) that a double holds exactly."""
     if not isinstance(value, numbers.Real):
         raise ArgumentTypeError(f"{name} must be a number, got {_what(value)}")
-    v = float(value)
-    if isinstance(value, numbers.Integral) and not is_bool(value) and v == v and int(v) != value:
-        raise InvalidArgumentError(f"{name}: {value} has no exact float64 value")
-    return v
+    if isinstance(value, numbers.Integral) and not is_bool(value):
+        if not float64_holds(int(value)):
+            raise InvalidArgumentError(f"{name}: {value} has no exact float64 value")
+    return float(value)
 
 
 def check_fill_null(value: Any) -> FillNull:

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from . import _core
+from ._check import float64_holds
 from ._errors import ArgumentTypeError, InvalidArgumentError
 
 FilterArg = Sequence[Any]
@@ -171,11 +172,8 @@ def _value(kind: str, unit: str, value: Any, where: str) -> Any:
                 return Fraction(float(value))
             return float(value)
         if kind == "float":
-            try:
-                exact = float(int(value)) == int(value)
-            except OverflowError:
-                exact = False
-            if not exact:  # compared as float64, it would match its float64 neighbour
+            # Compared as float64, it would match its float64 neighbour.
+            if not float64_holds(int(value)):
                 raise InvalidArgumentError(
                     f"{where}: {int(value)} has no exact float64 value, and the column's values "
                     "are float64 (pass float(value) to compare with the nearest one)"

@@ -61,7 +61,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from . import _core
-from ._check import check_int
+from ._check import check_int, float64_holds
 from ._errors import ArgumentTypeError, InvalidArgumentError
 
 _DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
@@ -77,11 +77,7 @@ def _exact(op: str, column: str, name: str, value: Any) -> None:
     column off by one), so it is refused."""
     if isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_)):
         v = int(value)
-        try:
-            exact = abs(v) <= 2**53 or int(float(v)) == v
-        except OverflowError:
-            exact = False
-        if not exact:
+        if not float64_holds(v):
             raise InvalidArgumentError(
                 f"{op} on '{column}': {name} {v} is an integer that float64 cannot "
                 f"hold exactly (settings are float64; integers up to 2**53 are exact)"

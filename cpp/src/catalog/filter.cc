@@ -350,13 +350,13 @@ struct FilterRunner {
     if (!stats) return Reach::kSome;
     const bool not_in = b.pred->op == FilterOp::kNotIn;
     if (not_in && (!stats->HasNullCount() || stats->null_count() > 0)) return Reach::kSome;
+    if (stats->HasNullCount() && stats->null_count() >= rg.num_rows) {
+      return not_in ? Reach::kSome : Reach::kNone;
+    }
     // Statistics leave NaN out of min and max, and a NaN passes != and not in:
     // a float row group whose bounds are the one value compared may hold one.
     if ((not_in || b.pred->op == FilterOp::kNe) && arrow::is_floating(b.read_type->id())) {
       return Reach::kSome;
-    }
-    if (stats->HasNullCount() && stats->null_count() >= rg.num_rows) {
-      return not_in ? Reach::kSome : Reach::kNone;
     }
     if (!stats->HasMinMax()) return Reach::kSome;
     std::shared_ptr<arrow::Scalar> lo, hi;

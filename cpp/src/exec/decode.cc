@@ -16,8 +16,6 @@
 #include <arrow/array.h>
 #include <arrow/array/concatenate.h>
 #include <arrow/buffer.h>
-#include <arrow/builder.h>
-#include <arrow/compute/api_vector.h>
 #include <arrow/datum.h>
 #include <arrow/scalar.h>
 #include <arrow/table.h>

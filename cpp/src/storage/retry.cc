@@ -105,6 +105,23 @@ arrow::Status RemoteFile::Named(const arrow::Status& status) const {
   return Error(ErrorKind::kStorage, "reading remote file '" + key_ + "': " + status.message());
 }
 
+template <typename Op>
+auto RemoteFile::Checked(int64_t position, int64_t nbytes, Op&& read) -> decltype(read()) {
+  using R = decltype(read());
+  return Count(Retry(policy_, nullptr, [&]() -> R {
+    R got = read();
+    if (!got.ok()) return got;
+    int64_t n;
+    if constexpr (std::is_same_v<R, arrow::Result<int64_t>>) {
+      n = *got;
+    } else {
+      n = (*got)->size();
+    }
+    ARROW_RETURN_NOT_OK(CheckLength(position, nbytes, n));
+    return got;
+  }));
+}
+
 template <typename R>
 R RemoteFile::Count(R result) {
   if (!result.ok()) return Named(result.status());
@@ -141,36 +158,22 @@ arrow::Result<std::shared_ptr<arrow::Buffer>> RemoteFile::Read(int64_t nbytes) {
 
 arrow::Result<int64_t> RemoteFile::ReadAt(int64_t position, int64_t nbytes, bool allow_short_read,
                                           void* out) {
-  return Count(Retry(policy_, nullptr, [&]() -> arrow::Result<int64_t> {
-    ARROW_ASSIGN_OR_RAISE(int64_t got, inner_->ReadAt(position, nbytes, allow_short_read, out));
-    ARROW_RETURN_NOT_OK(CheckLength(position, nbytes, got));
-    return got;
-  }));
+  return Checked(position, nbytes,
+                 [&] { return inner_->ReadAt(position, nbytes, allow_short_read, out); });
 }
 
 arrow::Result<int64_t> RemoteFile::ReadAt(int64_t position, int64_t nbytes, void* out) {
-  return Count(Retry(policy_, nullptr, [&]() -> arrow::Result<int64_t> {
-    ARROW_ASSIGN_OR_RAISE(int64_t got, inner_->ReadAt(position, nbytes, out));
-    ARROW_RETURN_NOT_OK(CheckLength(position, nbytes, got));
-    return got;
-  }));
+  return Checked(position, nbytes, [&] { return inner_->ReadAt(position, nbytes, out); });
 }
 
 arrow::Result<std::shared_ptr<arrow::Buffer>> RemoteFile::ReadAt(int64_t position, int64_t nbytes,
                                                                  bool allow_short_read) {
-  return Count(Retry(policy_, nullptr, [&]() -> arrow::Result<std::shared_ptr<arrow::Buffer>> {
-    ARROW_ASSIGN_OR_RAISE(auto got, inner_->ReadAt(position, nbytes, allow_short_read));
-    ARROW_RETURN_NOT_OK(CheckLength(position, nbytes, got->size()));
-    return got;
-  }));
+  return Checked(position, nbytes,
+                 [&] { return inner_->ReadAt(position, nbytes, allow_short_read); });
 }
 
 arrow::Result<std::shared_ptr<arrow::Buffer>> RemoteFile::ReadAt(int64_t position, int64_t nbytes) {
-  return Count(Retry(policy_, nullptr, [&]() -> arrow::Result<std::shared_ptr<arrow::Buffer>> {
-    ARROW_ASSIGN_OR_RAISE(auto got, inner_->ReadAt(position, nbytes));
-    ARROW_RETURN_NOT_OK(CheckLength(position, nbytes, got->size()));
-    return got;
-  }));
+  return Checked(position, nbytes, [&] { return inner_->ReadAt(position, nbytes); });
 }
 
 }  // namespace shardfeed::storage_internal

@@ -106,6 +106,9 @@ class RemoteFile : public arrow::io::RandomAccessFile {
   arrow::Status CheckLength(int64_t position, int64_t nbytes, int64_t got) const;
   template <typename R>
   R Count(R result);
+  // read() under the retry policy, a short answer (CheckLength) retried too; counted.
+  template <typename Op>
+  auto Checked(int64_t position, int64_t nbytes, Op&& read) -> decltype(read());
 
   std::shared_ptr<arrow::io::RandomAccessFile> inner_;
   std::string key_;

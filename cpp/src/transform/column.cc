@@ -6,7 +6,6 @@
 #include <type_traits>
 
 #include <arrow/buffer.h>
-#include <arrow/util/float16.h>
 
 #include "util/dtype_dispatch.h"
 #include "util/memory.h"

@@ -124,6 +124,10 @@ int64_t IndexPermutation::operator()(int64_t i) const {
 }
 
 void IndexPermutation::Map(int64_t begin, int64_t end, int64_t* out) const {
+  if (!table_.empty()) {
+    std::copy(table_.begin() + begin, table_.begin() + end, out);
+    return;
+  }
   for (int64_t i = begin; i < end; ++i) *out++ = (*this)(i);
 }
 
