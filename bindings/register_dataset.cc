@@ -186,6 +186,11 @@ void DefineFilter(nb::class_<DatasetHandle>& dataset) {
              return nb::bytes(bytes.data(), bytes.size());
            })
       .def(
+          "filter_selection",
+          [](const DatasetHandle& d) { return d.filter ? d.filter->SelectionDigest() : ""; },
+          "Which rows pass the filter, as 16 hex digits ('' without a filter): part of a "
+          "filtered stream's fingerprint, since the rows a filter keeps follow the values.")
+      .def(
           "filter_counts",
           [](const DatasetHandle& d) {
             nb::dict out;

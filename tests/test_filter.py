@@ -181,6 +181,25 @@ def test_ranks_partition_the_passing_rows(lake: Path) -> None:
     np.testing.assert_array_equal(np.sort(union), pyarrow_ids(lake, filt))
 
 
+def test_a_state_is_refused_once_other_rows_pass_the_filter(tmp_path: Path) -> None:
+    """The catalog's fingerprint (paths, row counts, schema) does not see values; with a
+    filter the rows of the epoch do, so the state records which rows pass."""
+    path = tmp_path / "t.parquet"
+    x = np.arange(100, dtype=np.int64)
+    pq.write_table(pa.table({"x": x}), path, row_group_size=50)
+    kw: dict[str, Any] = dict(batch_size=5, seed=1, output="numpy", filter=[("x", "<", 50)])
+    ld = shardfeed.Loader(tmp_path, **kw)
+    it = iter(ld)
+    next(it)
+    state = ld.state_dict()
+    shardfeed.Loader(tmp_path, **kw).load_state_dict(state)  # the same rows: resumed
+    pq.write_table(pa.table({"x": x % 60}), path, row_group_size=50)  # same row groups
+    changed = shardfeed.Loader(tmp_path, **kw)
+    assert changed.fingerprint == ld.fingerprint and len(changed) != len(ld)
+    with pytest.raises(shardfeed.StateDictError, match="other rows passed its filter"):
+        changed.load_state_dict(state)
+
+
 def test_resume_in_the_middle(lake: Path) -> None:
     kw: dict[str, Any] = dict(
         columns=NUM, batch_size=8, seed=3, output="numpy", with_sample_id=True, fill_null=0,

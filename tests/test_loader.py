@@ -172,6 +172,32 @@ def test_state_dict_from_other_dataset_or_settings_is_refused(dataset, tmp_path)
         loader(dataset, seed=1).load_state_dict({"epoch": 0})
 
 
+def test_a_state_with_nan_or_infinite_settings_survives_a_strict_json_round_trip(dataset):
+    """NaN != NaN: a state dict whose settings hold a NaN fill or an infinite Clip bound
+    was refused by its own loader after any copy; it is strict JSON now, and resumes."""
+    import json
+
+    from shardfeed.transforms import Clip, FillNull
+
+    kw = dict(
+        seed=1, fill_null={"f0": float("nan")},
+        transforms=[FillNull("f1", float("nan")), Clip("f2", min=float("-inf"), max=0.5)],
+        columns=["id", "f0", "f1", "f2", "seq"],
+    )  # fmt: skip
+    ld = loader(dataset, **kw)
+    it = iter(ld)
+    head = [next(it) for _ in range(3)]
+    state = json.loads(json.dumps(ld.state_dict(), allow_nan=False))
+    again = loader(dataset, **kw)
+    again.load_state_dict(state)
+    assert digest(head + list(again)) == digest(loader(dataset, **kw))
+    state["batches_consumed"] = np.int64(3)  # a NumPy integer is an integer
+    again.load_state_dict(state)
+    assert len(list(again)) == len(again) - 3
+    with pytest.raises(shardfeed.StateDictError, match="transforms"):
+        loader(dataset, **{**kw, "transforms": kw["transforms"][:1]}).load_state_dict(state)
+
+
 def test_ranks_are_disjoint_equal_and_cover_the_epoch(dataset):
     for drop_last in (True, False):
         for world in range(1, 6):

@@ -147,6 +147,70 @@ def test_a_pickled_copy_keeps_its_own_epoch(dataset):
     assert digest(copy) == _loader_stream(dataset, 3)
 
 
+@pytest.mark.parametrize("how", ["pickle", "deepcopy"])
+def test_a_copy_resumes_once_and_follows_its_own_set_epoch(dataset, how):
+    """A copy (pickle, copy.deepcopy) holds the original's epoch and pending resume in
+    numbers of its own: its next pass is the rest of the epoch, the pass after that the
+    whole epoch, and its set_epoch reaches its persistent workers."""
+    import copy as copying
+    import pickle
+
+    def clone(ds):
+        return pickle.loads(pickle.dumps(ds)) if how == "pickle" else copying.deepcopy(ds)
+
+    ds = shardfeed.TorchDataset(dataset, **ARGS)
+    ds.load_state_dict(ds.state_dict(batches_consumed=5) | {"epoch": 1})
+    twin = clone(ds)
+    rest, full = _loader_stream(dataset, 1, start=5), _loader_stream(dataset, 1)
+    assert [digest(twin), digest(twin)] == [rest, full]
+    assert [digest(ds), digest(ds)] == [rest, full]  # the original's resume is its own
+    twin = clone(shardfeed.TorchDataset(dataset, **ARGS))
+    loader = torch.utils.data.DataLoader(
+        twin, batch_size=None, num_workers=2, persistent_workers=True
+    )
+    for epoch in (0, 2):
+        twin.set_epoch(epoch)
+        assert digest(loader) == _loader_stream(dataset, epoch), epoch
+
+
+def test_a_pass_with_more_workers_after_a_resumed_pass_is_the_whole_epoch(dataset):
+    """Only the first pass after load_state_dict is resumed, whatever worker counts the
+    passes have (a worker that took no part in the resumed pass is not resumed)."""
+    ld = shardfeed.Loader(dataset, **ARGS)
+    state = ld.state_dict() | {"batches_consumed": 5}
+    rest, full = _loader_stream(dataset, 0, start=5), digest(ld)
+    for first, second in ((0, 2), (2, 3), (1, 2)):
+        ds = shardfeed.TorchDataset(dataset, **ARGS)
+        ds.load_state_dict(state)
+        assert digest(dataloader(ds, first)) == rest, (first, second)
+        assert digest(dataloader(ds, second)) == full, (first, second)
+
+
+def _resume_in_child(ds, queue):
+    ds.load_state_dict(ds.state_dict(batches_consumed=5) | {"epoch": 1})
+    queue.put(digest(ds))
+
+
+def test_processes_given_one_dataset_resume_on_their_own(dataset):
+    """Processes started with one TorchDataset (torch.multiprocessing.spawn's pattern, or
+    fork) each hold its numbers apart: one's pass does not use up another's resume."""
+    import multiprocessing
+
+    ds = shardfeed.TorchDataset(dataset, **ARGS)
+    rest = _loader_stream(dataset, 1, start=5)
+    for method in ("spawn", "fork"):
+        context = multiprocessing.get_context(method)
+        queue = context.Queue()
+        children = [context.Process(target=_resume_in_child, args=(ds, queue)) for _ in range(2)]
+        for child in children:
+            child.start()
+        got = [queue.get(timeout=120) for _ in children]
+        for child in children:
+            child.join(timeout=60)
+        assert got == [rest, rest], method
+    assert digest(ds) == _loader_stream(dataset, 0)  # the parent's numbers are untouched
+
+
 def _thread_name() -> str:
     import threading
 

@@ -255,6 +255,11 @@ class Dataset:
 
     def filter_image(self) -> bytes: ...
 
+    def filter_selection(self) -> str:
+        r"""
+        Which rows pass the filter, as 16 hex digits (\'\' without a filter): part of a filtered stream's fingerprint, since the rows a filter keeps follow the values.
+        """
+
     def filter_counts(self) -> dict[str, int]: ...
 
     def num_batches(self, arg: PlanOptions, /) -> int: ...

@@ -77,7 +77,10 @@ _ISO_FRACTION = re.compile(r"(.*\d{2}:\d{2}:\d{2})[.,](\d+)(.*)")
 def _datetime64_seconds(value: np.datetime64, where: str) -> Fraction:
     """The exact instant of a datetime64 in seconds since the epoch."""
     if np.isnat(value):
-        raise InvalidArgumentError(f"{where}: NaT never compares true")
+        raise InvalidArgumentError(
+            f"{where}: NaT is not a filter value (it equals nothing: ==/in would keep no "
+            "row, !=/not in every row)"
+        )
     unit, count = np.datetime_data(value.dtype)
     if unit in ("Y", "M", "generic"):
         value, unit, count = value.astype("datetime64[D]"), "D", 1
@@ -165,7 +168,11 @@ def _value(kind: str, unit: str, value: Any, where: str) -> Any:
             raise ArgumentTypeError(f"{where}: a numeric column takes numbers, got {value!r}")
         if isinstance(value, (float, np.floating)):
             if np.isnan(value):
-                raise InvalidArgumentError(f"{where}: NaN never compares true")
+                raise InvalidArgumentError(
+                    f"{where}: NaN is not a filter value (it equals nothing: ==/in would "
+                    "keep no row, !=/not in every row); to drop NaN rows keep a range, "
+                    "e.g. (column, '>=', float('-inf'))"
+                )
             if kind == "int":  # exactly: x >= 1.5 is x >= 2 (no float64 rounding of x)
                 if np.isinf(value):
                     return Fraction(2**65 if value > 0 else -(2**65))  # past any integer column

@@ -284,7 +284,8 @@ class Loader(Stream):
 
     @property
     def fingerprint(self) -> str:
-        """Digest of the files' relative paths, row-group sizes and schema."""
+        """Digest of the files' relative paths, row-group sizes and schema (a state
+        dict's ``fingerprint`` adds, with ``filter=``, which rows pass)."""
         return str(self._dataset.fingerprint)
 
     def stats(self) -> dict[str, Any]:

@@ -7,6 +7,8 @@ field, before any of it reaches the engine.
 
 from __future__ import annotations
 
+import math
+import operator
 from collections.abc import Mapping
 from typing import Any
 
@@ -27,16 +29,33 @@ def make_state(settings: Settings, fingerprint: str, epoch: int, consumed: int) 
         "seed": settings.seed,
         "batches_consumed": consumed,
         "fingerprint": fingerprint,
-        "settings": settings.stream_settings(),
+        "settings": _plain(settings.stream_settings()),
     }
+
+
+def _plain(value: Any) -> Any:
+    """Settings as strict JSON holds them, and as they compare: a NaN, inf or -inf
+    (a fill value, a Clip bound) as the text JSON5 writes for it (NaN never equals
+    itself, and ``json.dumps(allow_nan=False)`` refuses it), tuples as lists."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else "Infinity" if value > 0 else "-Infinity"
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
 
 
 def _int_field(state: Mapping[str, Any], name: str, lo: int, hi: int) -> int:
     value = state[name]
-    if is_bool(value) or not isinstance(value, int):
+    try:
+        if is_bool(value):
+            raise TypeError
+        value = operator.index(value)  # an int, or a NumPy integer
+    except TypeError:
         raise StateDictError(
             f"state dict field '{name}' must be an integer, got {type(value).__name__} {value!r}"
-        )
+        ) from None
     if not lo <= value < hi:
         raise StateDictError(
             f"state dict field '{name}' is {value}, outside [{bound_text(lo)}, {bound_text(hi)})"
@@ -62,6 +81,11 @@ def check_state(
         kind = type(saved_fingerprint).__name__
         raise StateDictError(f"state dict field 'fingerprint' must be a string, got {kind}")
     if saved_fingerprint != fingerprint:
+        if saved_fingerprint.partition("-")[0] == fingerprint.partition("-")[0]:
+            raise StateDictError(
+                "state dict is from this dataset when other rows passed its filter: a file's "
+                f"values changed since (field 'fingerprint' {saved_fingerprint} != {fingerprint})"
+            )
         raise StateDictError(
             "state dict is from another dataset (field 'fingerprint' "
             f"{saved_fingerprint} != {fingerprint})"
@@ -75,7 +99,7 @@ def check_state(
         raise StateDictError(
             f"state dict field 'settings' must be a dict, got {type(saved).__name__}"
         )
-    ours = settings.stream_settings()
+    ours, saved = _plain(settings.stream_settings()), _plain(saved)
     diff = sorted((k for k in set(ours) | set(saved) if ours.get(k) != saved.get(k)), key=str)
     if diff:
         details = ", ".join(f"{k}: saved {saved.get(k)!r}, now {ours.get(k)!r}" for k in diff)

@@ -32,6 +32,14 @@ from ._state import check_state, make_state
 from .transforms import Transform
 
 
+def _stream_fingerprint(dataset: _core.Dataset) -> str:
+    """The dataset's fingerprint (paths, row counts, schema: the same for any copy of
+    the data), and with a filter which rows pass: a filtered stream's batches follow
+    the values, so a state dict saved before a file's values changed is refused."""
+    selection = str(dataset.filter_selection())
+    return f"{dataset.fingerprint}-{selection}" if selection else str(dataset.fingerprint)
+
+
 class Stream:
     """Base of Loader and TorchDataset (private): one argument list, checked once."""
 
@@ -231,7 +239,7 @@ class Stream:
         self._filter_image = bytes(dataset.filter_image()) if self._filter_counts else None
         # Column, type and stack errors surface here, before any data is read.
         self._outputs = dataset.describe_outputs(self._settings.output_options())
-        self._fingerprint = str(dataset.fingerprint)
+        self._fingerprint = _stream_fingerprint(dataset)
         self._files = list(dataset.files())
         self._file_sizes = list(dataset.file_sizes())
         self._file_versions = list(dataset.file_versions())
@@ -275,10 +283,11 @@ class Stream:
         is the same data."""
         # The files this stream was made on, not the ones a folder gained since.
         dataset, _ = open_filtered(self._settings, self._filter_image, self._files)
-        if dataset.fingerprint != self._fingerprint:
+        fingerprint = _stream_fingerprint(dataset)
+        if fingerprint != self._fingerprint:
             raise StateDictError(
                 "the dataset changed since the loader was made "
-                f"(fingerprint {dataset.fingerprint} != {self._fingerprint})"
+                f"(fingerprint {fingerprint} != {self._fingerprint})"
             )
         # The same paths and row groups, but a file rewritten in between (same sizes,
         # new values) would be read as if it were the one the loader was made on.

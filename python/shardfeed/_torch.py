@@ -6,6 +6,7 @@ import functools
 import multiprocessing
 import os
 import secrets
+import threading
 from collections.abc import Callable, Iterator
 from multiprocessing import context as mp_context
 from typing import Any
@@ -65,7 +66,6 @@ class TorchDataset(Stream, torch.utils.data.IterableDataset):  # type: ignore[ty
         self._dataset: _core.Dataset | None = dataset
         self._pid = os.getpid()
         self._caches: Caches | None = None
-        self._start = 0
         # Per process (reset with _dataset after a fork): what one epoch's engine
         # leaves to the next (persistent workers).
         self._leftovers: _core.EngineLeftovers | None = None
@@ -78,19 +78,47 @@ class TorchDataset(Stream, torch.utils.data.IterableDataset):  # type: ignore[ty
         # each pass too.  The start batch is the first pass's only, as in Loader:
         # each worker counts its own passes (one writer a slot: no lock, which
         # could not be shared with spawned workers anyway).
+        # A copy (pickle, copy.deepcopy) or a process that is not one of this
+        # object's DataLoader workers (a fork, torch.multiprocessing.spawn) takes
+        # its own array, with the values it had: its set_epoch / resume are its own.
         self._where: Any = multiprocessing.RawArray("q", 2 + _PASS_SLOTS)
-        self._where[:2] = [self._epoch, self._start]
+        self._where[:2] = [self._epoch, 0]
+        self._where_pid = os.getpid()  # the process whose array it is
+        self._where_lock = threading.Lock()  # threads of one process take passes in turn
         # Per process, likewise: the next pass's engine, started early (see _early).
         self._next: NextPass | None = None
         self._seeked = False  # set_epoch / load_state_dict in this process since a pass began
 
     def _seek(self, epoch: int, batch: int) -> None:
         self._epoch = epoch
-        self._start = batch
         self._seeked = True
-        if self._where is not None:
-            self._where[:2] = [epoch, batch]
-            self._where[2:] = [0] * _PASS_SLOTS
+        with self._where_lock:
+            where = self._own_where(torch.utils.data.get_worker_info() is not None)
+            where[:2] = [epoch, batch]
+            where[2:] = [0] * _PASS_SLOTS
+
+    def _own_where(self, in_worker: bool) -> Any:
+        """The shared [epoch, start, passes...] array this process reads and writes:
+        a DataLoader worker shares the one of the process that started it; any
+        other process that inherited an array (fork, spawn) copies it first."""
+        if not in_worker and self._where_pid != os.getpid():
+            fresh = multiprocessing.RawArray("q", 2 + _PASS_SLOTS)
+            fresh[:] = self._where[:]
+            self._where, self._where_pid = fresh, os.getpid()
+        return self._where
+
+    def _pass_position(self, worker: int, in_worker: bool) -> tuple[int, int]:
+        """(epoch, start batch) of the pass this worker begins: resumed at `start`
+        in the first pass after the seek; later passes (no set_epoch between) are
+        the whole epoch again."""
+        with self._where_lock:
+            where = self._own_where(in_worker)
+            slot = 2 + worker % _PASS_SLOTS
+            begun = int(where[slot])
+            where[slot] = begun + 1
+            epoch, start = int(where[0]), int(where[1]) if begun == 0 else 0
+        self._epoch = epoch
+        return epoch, start
 
     def state_dict(self, batches_consumed: int) -> dict[str, Any]:
         """The Loader state for this epoch after ``batches_consumed`` batches."""
@@ -102,9 +130,27 @@ class TorchDataset(Stream, torch.utils.data.IterableDataset):  # type: ignore[ty
         state["_caches"] = None
         state["_leftovers"] = None
         state["_next"] = None
+        del state["_where_lock"]
         if mp_context.get_spawning_popen() is None:
-            state["_where"] = None  # shared only with the processes it starts
+            # A copy: its own array (made by __setstate__) and its own fanout
+            # token, so that it and the original are two datasets.
+            state["_where"] = list(self._where[:])
+        else:
+            # Shared with the processes this one starts (DataLoader workers).
+            with self._where_lock:
+                state["_where"] = self._own_where(torch.utils.data.get_worker_info() is not None)
+            state["_where_pid"] = self._where_pid
         return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._where_lock = threading.Lock()
+        if isinstance(self._where, list):
+            values = self._where
+            self._where = multiprocessing.RawArray("q", 2 + _PASS_SLOTS)
+            self._where[:] = values
+            self._where_pid = os.getpid()
+            self._token = secrets.randbits(63)
 
     def _own_dataset(self) -> _core.Dataset:
         # After a fork (or unpickling) read the footers anew rather than reuse the
@@ -120,14 +166,9 @@ class TorchDataset(Stream, torch.utils.data.IterableDataset):  # type: ignore[ty
     def __iter__(self) -> Iterator[dict[str, Any]]:
         info = torch.utils.data.get_worker_info()
         workers, worker = (info.num_workers, info.id) if info is not None else (1, 0)
-        if self._where is not None:
-            slot = 2 + worker % _PASS_SLOTS
-            begun = int(self._where[slot])
-            self._where[slot] = begun + 1
-            # Resumed at `start` in the first pass after the seek; later passes (no
-            # set_epoch between) are the whole epoch again.
-            self._epoch = int(self._where[0])
-            self._start = int(self._where[1]) if begun == 0 else 0
+        # With one engine for all workers (below) only worker 0's count decides
+        # the pass's position; the others take what it runs.
+        epoch, start = self._pass_position(worker, info is not None)
         shm = _shm.sender() if info is not None else None
         if shm is not None and workers > 1:
             # One engine, in worker 0, for every worker (see _fanout).
@@ -136,7 +177,7 @@ class TorchDataset(Stream, torch.utils.data.IterableDataset):  # type: ignore[ty
             if worker == 0:
                 leader = _fanout.Leader(shm, workers, name, self._handshake())
                 make = self._engine_maker(shm, 1, 0, self._settings.num_threads, 4 * workers)
-                engine, watch = self._pass_engine(make, in_worker=True)
+                engine, watch = self._pass_engine(make, True, epoch, start)
                 raw = watch(leader.batches(engine))
             else:
                 raw = _fanout.follow(name, worker, self._handshake())
@@ -153,9 +194,9 @@ class TorchDataset(Stream, torch.utils.data.IterableDataset):  # type: ignore[ty
             threads = max(1, threads // workers)
         make = self._engine_maker(shm, workers, worker, threads, 0)
         if workers > 1:  # an engine per worker (no memfd_create): none starts early
-            engine, watch = make(self._epoch, self._start)(), _unwatched
+            engine, watch = make(epoch, start)(), _unwatched
         else:
-            engine, watch = self._pass_engine(make, in_worker=info is not None)
+            engine, watch = self._pass_engine(make, info is not None, epoch, start)
         if shm is None:
             yield from watch(iterate(engine, self._settings))
             return
@@ -164,11 +205,13 @@ class TorchDataset(Stream, torch.utils.data.IterableDataset):  # type: ignore[ty
             yield _shm.SharedBatch(batch) if type(batch) is dict else batch
 
     def _handshake(self) -> tuple[Any, ...]:
-        """What the workers of one pass must agree on."""
-        return (self._token, self._fingerprint, self._epoch, self._start)
+        """What the workers of one pass must agree on (the epoch and start are
+        worker 0's: a worker whose slot took no part in the resumed pass, when an
+        earlier pass had fewer workers, follows it all the same)."""
+        return (self._token, self._fingerprint)
 
     def _pass_engine(
-        self, make: EngineMaker, in_worker: bool
+        self, make: EngineMaker, in_worker: bool, epoch: int, start: int
     ) -> tuple[_core.Engine, Callable[[Iterator[Any]], Iterator[Any]]]:
         """This pass's engine (the one started early, if it is this pass's), and what
         watches its batches to start the next pass's engine early.  Passes run by
@@ -177,11 +220,11 @@ class TorchDataset(Stream, torch.utils.data.IterableDataset):  # type: ignore[ty
         if self._next is None:
             self._next = NextPass()
         next_pass = self._next
-        predicted = next_pass.begin(self._epoch, self._seeked)
+        predicted = next_pass.begin(epoch, self._seeked)
         self._seeked = False
-        engine = next_pass.take(self._epoch, self._start, self._settings.extra)
+        engine = next_pass.take(epoch, start, self._settings.extra)
         if engine is None:
-            engine = make(self._epoch, self._start)()
+            engine = make(epoch, start)()
         if in_worker and next_pass.passes < 2:
             return engine, _unwatched
         settings = self._settings

@@ -83,6 +83,10 @@ class FilteredRows {
   // A compact binary image (for the cache) and its validated inverse: null when
   // `bytes` is not an image for `catalog` (wrong size, counts, order: trust no length).
   std::string Serialize() const;
+  // 16 hex digits of which rows pass, row group by row group (not how they are
+  // stored, nor the counters or key): the same for any copy of the same data, and
+  // another when a file's values change which rows pass.
+  std::string SelectionDigest() const;
   static std::shared_ptr<const FilteredRows> Deserialize(const Catalog& catalog,
                                                          const std::string& key,
                                                          const std::string& bytes);

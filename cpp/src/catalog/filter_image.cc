@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "shardfeed/filter.h"
+#include "util/hash.h"
 
 namespace shardfeed {
 
@@ -53,6 +54,18 @@ std::string FilteredRows::Serialize() const {
     }
   }
   return out;
+}
+
+std::string FilteredRows::SelectionDigest() const {
+  StreamingHash hash;
+  for (size_t i = 0; i < pass_rows_.size(); ++i) {
+    const int64_t counts[2] = {num_rows_[i], pass_rows_[i]};
+    hash.Update(counts, sizeof(counts));
+    if (pass_rows_[i] == 0 || All(static_cast<int32_t>(i))) continue;
+    const auto rows = Rows(static_cast<int32_t>(i));
+    hash.Update(rows.data(), rows.size() * sizeof(int64_t));
+  }
+  return Hex64(hash.Digest());
 }
 
 std::shared_ptr<const FilteredRows> FilteredRows::Deserialize(const Catalog& catalog,
