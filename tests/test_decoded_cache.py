@@ -348,6 +348,29 @@ def test_a_local_rewrite_with_its_mtime_set_back_is_not_served_stale(tmp_path):
     assert read() == 2.0
 
 
+@pytest.mark.parametrize("shuffle", [True, "global"])
+def test_a_file_replaced_between_epochs_is_an_error_not_its_old_rows(tmp_path, shuffle):
+    """The tier's entries are keyed by the file as the loader opened it: a local file
+    replaced later (a sync tool's rename) was served from them, old rows and all, where
+    an uncached read says the file changed."""
+    data = tmp_path / "d"
+    data.mkdir()
+    for name, base in (("a.parquet", 0.0), ("b.parquet", 100.0)):
+        pq.write_table(pa.table({"v": np.arange(base, base + 40, dtype=np.float64)}),
+                       data / name, row_group_size=10)  # fmt: skip
+    ld = shardfeed.Loader(data, batch_size=8, output="numpy", shuffle=shuffle,
+                          cache_dir=tmp_path / "cache", cache_decoded=True)  # fmt: skip
+    assert sum(len(b["v"]) for b in ld) == 80
+    ld.set_epoch(1)
+    assert sum(len(b["v"]) for b in ld) == 80  # from the tier
+    new = tmp_path / "new.parquet"
+    pq.write_table(pa.table({"v": np.arange(1000.0, 1040.0)}), new, row_group_size=10)
+    os.replace(new, data / "b.parquet")
+    ld.set_epoch(2)
+    with pytest.raises(shardfeed.InvalidDataError, match=r"b\.parquet.*changed"):
+        list(ld)
+
+
 def test_a_fifo_in_place_of_an_entry_is_a_miss_not_a_hang(tmp_path):
     """Opening a FIFO waits for a writer: a cache entry (or its stamp) replaced by one
     hung the next loader, beyond Ctrl-C.  It is a damaged entry: decoded again."""
@@ -365,6 +388,10 @@ def test_a_fifo_in_place_of_an_entry_is_a_miss_not_a_hang(tmp_path):
         if other.suffix not in (".sfd", ".lock") and other.is_file():
             other.unlink()
             os.mkfifo(other)  # stamps and the like too
+    locks = sorted((tmp_path / "cache" / "decoded").glob("????????????????.lock"))
+    for lock in locks[2:]:  # an entry's lock file, which is also its verified stamp
+        lock.unlink()
+        os.mkfifo(lock)
     code = (
         "import sys, numpy as np, shardfeed\n"
         f"ld = shardfeed.Loader({str(data)!r}, batch_size=100, output='numpy', shuffle=False,"
@@ -378,6 +405,16 @@ def test_a_fifo_in_place_of_an_entry_is_a_miss_not_a_hang(tmp_path):
     total, hits = out.stdout.split()
     assert float(total) == float(first.sum())
     assert int(hits) <= 2
+    for lock in locks[2:]:
+        os.unlink(lock)
+        os.mkfifo(lock)
+    cleared = subprocess.run(
+        [sys.executable, "-m", "shardfeed.cli", "cache", "clear", "--cache-dir",
+         str(tmp_path / "cache")], capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert cleared.returncode == 0, cleared.stderr
+    left = [p for p in (tmp_path / "cache" / "decoded").iterdir() if not p.is_file()]
+    assert left == []  # `cache clear` removes what is no file of its own
 
 
 def test_an_entry_damaged_in_place_while_a_loader_runs_is_decoded_again(tmp_path):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -253,6 +254,33 @@ def test_cache_is_used_and_a_damaged_one_rebuilt(lake: Path, tmp_path: Path) -> 
         files[0].write_bytes(bad)
         assert stream(lake, filter=filt, cache_dir=cache) == ref
         assert files[0].read_bytes() == data
+    # A FIFO or a folder in its place: not waited on (reading a FIFO waits for a
+    # writer, beyond Ctrl-C), replaced; nothing left behind.
+    for make in (os.mkfifo, os.mkdir):
+        if files[0].is_file():
+            files[0].unlink()
+        make(files[0])
+        assert stream(lake, filter=filt, cache_dir=cache) == ref
+        assert files[0].read_bytes() == data
+    assert [p.name for p in (cache / "filters").iterdir()] == [files[0].name]
+
+
+def test_the_filter_cache_leaves_no_temporary_when_it_cannot_write(
+    lake: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cache = tmp_path / "deep" / "cache"
+    filt = [("n", ">", 25)]
+
+    def full_disk(src: Any, dst: Any) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("shardfeed._filter.os.replace", full_disk)
+    for _ in range(2):
+        ld = shardfeed.Loader(lake, NUM, filter=filt, cache_dir=cache)
+        assert ld.stats()["filter"]["rows_kept"] > 0  # a full disk only costs the re-read
+    assert list((cache / "filters").iterdir()) == []
+    assert oct(cache.stat().st_mode & 0o777) == "0o700"  # made by the filter cache: 0700 too
+    assert oct((tmp_path / "deep").stat().st_mode & 0o777) == "0o700"
 
 
 BAD: list[tuple[Any, str]] = [

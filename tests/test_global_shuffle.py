@@ -13,7 +13,7 @@ import pytest
 import shardfeed
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from shardfeed import InvalidArgumentError, StateDictError
+from shardfeed import InvalidArgumentError, StateDictError, StorageError
 from shardfeed.transforms import GaussianNoise, Standardize
 
 from .conftest import digest, sample_ids
@@ -170,6 +170,17 @@ def test_torch_dataset_workers_give_the_loader_stream(data, tmp_path):
     )  # fmt: skip
     got = digest(torch.utils.data.DataLoader(ds, batch_size=None, num_workers=2))
     assert got == reference
+
+
+def test_a_tier_that_cannot_hold_the_epoch_is_an_error_not_unbounded_memory(data, tmp_path):
+    """A row group the tier cannot store stayed decoded in memory, every row group of
+    the epoch at once (4.8 MB at a 1 MiB limit); now an error that says what to change,
+    unless memory_limit=None asks for memory."""
+    small = _loader(data, tmp_path / "c", cache_limit_bytes=200_000)
+    with pytest.raises(StorageError, match=r"cache_limit_bytes.*memory_limit=None"):
+        list(small)
+    unlimited = _loader(data, tmp_path / "d", cache_limit_bytes=200_000, memory_limit=None)
+    assert digest(unlimited) == digest(_loader(data, tmp_path / "e"))
 
 
 def test_settings_that_cannot_give_a_global_shuffle_are_refused(data, tmp_path):

@@ -9,12 +9,15 @@ compares plain int64, float64, UTF-8 or bool values.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import hashlib
 import json
 import math
 import os
 import re
+import shutil
+import stat
 import tempfile
 from collections.abc import Sequence
 from fractions import Fraction
@@ -360,10 +363,7 @@ def apply(
     dnf = [[(c, op, list(v)) for c, op, v in group] for group in canonical]
     path = None if cache_dir is None else _cache_path(cache_dir, dataset, text)
     if image is None and path is not None:
-        try:
-            image = path.read_bytes()
-        except OSError:
-            image = None
+        image = _read_image(path)
     filtered = dataset.filtered(dnf, text, num_threads, image)
     if path is not None:
         fresh = filtered.filter_image()
@@ -372,12 +372,48 @@ def apply(
     return filtered
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
+def _read_image(path: Path) -> bytes | None:
+    """The cached image, or None: not blocking, and only from a regular file (a FIFO
+    in its place would wait for a writer, beyond Ctrl-C)."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        chunks = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    tmp = None
+    try:
+        # Every folder made here is 0700, as the caches make theirs (cache_dir too,
+        # when the filter cache is the first to need it).
+        for folder in reversed([path.parent, *path.parent.parents]):
+            if not folder.exists():
+                folder.mkdir(mode=0o700, exist_ok=True)
+        if path.is_symlink() or (path.exists() and not path.is_file()):
+            # Damage (a folder, FIFO or link where the image belongs): replaced.
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)
+            else:
+                path.unlink()
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
         with os.fdopen(fd, "wb") as f:
             f.write(data)
         os.replace(tmp, path)
+        tmp = None
     except OSError:
         pass  # the cache is an optimization: a read-only folder only costs the re-read
+    finally:
+        if tmp is not None:  # a full disk: no temporary left behind
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)

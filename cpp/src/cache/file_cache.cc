@@ -154,8 +154,28 @@ arrow::Result<FileCache::Impl::Fetched> FileCache::Impl::Fetch(
     return give_up(Outcome::kUncacheable);
   }
 
-  // 2. Become the one that fills it; whoever filled it before us wins.
-  auto fill = OpenLocked(PathOf(name, ".lock"), O_RDWR | O_CREAT, LockMode::kExclusive, fill_wait);
+  // 2. Become the one that fills it; whoever filled it before us wins.  A
+  // filler that makes no end (a stopped or hung process on the node) is waited
+  // for remote_timeout at most: then this read goes to the remote itself.
+  bool stalled_before = false;
+  if (fill_wait == LockWait::kWait) {
+    std::lock_guard<std::mutex> lock(mu);
+    stalled_before = stalled.count(name) > 0;
+  }
+  auto fill =
+      fill_wait == LockWait::kNoWait || stalled_before
+          ? OpenLocked(PathOf(name, ".lock"), O_RDWR | O_CREAT, LockMode::kExclusive,
+                       LockWait::kNoWait)
+          : storage_internal::OpenLockedWithin(PathOf(name, ".lock"), O_RDWR | O_CREAT,
+                                               LockMode::kExclusive, options.remote_timeout, stop);
+  if (fill.ok() && fill_wait == LockWait::kWait) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (fill->outcome == LockOutcome::kBusy) {
+      stalled.insert(name);
+    } else {
+      stalled.erase(name);
+    }
+  }
   if (!fill.ok()) {
     Degrade(fill.status());
     if (open) misses.fetch_add(1, std::memory_order_relaxed);

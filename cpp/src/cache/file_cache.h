@@ -113,7 +113,7 @@ struct FileCache::Impl {
   std::atomic<int64_t> fetch_ns{0}, wait_ns{0};
   std::atomic<bool> degraded{false};
 
-  std::mutex mu;  // guards the three below
+  std::mutex mu;  // guards the four below
   std::shared_ptr<const std::function<int64_t(const std::string&)>> priority;
   // Entries this process has checksummed, by name, inode, size, mtime and
   // checksum: a rewrite of the file (new inode or mtime) is checked again.
@@ -124,6 +124,10 @@ struct FileCache::Impl {
   // otherwise wait out a second timeout (a dead server was reported after 2-3
   // x remote_timeout).  Other failures were retried already and are tried again.
   std::unordered_map<std::string, std::pair<arrow::Status, int64_t>> failed;
+  // Entries whose filler (another process) held its lock past remote_timeout:
+  // while it still holds it, their reads go to the remote at once rather than
+  // each waiting out the timeout again.
+  std::unordered_set<std::string> stalled;
   arrow::Status RecentFailure(const std::string& name);
   void NoteFailure(const std::string& name, const arrow::Status& status);
 };

@@ -12,6 +12,7 @@
 
 #include <fcntl.h>
 #include <spawn.h>
+#include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -500,6 +501,87 @@ TEST(FileCache, AFileThatGotNoAnswerFailsAtOnceForRemoteTimeout) {
   auto third = cache->OpenFile(hooked, file);
   ASSERT_TRUE(third.ok()) << third.status().ToString();
   EXPECT_EQ(ReadAll(**third), "0123456789");
+}
+
+TEST(FileCache, AFillerThatMakesNoEndIsWaitedForRemoteTimeoutThenReadAround) {
+  // Another process on the node holds an entry's fill lock and makes no end
+  // (stopped with SIGSTOP, hung): its lock is held here by another open file
+  // description, which flock treats as another owner.
+  FakeRemote remote;
+  TempDir tmp;
+  const std::string bytes = RandomBytes(5000, 3);
+  auto file = remote.Put("part-0.parquet", bytes);
+  CacheOptions options;
+  options.dir = tmp.path().string();
+  options.retry_base_seconds = 0.001;
+  options.remote_timeout = 0.5;
+  auto cache = FileCache::Open(options).ValueOrDie();
+  const std::string lock_path =
+      (tmp.path() / (cache_internal::EntryName(file.key) + ".lock")).string();
+  const int held = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  ASSERT_GE(held, 0);
+  ASSERT_EQ(::flock(held, LOCK_EX), 0);
+  using Clock = std::chrono::steady_clock;
+  const auto seconds_since = [](Clock::time_point t) {
+    return std::chrono::duration<double>(Clock::now() - t).count();
+  };
+  auto t0 = Clock::now();
+  auto first = cache->OpenFile(remote.fs(), file);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_EQ(ReadAll(**first), bytes);  // read from the remote itself
+  EXPECT_GE(seconds_since(t0), 0.5);
+  t0 = Clock::now();
+  auto second = cache->OpenFile(remote.fs(), file);
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ(ReadAll(**second), bytes);
+  EXPECT_LT(seconds_since(t0), 0.4);  // not waited out again while it is held
+  EXPECT_EQ(cache->stats().uncached_reads, 2);
+  // The wait also ends when the loader stops.
+  std::atomic<bool> stop{false};
+  std::thread stopper([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    stop.store(true);
+  });
+  t0 = Clock::now();
+  auto polled = storage_internal::OpenLockedWithin(
+      lock_path, O_RDWR, storage_internal::LockMode::kExclusive, 0, &stop);
+  stopper.join();
+  ASSERT_TRUE(polled.ok());
+  EXPECT_EQ(polled->outcome, storage_internal::LockOutcome::kBusy);
+  EXPECT_LT(seconds_since(t0), 0.5);
+  // Once the filler is gone, the entry is filled and served.
+  ::close(held);
+  auto third = cache->OpenFile(remote.fs(), file);
+  ASSERT_TRUE(third.ok());
+  EXPECT_EQ(ReadAll(**third), bytes);
+  EXPECT_TRUE(fs::exists(DataPath(tmp.path(), file)));
+}
+
+TEST(FileCache, AFolderOrFifoInAnEntrysPlaceIsRemovedNotAnError) {
+  // `cache clear` and every eviction failed on one ("is not a regular file").
+  FakeRemote remote;
+  TempDir tmp;
+  const fs::path dir = tmp.path() / "cache";
+  auto a = remote.Put("a.parquet", RandomBytes(3000, 4));
+  auto b = remote.Put("b.parquet", RandomBytes(3000, 5));
+  {
+    auto cache = OpenCache(dir);
+    ASSERT_TRUE(cache->OpenFile(remote.fs(), a).ok());
+  }
+  const fs::path data = DataPath(dir, a);
+  fs::remove(data);
+  fs::create_directories(data / "inside");
+  const fs::path fifo = dir / (cache_internal::EntryName(b.key) + ".meta");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  auto cache = OpenCache(dir, 4000);  // a limit: the scan evicts
+  EXPECT_FALSE(fs::exists(data));
+  EXPECT_FALSE(fs::exists(fifo));
+  auto f = cache->OpenFile(remote.fs(), b);
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  EXPECT_EQ(ReadAll(**f), RandomBytes(3000, 5));
+  fs::create_directories(DataPath(dir, a));
+  EXPECT_TRUE(cache->Clear().ok());
+  EXPECT_FALSE(fs::exists(DataPath(dir, a)));
 }
 
 }  // namespace

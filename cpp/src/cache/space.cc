@@ -54,6 +54,9 @@ arrow::Result<FileCache::Impl::Scan> FileCache::Impl::ScanLocked() {
     if (n.size() != kStem + 5 || !cache_internal::IsEntryName(n.substr(0, kStem))) continue;
     const std::string stem = n.substr(0, kStem);
     const std::string suffix = n.substr(kStem);
+    // Under the folder lock: a folder or FIFO in an entry's place made every
+    // eviction (and `cache clear`) fail.
+    if (storage_internal::RemoveIfNotRegular(path)) continue;
     if (suffix == ".data") {
       struct stat st;
       if (::stat(path.c_str(), &st) != 0) continue;

@@ -572,6 +572,14 @@ arrow::Result<std::shared_ptr<const DecodedRowGroup>> DecodeRowGroup(const Catal
     auto& loaded = *maybe_loaded;
     if (loaded &&
         TakeEntryRecords(&*loaded, layout, entry, num_rows, &decoded->columns, &matrices)) {
+      // The entry is keyed by the file as the catalog saw it: a local file
+      // replaced since (a new version renamed over it between epochs) is an
+      // error, as an uncached read would make it, not its old rows.  (A stat;
+      // remote files are checked when fetched, and a cached copy stays one
+      // version.)
+      if (catalog.is_local()) {
+        ARROW_RETURN_NOT_OK(WithContext(CheckUnchanged(*catalog.filesystem(), file), context));
+      }
       cached = true;
       entry_lock = storage_internal::LockedFd{};
       for (size_t i = 0; i < layout.fields.size(); ++i) done[i] = DeterministicPrefix(layout, i);
@@ -791,8 +799,19 @@ arrow::Result<std::shared_ptr<const DecodedRowGroup>> DecodeRowGroup(const Catal
       for (int s : layout.outputs[o].sources) ARROW_RETURN_NOT_OK(nulls(static_cast<size_t>(s)));
       ARROW_RETURN_NOT_OK(make_matrix(o));
     }
+    std::string why_not;
     const auto stored = hooks.tier->impl()->Store(
-        tier_key, EntryRecords(entry, decoded->columns, matrices), num_rows);
+        tier_key, EntryRecords(entry, decoded->columns, matrices), num_rows, &why_not);
+    if (hooks.map_stored && !stored && hooks.memory_limit > 0) {
+      return Error(ErrorKind::kStorage,
+                   context +
+                       ": shuffle=\"global\" serves every row group of the epoch from the "
+                       "decoded cache, which cannot store this one (" +
+                       why_not +
+                       "); held in memory instead, the epoch's row groups would go past "
+                       "memory_limit. Give the cache room (cache_limit_bytes, disk space), "
+                       "set memory_limit=None to hold them in memory, or use shuffle=True");
+    }
     entry_lock = storage_internal::LockedFd{};
     if (hooks.map_stored && stored) {
       // What was just stored, mapped: the decoded copies go (a failed store

@@ -38,6 +38,10 @@ struct DecodeHooks {
   // (shuffle="global" holds every row group at once: the page cache's pages,
   // not the engine's memory).
   bool map_stored = false;
+  // With map_stored: the engine's memory_limit (0: none).  A row group the tier
+  // cannot store would then stay in memory, every one of them at once: past a
+  // limit that is an error rather than an unbounded epoch.
+  int64_t memory_limit = 0;
   std::shared_ptr<const FilteredRows> filter;  // keeps only the passing rows
   std::string slow_stage;                      // test hook: sleep slow_us in this stage
   int slow_us = 0;

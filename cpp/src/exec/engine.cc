@@ -345,6 +345,7 @@ class EngineImpl final : public Engine {
                           num_threads_);
     }
     hooks_.map_stored = schedule_->plan().options().global_shuffle;
+    hooks_.memory_limit = budget_->limit();
     hooks_.filter = options_.filter;
     if (!catalog_->is_local()) hooks_.io_stage = Stage::kFetch;
     hooks_.slow_stage = options_.debug_slow_stage;

@@ -1,9 +1,12 @@
 #include "storage/posix_file.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <optional>
+#include <thread>
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -116,6 +119,21 @@ arrow::Result<LockedFd> OpenLocked(const std::string& path, int open_flags, Lock
   }
 }
 
+arrow::Result<LockedFd> OpenLockedWithin(const std::string& path, int open_flags, LockMode mode,
+                                         double max_seconds, const std::atomic<bool>* stop) {
+  const auto start = std::chrono::steady_clock::now();
+  auto delay = std::chrono::milliseconds(1);
+  for (;;) {
+    ARROW_ASSIGN_OR_RAISE(LockedFd out, OpenLocked(path, open_flags, mode, LockWait::kNoWait));
+    const std::chrono::duration<double> waited = std::chrono::steady_clock::now() - start;
+    out.waited_seconds = waited.count();
+    if (out.outcome != LockOutcome::kBusy) return out;
+    if ((stop && stop->load()) || (max_seconds > 0 && waited.count() >= max_seconds)) return out;
+    std::this_thread::sleep_for(delay);
+    delay = std::min(delay * 2, std::chrono::milliseconds(20));
+  }
+}
+
 std::optional<std::string> ReadSmallFile(const std::string& path) {
   Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
   if (!fd.valid() || !CheckRegular(fd.get(), path).ok()) return std::nullopt;
@@ -157,5 +175,13 @@ arrow::Status Allocate(int fd, int64_t size, const std::string& path) {
 }
 
 void RemoveQuietly(const std::string& path) { ::unlink(path.c_str()); }
+
+bool RemoveIfNotRegular(const std::string& path) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0 || S_ISREG(st.st_mode)) return false;
+  std::error_code ec;
+  std::filesystem::remove_all(path, ec);
+  return !ec && ::lstat(path.c_str(), &st) != 0;  // false if it could not go
+}
 
 }  // namespace shardfeed::storage_internal

@@ -5,6 +5,7 @@
 // rules.  A lock dies with its process, so a crash leaves nothing locked.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -52,6 +53,13 @@ struct LockedFd {
 arrow::Result<LockedFd> OpenLocked(const std::string& path, int open_flags, LockMode mode,
                                    LockWait wait);
 
+// OpenLocked(kWait) whose wait has an end: it polls, and gives up (kBusy)
+// after `max_seconds` (> 0; otherwise no bound) or soon after `*stop` turns
+// true.  A lock held by a process that is stopped (SIGSTOP, a suspended job)
+// or hung would otherwise keep the waiter, and its Ctrl-C, for good.
+arrow::Result<LockedFd> OpenLockedWithin(const std::string& path, int open_flags, LockMode mode,
+                                         double max_seconds, const std::atomic<bool>* stop);
+
 // An IOError naming `what` and the errno text; errno is kept in the detail.
 arrow::Status ErrnoError(int errnum, const std::string& what);
 
@@ -67,5 +75,11 @@ arrow::Status Allocate(int fd, int64_t size, const std::string& path);
 
 // unlink(2), ignoring errors (the file may be gone already).
 void RemoveQuietly(const std::string& path);
+
+// A cache folder holds regular files only: a folder, FIFO, socket or link put
+// where one of its files belongs is damage.  Removes it (a folder with what is
+// in it, a link itself) and returns true; false when `path` is a regular file,
+// absent, or could not be removed.
+bool RemoveIfNotRegular(const std::string& path);
 
 }  // namespace shardfeed::storage_internal

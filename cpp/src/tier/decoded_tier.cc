@@ -219,7 +219,11 @@ arrow::Result<storage_internal::LockedFd> DecodedTier::Impl::LockEntry(
   for (;;) {
     auto locked = storage_internal::OpenLocked(path, O_RDWR | O_CREAT, LockMode::kExclusive,
                                                LockWait::kNoWait);
-    if (!locked.ok()) return storage_internal::LockedFd{};  // no lock file: decode unlocked
+    if (!locked.ok()) {
+      // A folder or FIFO where the lock file belongs: removed, then locked.
+      if (storage_internal::RemoveIfNotRegular(path)) continue;
+      return storage_internal::LockedFd{};  // no lock file: decode unlocked
+    }
     if (locked->outcome == LockOutcome::kLocked) return std::move(*locked);
     if (stopped && stopped()) return arrow::Status::Cancelled("loader stopped");
     const std::chrono::duration<double> waited = std::chrono::steady_clock::now() - t0;
@@ -388,7 +392,7 @@ arrow::Status WriteEntry(const std::string& dir, const std::string& path, const 
 
 std::optional<uint64_t> DecodedTier::Impl::Store(const std::string& key,
                                                  const std::vector<DecodedColumn>& columns,
-                                                 int64_t rows) {
+                                                 int64_t rows, std::string* why) {
   // Header first, then buffers at aligned offsets computed up front.
   std::string header(kMagic, 8);
   const uint64_t key_len = key.size(), n = columns.size();
@@ -426,6 +430,11 @@ std::optional<uint64_t> DecodedTier::Impl::Store(const std::string& key,
   do {
     if (limit_ > 0 && used + total > limit_) {
       ++skipped_;
+      if (why) {
+        *why = "its cache_limit_bytes (" + std::to_string(limit_) + " bytes, " +
+               std::to_string(used) + " in use) cannot take this row group's " +
+               std::to_string(total) + " bytes";
+      }
       return std::nullopt;
     }
   } while (!used_.compare_exchange_weak(used, used + total));
@@ -447,6 +456,7 @@ std::optional<uint64_t> DecodedTier::Impl::Store(const std::string& key,
   if (!status.ok()) {
     used_ -= total;
     ++skipped_;
+    if (why) *why = "writing it failed: " + status.message();
     if (!warned_.exchange(true)) {
       std::cerr << "shardfeed: cannot write the decoded cache in '" << dir_
                 << "': " << status.message()
@@ -525,6 +535,10 @@ arrow::Result<int64_t> DecodedTier::Clear() {
   for (const auto& entry : std::filesystem::directory_iterator(impl_->dir_, ec)) {
     std::error_code file_ec;
     const std::string name = entry.path().filename().string();
+    if ((IsLock(name) || IsEntryOrTemp(name)) &&
+        storage_internal::RemoveIfNotRegular(entry.path().string())) {
+      continue;  // not a file: damage, whatever it held
+    }
     if (IsLock(name)) {
       // Removed under its lock (lockers check that the path still names the
       // inode they locked); one held by a loader now stays.

@@ -71,8 +71,9 @@ struct DecodedTier::Impl {
   // Stores the columns; a failure to write degrades to not storing (counted).
   // Returns the buffers' digest written, nullopt when it wrote nothing (the
   // limit, or a failed write).
+  // `why`, when given, says why nothing was stored (the limit, a write error).
   std::optional<uint64_t> Store(const std::string& key, const std::vector<DecodedColumn>& columns,
-                                int64_t rows);
+                                int64_t rows, std::string* why = nullptr);
 
   DecodedTierStats stats() const;
   std::string PathOf(const std::string& key) const;

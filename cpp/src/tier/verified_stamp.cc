@@ -56,8 +56,15 @@ bool StampMatches(const std::string& stamp_path, int fd, uint64_t data_digest) {
 void WriteStamp(const std::string& stamp_path, int fd, uint64_t data_digest) {
   Stamp stamp{};
   if (!Identity(fd, data_digest, &stamp)) return;
-  const int out = ::open(stamp_path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+  // Not blocking, and a regular file only: a FIFO in the stamp's place would
+  // wait for a reader (for good), beyond Ctrl-C.
+  const int out = ::open(stamp_path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | O_NONBLOCK, 0600);
   if (out < 0) return;
+  struct stat st;
+  if (::fstat(out, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(out);
+    return;
+  }
   const ssize_t n = ::pwrite(out, stamp.data(), sizeof(stamp), 0);
   (void)n;  // a short write leaves a stamp whose own digest fails
   ::close(out);
