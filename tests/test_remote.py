@@ -236,6 +236,34 @@ def test_remote_read_failures_are_storage_errors_cached_or_not(s3, dataset, tmp_
         assert "s3|" not in str(e.value)  # not the cache's internal key
 
 
+def test_after_a_server_died_another_store_opens_without_waiting(remote, dataset, tmp_path):
+    """Reads abandoned at remote_timeout went on retrying on their own threads (Arrow's
+    S3 retries, then ours) for ~25 s, and every new S3 client of the process waits
+    until no request is in flight: the next Loader of another endpoint or credentials
+    timed out opening its source.  Abandoned reads now stop retrying by the deadline."""
+    with s3_server() as server:
+        uri = server.upload_folder(dataset, "dies", "ds")
+        loaders = [
+            shardfeed.Loader(uri, remote_timeout=4.0, **ARGS),
+            shardfeed.Loader(uri, cache_dir=tmp_path, remote_timeout=4.0, **ARGS),
+        ]
+    errors = []
+    for ld in loaders:
+        with pytest.raises(shardfeed.StorageError) as caught:
+            for _ in ld:
+                pass
+        errors.append(str(caught.value))
+    # The uncached read reports the refused connection (the S3 client's retries end
+    # before the deadline), not only that the storage did not answer.
+    assert "NETWORK_CONNECTION" in errors[0], errors[0]
+    # Another endpoint spelling: a client of its own.
+    other = remote.replace("127.0.0.1", "localhost")
+    assert other != remote
+    got = [b["sample_id"] for b in shardfeed.Loader(other, remote_timeout=15.0, **ARGS)]
+    want = [b["sample_id"] for b in shardfeed.Loader(dataset, **ARGS)]
+    assert np.array_equal(np.concatenate(got), np.concatenate(want))
+
+
 def test_a_read_the_storage_refuses_is_not_called_bad_data(remote, monkeypatch, tmp_path):
     """Without credentials the server lists but refuses the reads: a StorageError that
     says the file could not be read, not "not a readable Parquet file"."""
@@ -243,7 +271,7 @@ def test_a_read_the_storage_refuses_is_not_called_bad_data(remote, monkeypatch, 
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.aws of the machine's
     with pytest.raises(shardfeed.StorageError) as caught:
-        list(shardfeed.Loader(remote, batch_size=64, remote_timeout=10))
+        list(shardfeed.Loader(remote, batch_size=64, remote_timeout=30))
     assert "cannot read it" in str(caught.value)
     assert "ACCESS_DENIED" in str(caught.value)
     assert "not a readable Parquet file" not in str(caught.value)

@@ -84,10 +84,12 @@ arrow::Result<FileCache::Impl::Fetched> FileCache::Impl::Uncached(
   uncached_reads.fetch_add(1, std::memory_order_relaxed);
   Fetched out;
   out.outcome = Outcome::kUncacheable;
+  storage_internal::RetryPolicy policy = retry;
+  policy.deadline = DeadlineAfter(options.remote_timeout);
   ARROW_ASSIGN_OR_RAISE(
       auto remote, storage_internal::RemoteFile::Open(fs, file.path, file.size,
                                                       storage_internal::RemoteName(*fs, file.path),
-                                                      retry, remote_bytes));
+                                                      policy, remote_bytes));
   // The same deadline as an uncached read without a cache: per opening (one
   // row group's reads), retries included.
   out.file = WithDeadline(std::move(remote), options.remote_timeout, stop);

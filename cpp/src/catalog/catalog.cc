@@ -34,6 +34,7 @@
 #include "catalog/footer.h"
 #include "catalog/listing.h"
 #include "catalog/partition.h"
+#include "catalog/remote_fs.h"
 #include "catalog/unify.h"
 #include "shardfeed/status.h"
 #include "util/deadline_file.h"
@@ -229,7 +230,8 @@ namespace {
 // The filesystem of a source and the path in it.  A remote one is made
 // within remote_timeout: making an S3 client waits (in Arrow, on a lock) for
 // every request still in flight on any client, so after a stalled server a
-// second try waited for the first's abandoned request (~100 s).
+// second try waited for the first's abandoned request (~100 s).  Its
+// requests stop retrying within remote_timeout too (MakeRemoteFileSystem).
 arrow::Result<std::shared_ptr<arrow::fs::FileSystem>> OpenFileSystem(const std::string& source,
                                                                      std::string* path,
                                                                      double remote_timeout) {
@@ -268,11 +270,11 @@ arrow::Result<std::shared_ptr<arrow::fs::FileSystem>> OpenFileSystem(const std::
   }
   using Made = std::pair<std::shared_ptr<arrow::fs::FileSystem>, std::string>;
   ARROW_ASSIGN_OR_RAISE(auto made, CallBefore<Made>(
-                                       [source]() -> arrow::Result<Made> {
+                                       [source, remote_timeout]() -> arrow::Result<Made> {
                                          std::string in_fs;
                                          ARROW_ASSIGN_OR_RAISE(
                                              auto fs,
-                                             arrow::fs::FileSystemFromUriOrPath(source, &in_fs));
+                                             MakeRemoteFileSystem(source, remote_timeout, &in_fs));
                                          return Made{std::move(fs), std::move(in_fs)};
                                        },
                                        DeadlineAfter(remote_timeout), remote_timeout, nullptr));

@@ -276,7 +276,7 @@ arrow::Result<RowGroupReader> OpenRowGroup(const Catalog& catalog, int32_t rg_in
     ARROW_RETURN_NOT_OK(WithContext(
         CheckUnchanged(*catalog.filesystem(), file, hooks.remote_timeout, StopOf(hooks)), context));
   }
-  auto opened = OpenCatalogFile(catalog, rg.file, hooks.open);
+  auto opened = OpenCatalogFile(catalog, rg.file, hooks.open, hooks.remote_timeout);
   if (!opened.ok()) return ParquetStatus(opened.status(), where);
   // The footer of this row group alone: it is row group 0 of the reader.
   auto footer = RowGroupFooter(rg);

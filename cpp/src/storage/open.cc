@@ -7,6 +7,7 @@
 
 #include "shardfeed/status.h"
 #include "storage/retry.h"
+#include "util/deadline_file.h"
 
 namespace shardfeed {
 
@@ -71,7 +72,7 @@ arrow::Status ReadFailure::Classify(const arrow::Status& status, const ErrorCont
 }
 
 arrow::Result<OpenedFile> OpenCatalogFile(const Catalog& catalog, int32_t file,
-                                          const FileOpener& opener) {
+                                          const FileOpener& opener, double remote_timeout) {
   const auto& entry = catalog.files()[static_cast<size_t>(file)];
   std::shared_ptr<arrow::io::RandomAccessFile> input;
   if (opener) {
@@ -84,12 +85,15 @@ arrow::Result<OpenedFile> OpenCatalogFile(const Catalog& catalog, int32_t file,
     input = std::move(*opened);
   } else {
     // Uncached remote reads: transient failures (503 SlowDown, a reset
-    // connection) are retried like the file cache's downloads.
+    // connection) are retried like the file cache's downloads, until the
+    // deadline the caller's WithDeadline gives up at.
+    storage_internal::RetryPolicy policy;
+    policy.deadline = DeadlineAfter(remote_timeout);
     ARROW_ASSIGN_OR_RAISE(
         input, storage_internal::RemoteFile::Open(
                    catalog.filesystem(), entry.path, entry.size,
-                   storage_internal::RemoteName(*catalog.filesystem(), entry.path),
-                   storage_internal::RetryPolicy{}, std::make_shared<std::atomic<int64_t>>(0)));
+                   storage_internal::RemoteName(*catalog.filesystem(), entry.path), policy,
+                   std::make_shared<std::atomic<int64_t>>(0)));
   }
   OpenedFile out;
   out.failure = std::make_shared<ReadFailure>();

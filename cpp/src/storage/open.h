@@ -51,8 +51,9 @@ struct OpenedFile {
 };
 
 // Opens catalog file `file` with `opener` when set, else on the catalog's
-// filesystem (remote reads retried).  Errors are kStorage (or kNotFound).
+// filesystem (remote reads retried, no retry past `remote_timeout` seconds
+// from now when > 0).  Errors are kStorage (or kNotFound).
 arrow::Result<OpenedFile> OpenCatalogFile(const Catalog& catalog, int32_t file,
-                                          const FileOpener& opener);
+                                          const FileOpener& opener, double remote_timeout = 0);
 
 }  // namespace shardfeed

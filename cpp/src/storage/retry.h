@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
@@ -13,6 +14,8 @@
 #include <arrow/io/interfaces.h>
 #include <arrow/result.h>
 #include <arrow/status.h>
+
+#include "util/deadline_file.h"
 
 namespace shardfeed::storage_internal {
 
@@ -35,6 +38,10 @@ struct RetryPolicy {
   int max_retries = 5;
   double base_seconds = 0.05;
   double max_seconds = 5.0;
+  // No retry whose wait would end at or after it: a read abandoned at its
+  // deadline (WithDeadline) then ends on its own instead of retrying for
+  // seconds more, holding Arrow's S3 client lock that new clients wait for.
+  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
   // The wait before retry `attempt` (0-based): base * 2^attempt, capped at
   // max_seconds, times a random factor in [0.5, 1] so that many readers
   // throttled together (S3 503 SlowDown) do not retry in lockstep.  The jitter
@@ -52,8 +59,10 @@ const arrow::Status& StatusOf(const arrow::Result<T>& result) {
   return result.status();
 }
 
-// Runs `op` until it succeeds, fails in a way retrying cannot fix, or has
-// failed 1 + max_retries times; waits Delay(attempt) in between.  Returns
+// Runs `op` until it succeeds, fails in a way retrying cannot fix, has
+// failed 1 + max_retries times, the next wait would reach the policy's
+// deadline, or its caller gave up (CallAbandoned); waits Delay(attempt) in
+// between.  Returns
 // Cancelled when `interrupt` is requested during a wait.
 template <typename Op>
 auto Retry(const RetryPolicy& policy, const Interrupt* interrupt, Op&& op) -> decltype(op()) {
@@ -61,10 +70,17 @@ auto Retry(const RetryPolicy& policy, const Interrupt* interrupt, Op&& op) -> de
   const Interrupt& stop = interrupt ? *interrupt : kNever;
   for (int attempt = 0;; ++attempt) {
     auto result = op();
-    if (result.ok() || attempt >= policy.max_retries || !IsRetryable(StatusOf(result))) {
+    if (result.ok() || attempt >= policy.max_retries || !IsRetryable(StatusOf(result)) ||
+        CallAbandoned()) {
       return result;
     }
-    if (!stop.SleepFor(policy.Delay(attempt))) return arrow::Status::Cancelled("stopped");
+    const double delay = policy.Delay(attempt);
+    if (policy.deadline != std::chrono::steady_clock::time_point::max() &&
+        std::chrono::duration<double>(policy.deadline - std::chrono::steady_clock::now()).count() <=
+            delay) {
+      return result;
+    }
+    if (!stop.SleepFor(delay)) return arrow::Status::Cancelled("stopped");
   }
 }
 

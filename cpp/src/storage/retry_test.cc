@@ -1,6 +1,7 @@
 #include "storage/retry.h"
 
 #include <cerrno>
+#include <chrono>
 #include <string>
 
 #include <arrow/buffer.h>
@@ -68,6 +69,33 @@ TEST(Retry, AStopInterruptsTheBackoff) {
     return Transient();
   });
   EXPECT_TRUE(status.IsCancelled());
+  EXPECT_EQ(calls, 1);
+}
+
+TEST(Retry, NoWaitReachesTheDeadline) {
+  // A read abandoned at its deadline must end, not retry on alone.
+  RetryPolicy policy = Fast(50);
+  policy.base_seconds = 0.02;
+  policy.max_seconds = 0.02;
+  const auto start = std::chrono::steady_clock::now();
+  policy.deadline = start + std::chrono::milliseconds(200);
+  int calls = 0;
+  auto status = Retry(policy, nullptr, [&] {
+    ++calls;
+    return Transient();
+  });
+  EXPECT_TRUE(status.IsIOError());
+  EXPECT_GE(calls, 2);   // it did retry before the deadline
+  EXPECT_LT(calls, 50);  // and stopped there, far from max_retries
+  EXPECT_LT(std::chrono::steady_clock::now(), policy.deadline + std::chrono::milliseconds(100));
+
+  RetryPolicy past = Fast(5);
+  past.deadline = std::chrono::steady_clock::now();
+  calls = 0;
+  status = Retry(past, nullptr, [&] {
+    ++calls;
+    return Transient();
+  });
   EXPECT_EQ(calls, 1);
 }
 

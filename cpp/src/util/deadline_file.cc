@@ -21,6 +21,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+thread_local const std::atomic<bool>* abandoned_flag = nullptr;
+
 class DeadlineFile final : public arrow::io::RandomAccessFile {
  public:
   DeadlineFile(std::shared_ptr<arrow::io::RandomAccessFile> inner, double timeout_seconds,
@@ -68,6 +70,12 @@ class DeadlineFile final : public arrow::io::RandomAccessFile {
 };
 
 }  // namespace
+
+bool CallAbandoned() {
+  return abandoned_flag != nullptr && abandoned_flag->load(std::memory_order_relaxed);
+}
+
+void SetAbandonedFlag(const std::atomic<bool>* flag) { abandoned_flag = flag; }
 
 std::chrono::steady_clock::time_point DeadlineAfter(double seconds) {
   constexpr double kYear = 365.0 * 24 * 3600;

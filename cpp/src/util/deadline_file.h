@@ -31,13 +31,22 @@ arrow::Status NoAnswerWithin(double timeout_seconds);
 // more than a year, which the clock's duration could not hold exactly.
 std::chrono::steady_clock::time_point DeadlineAfter(double seconds);
 
+// True on the thread of a CallBefore call whose caller has stopped waiting
+// (deadline or stop): retry loops below it (the S3 client's, ours) end
+// instead of retrying for no one.  False on any other thread.
+bool CallAbandoned();
+
+// The flag CallAbandoned reads on this thread (null: none); CallBefore's.
+void SetAbandonedFlag(const std::atomic<bool>* flag);
+
 // Runs `call` on a thread of its own and waits for its result until
 // `deadline`, looking at `stopped` (when given) every 100 ms: past the
 // deadline NoAnswerWithin(timeout_seconds), once stopped Cancelled.  Then the
 // thread finishes, or fails, alone, so `call` must own what it uses.  Not on
 // Arrow's I/O pool: a filesystem's "async" call may run on the caller's thread
 // (Arrow's default for GCS, HDFS, ...), and waiting on the pool from the pool
-// could starve it.
+// could starve it.  Once the caller gives up, CallAbandoned() is true on
+// that thread.
 template <typename T>
 arrow::Result<T> CallBefore(std::function<arrow::Result<T>()> call,
                             std::chrono::steady_clock::time_point deadline, double timeout_seconds,
@@ -46,10 +55,13 @@ arrow::Result<T> CallBefore(std::function<arrow::Result<T>()> call,
     std::mutex mu;
     std::condition_variable done;
     std::optional<arrow::Result<T>> result;
+    std::atomic<bool> abandoned{false};
   };
   auto shared = std::make_shared<Shared>();
   std::thread([shared, call = std::move(call)] {
+    SetAbandonedFlag(&shared->abandoned);
     auto result = call();
+    SetAbandonedFlag(nullptr);
     std::lock_guard<std::mutex> lock(shared->mu);
     shared->result.emplace(std::move(result));
     shared->done.notify_all();
@@ -58,11 +70,17 @@ arrow::Result<T> CallBefore(std::function<arrow::Result<T>()> call,
   auto ready = [&] { return shared->result.has_value(); };
   using Clock = std::chrono::steady_clock;
   while (!ready() && Clock::now() < deadline) {
-    if (stopped && stopped()) return arrow::Status::Cancelled("the loader was closed");
+    if (stopped && stopped()) {
+      shared->abandoned.store(true, std::memory_order_relaxed);
+      return arrow::Status::Cancelled("the loader was closed");
+    }
     shared->done.wait_until(lock, std::min(deadline, Clock::now() + std::chrono::milliseconds(100)),
                             ready);
   }
-  if (!ready()) return NoAnswerWithin(timeout_seconds);
+  if (!ready()) {
+    shared->abandoned.store(true, std::memory_order_relaxed);
+    return NoAnswerWithin(timeout_seconds);
+  }
   return std::move(*shared->result);
 }
 

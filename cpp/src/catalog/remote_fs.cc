@@ -1,0 +1,98 @@
+#include "catalog/remote_fs.h"
+
+#include <algorithm>
+#include <any>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <string_view>
+#include <utility>
+
+#include "util/deadline_file.h"
+
+namespace shardfeed {
+namespace {
+
+constexpr int64_t kFirstWaitMs = 100;
+constexpr int64_t kLongestWaitMs = 5000;
+// One request's retries wait at most this long whatever remote_timeout is:
+// a request read asynchronously (file cache downloads) and then abandoned
+// is not seen by CallAbandoned, and retries on alone.  Longer outages are
+// ridden out by shardfeed's own retries of a read (RetryPolicy).
+constexpr double kLongestRequestRetrySeconds = 10;
+
+// The most the `retries`-th wait (0-based) lasts; jitter only shortens it.
+int64_t LongestWaitMs(int64_t retries) {
+  if (retries >= 6) return kLongestWaitMs;  // 100 << 6 > 5000
+  return std::min(kLongestWaitMs, kFirstWaitMs << retries);
+}
+
+class BoundedRetry final : public arrow::fs::S3RetryStrategy {
+ public:
+  explicit BoundedRetry(double budget_seconds)
+      : budget_ms_(budget_seconds > 0 && std::isfinite(budget_seconds)
+                       ? static_cast<int64_t>(std::min(budget_seconds, 1e9) * 1000)
+                       : 0) {}
+
+  bool ShouldRetry(const AWSErrorDetail& error, int64_t attempted_retries) override {
+    if (!error.should_retry || attempted_retries < 0 || CallAbandoned()) return false;
+    // Waits 0..attempted_retries, at their longest, stay within the budget.
+    int64_t total = 0;
+    for (int64_t k = 0; k <= attempted_retries; ++k) {
+      total += LongestWaitMs(k);
+      if (total > budget_ms_) return false;
+    }
+    return true;
+  }
+
+  int64_t CalculateDelayBeforeNextRetry(const AWSErrorDetail& /*error*/,
+                                        int64_t attempted_retries) override {
+    const int64_t longest = LongestWaitMs(std::max<int64_t>(attempted_retries, 0));
+    // Between half and all of it: ranks retrying together spread out.
+    thread_local std::minstd_rand random{std::random_device{}()};
+    return longest / 2 + static_cast<int64_t>(random() % static_cast<uint64_t>(longest / 2 + 1));
+  }
+
+ private:
+  const int64_t budget_ms_;
+};
+
+std::string_view SchemeOf(const std::string& uri) {
+  const auto end = uri.find("://");
+  return end == std::string::npos ? std::string_view() : std::string_view(uri).substr(0, end);
+}
+
+}  // namespace
+
+std::shared_ptr<arrow::fs::S3RetryStrategy> MakeBoundedRetry(double budget_seconds) {
+  return std::make_shared<BoundedRetry>(budget_seconds);
+}
+
+arrow::Result<std::shared_ptr<arrow::fs::FileSystem>> MakeRemoteFileSystem(const std::string& uri,
+                                                                           double remote_timeout,
+                                                                           std::string* path) {
+  if (!(remote_timeout > 0)) return arrow::fs::FileSystemFromUriOrPath(uri, path);
+  const double budget = std::min(remote_timeout / 2, kLongestRequestRetrySeconds);
+  const std::string_view scheme = SchemeOf(uri);
+  if (scheme == "s3") {
+    arrow::fs::FileSystemFactoryOptions options;
+    options.emplace_back("retry_strategy", MakeBoundedRetry(budget));
+    return arrow::fs::FileSystemFromUriAndOptions(uri, options, path);
+  }
+  if ((scheme == "gs" || scheme == "gcs") &&
+      uri.find("retry_limit_seconds=") == std::string::npos) {
+    const auto fragment = uri.find('#');
+    std::string with = uri.substr(0, fragment);
+    if (with.find('?') == std::string::npos) {
+      with += '?';
+    } else if (with.back() != '?' && with.back() != '&') {
+      with += '&';
+    }
+    with += "retry_limit_seconds=" + std::to_string(budget);
+    if (fragment != std::string::npos) with += uri.substr(fragment);
+    return arrow::fs::FileSystemFromUriOrPath(with, path);
+  }
+  return arrow::fs::FileSystemFromUriOrPath(uri, path);
+}
+
+}  // namespace shardfeed
