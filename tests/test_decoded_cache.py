@@ -436,3 +436,41 @@ def test_an_entry_damaged_in_place_while_a_loader_runs_is_decoded_again(tmp_path
     for epoch in (2, 3):
         ld.set_epoch(epoch)
         assert np.array_equal(np.concatenate([b["x"] for b in ld]), np.arange(1000.0))
+
+
+def test_a_full_tier_makes_room_by_dropping_what_a_rewrite_superseded(tmp_path):
+    """Entries of a file's old versions stayed for ever: a tier at its limit stored
+    nothing of the rewritten dataset, and every epoch after the rewrite decoded again.
+    A full tier now first removes the entries of this dataset's files that changed;
+    another dataset's entries in the same folder stay."""
+    data, other = tmp_path / "data", tmp_path / "other"
+    for folder, seed in ((data, 0), (other, 1)):
+        folder.mkdir()
+        for i in range(3):
+            values = np.random.default_rng([seed, i]).random(600)
+            pq.write_table(pa.table({"x": values}), folder / f"p{i}.parquet", row_group_size=200)
+    cache = tmp_path / "cache"
+    kw = dict(batch_size=100, shuffle=False, output="numpy", cache_dir=cache, cache_decoded=True)
+    list(shardfeed.Loader(other, **kw))
+    list(shardfeed.Loader(data, **kw))
+
+    def tier_bytes() -> int:
+        return sum(f.stat().st_size for f in (cache / "decoded").glob("*.sfd"))
+
+    limit = tier_bytes() + 4_000  # room for what is there and the growth, not for both versions
+    for i in range(3):  # rewritten: other values, another size
+        values = np.random.default_rng([2, i]).random(700)
+        pq.write_table(pa.table({"x": values}), data / f"p{i}.parquet", row_group_size=200)
+    ld = shardfeed.Loader(data, cache_limit_bytes=limit, **kw)
+    got = np.concatenate([b["x"] for b in ld])
+    want = np.concatenate([pq.read_table(data / f"p{i}.parquet")["x"].to_numpy() for i in range(3)])
+    assert np.array_equal(got, want)
+    assert ld.stats()["decoded_skipped"] == 0
+    ld.set_epoch(1)
+    assert np.array_equal(np.concatenate([b["x"] for b in ld]), want)
+    assert ld.stats()["decoded_hits"] == 12  # every row group of the new version, mapped
+    assert tier_bytes() <= limit
+    # The other dataset's entries were not touched: all still mapped.
+    again = shardfeed.Loader(other, **kw)
+    list(again)
+    assert again.stats()["decoded_misses"] == 0

@@ -6,6 +6,7 @@ import functools
 import gc
 import json
 import shutil
+import threading
 import time
 from pathlib import Path
 
@@ -584,3 +585,46 @@ def test_the_position_counts_the_latest_pass_only(dataset):
     next(first)
     assert ld.state_dict()["batches_consumed"] == 3
     ld.load_state_dict(ld.state_dict())  # its own state is valid
+
+
+def test_close_stops_the_engines_and_later_iteration_says_so(dataset):
+    """LoaderClosedError was documented but nothing public closed a loader: its
+    threads and memory lived until the garbage collector found it."""
+    kw = dict(batch_size=64, output="numpy", with_sample_id=True)
+    reference = [b["sample_id"].copy() for b in shardfeed.Loader(dataset, **kw)]
+    before = engine_threads()
+    with shardfeed.Loader(dataset, **kw) as ld:
+        it = iter(ld)
+        held = [next(it), next(it)]
+        assert engine_threads() > before
+        state = ld.state_dict()
+    deadline = time.monotonic() + 10
+    while engine_threads() > before and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert engine_threads() == before
+    # What was handed out stays valid; the stream and later passes say it is closed.
+    assert [b["sample_id"].tolist() for b in held] == [r.tolist() for r in reference[:2]]
+    with pytest.raises(shardfeed.LoaderClosedError):
+        next(it)
+    with pytest.raises(shardfeed.LoaderClosedError, match="closed"):
+        list(ld)
+    ld.close()  # again: nothing
+    assert ld.state_dict() == state
+    # The position carries over to a new loader.
+    fresh = shardfeed.Loader(dataset, **kw)
+    fresh.load_state_dict(state)
+    rest = [b["sample_id"].tolist() for b in fresh]
+    assert rest == [r.tolist() for r in reference[2:]]
+
+
+def test_close_from_another_thread_ends_a_waiting_next(dataset):
+    ld = shardfeed.Loader(dataset, batch_size=64, output="numpy", num_threads=1)
+    ld._settings.extra["debug_slow_stage"] = "decode"
+    ld._settings.extra["debug_slow_us"] = 3_000_000  # each decode waits 3 s
+    closer = threading.Timer(0.3, ld.close)
+    closer.start()
+    t0 = time.monotonic()
+    with pytest.raises(shardfeed.LoaderClosedError):
+        list(ld)
+    closer.join()
+    assert time.monotonic() - t0 < 3.0 + 2.0

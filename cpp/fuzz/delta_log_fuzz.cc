@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <string>
+#include <string_view>
 
 #include "catalog/delta_log.h"
 
@@ -19,8 +20,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto files = replay.LiveFiles("fuzz");
   if (!files.ok()) return 0;
   if (!std::is_sorted(files->begin(), files->end())) std::abort();
+  // Inside the table: relative, and no component "", "." or ".." (a name that
+  // only begins with "..", such as the folder "..=a b", is a name).
   for (const auto& file : *files) {
-    if (file.empty() || file.front() == '/' || file.find("..") == 0) std::abort();
+    if (file.empty() || file.front() == '/') std::abort();
+    size_t start = 0;
+    while (start <= file.size()) {
+      const size_t slash = std::min(file.find('/', start), file.size());
+      const std::string_view part(file.data() + start, slash - start);
+      if (part.empty() || part == "." || part == "..") std::abort();
+      start = slash + 1;
+    }
   }
   return 0;
 }

@@ -143,6 +143,13 @@ class NextPass:
         engine.close()
         return None
 
+    def close(self) -> None:
+        """Closes the early engine, if any (waits for it to be made: milliseconds)."""
+        early, self._early = self._early, None
+        engine = None if early is None else early.take()
+        if engine is not None:
+            engine.close()
+
     def watch(
         self,
         batches: Iterator[T],

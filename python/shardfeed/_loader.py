@@ -17,7 +17,7 @@ import numpy as np
 from . import _core
 from ._device import PinnedArena, batch_bytes, to_device
 from ._early import NextPass
-from ._errors import ArgumentTypeError, UnsupportedTypeError
+from ._errors import ArgumentTypeError, LoaderClosedError, UnsupportedTypeError
 from ._options import Caches, Settings
 from ._stream import Stream
 
@@ -188,6 +188,10 @@ class Loader(Stream):
         self._next = NextPass()
         self._started_early = False  # whether the latest pass's engine was
         self._seeked = False  # set_epoch / load_state_dict since the latest pass began
+        # The engines of passes not yet ended (close() stops them) and whether
+        # close() was called.
+        self._engines: weakref.WeakSet[_core.Engine] = weakref.WeakSet()
+        self._closed = False
         if self._settings.pin_memory:
             # Room for what the engine's queues hold, and a few batches in use.
             held = self._settings.num_threads * (self._settings.prefetch + 1) + 4
@@ -202,6 +206,8 @@ class Loader(Stream):
 
     # -- the stream ------------------------------------------------------------------
     def __iter__(self) -> Iterator[dict[str, Any]]:
+        if self._closed:
+            raise LoaderClosedError("this Loader was closed (close() or the end of its with block)")
         self._in_own_process()
         self._warn_if_empty()
         start = self._resume_at
@@ -216,6 +222,7 @@ class Loader(Stream):
         if engine is None:
             engine = self._engine_maker(self._epoch, start)()
         self._last_engine = engine
+        self._engines.add(engine)
         self._deliver = DeliverClock()
         batches = iterate(engine, self._settings, self._deliver)
         if self._arena is not None:
@@ -227,6 +234,25 @@ class Loader(Stream):
             if self._counting == counting:
                 self._consumed += 1
             yield batch
+
+    def close(self) -> None:
+        """Stops this loader's engine threads now and frees the memory they hold; a
+        ``next()`` waiting in another thread raises ``LoaderClosedError``, and so does
+        iterating the loader afterwards.  Batches already handed out stay valid;
+        ``state_dict()`` still says where the stream stood.  Calling it again does
+        nothing.  ``with Loader(...) as loader:`` closes at the end of the block."""
+        self._closed = True
+        if not hasattr(self, "_next") or self._pid != os.getpid():
+            return  # not opened, or a fork's copy: the engines are the parent's
+        self._next.close()
+        for engine in list(self._engines):
+            engine.close()
+
+    def __enter__(self) -> Loader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def _in_own_process(self) -> None:
         """After a fork (a DataLoader worker iterating this Loader, say) its engines'

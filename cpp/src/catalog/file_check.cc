@@ -46,7 +46,7 @@ arrow::Status CheckUnchanged(arrow::fs::FileSystem& fs, const FileEntry& file,
     if (!file.version.empty() && std::to_string(Ns(st.st_mtim)) != file.version) {
       return Changed("modification time");
     }
-    if (!file.identity.empty() && StatIdentityAt(file.path) != file.identity) {
+    if (!file.identity.empty() && StatIdentity(st) != file.identity) {
       return Changed("rewritten in place or replaced");
     }
     return arrow::Status::OK();

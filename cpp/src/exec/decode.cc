@@ -800,8 +800,10 @@ arrow::Result<std::shared_ptr<const DecodedRowGroup>> DecodeRowGroup(const Catal
       ARROW_RETURN_NOT_OK(make_matrix(o));
     }
     std::string why_not;
+    // A full tier first drops what this dataset's rewritten files left in it.
     const auto stored = hooks.tier->impl()->Store(
-        tier_key, EntryRecords(entry, decoded->columns, matrices), num_rows, &why_not);
+        tier_key, EntryRecords(entry, decoded->columns, matrices), num_rows, &why_not,
+        [&] { hooks.tier->impl()->PruneSuperseded(catalog); });
     if (hooks.map_stored && !stored && hooks.memory_limit > 0) {
       return Error(ErrorKind::kStorage,
                    context +

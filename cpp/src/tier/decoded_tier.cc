@@ -24,6 +24,7 @@
 #include "storage/folder.h"
 #include "storage/posix_file.h"
 #include "storage/temp_file.h"
+#include "tier/superseded.h"
 #include "tier/verified_stamp.h"
 #include "util/file_identity.h"
 #include "util/hash.h"
@@ -185,8 +186,8 @@ std::string DecodedTier::Impl::Key(const Catalog& catalog, int32_t rg, const Lay
   std::ostringstream key;
   key.precision(17);
   // v4: float transforms of integer columns compute from every digit (BeginFloatMath).
-  key << "v4|" << CacheKey(catalog, row_group.file) << '|' << file.size << '|' << file.version
-      << "|rg" << row_group.row_group;
+  key << kTierKeyTag << '|' << CacheKey(catalog, row_group.file) << '|' << file.size << '|'
+      << file.version << "|rg" << row_group.row_group;
   // A local file rewritten at its size with its mtime set back (cp -p, rsync -t,
   // tar x) keeps both: its inode or change time, which no one can set back, tells.
   if (!file.identity.empty()) key << "|id" << file.identity;
@@ -392,7 +393,8 @@ arrow::Status WriteEntry(const std::string& dir, const std::string& path, const 
 
 std::optional<uint64_t> DecodedTier::Impl::Store(const std::string& key,
                                                  const std::vector<DecodedColumn>& columns,
-                                                 int64_t rows, std::string* why) {
+                                                 int64_t rows, std::string* why,
+                                                 const std::function<void()>& make_room) {
   // Header first, then buffers at aligned offsets computed up front.
   std::string header(kMagic, 8);
   const uint64_t key_len = key.size(), n = columns.size();
@@ -427,8 +429,15 @@ std::optional<uint64_t> DecodedTier::Impl::Store(const std::string& key,
   const int64_t total = offset;
   // Reserve the space first, so that threads storing at once never overshoot.
   int64_t used = used_.load();
-  do {
+  bool made_room = false;
+  for (;;) {
     if (limit_ > 0 && used + total > limit_) {
+      if (make_room && !made_room) {
+        made_room = true;
+        make_room();  // (or waits for another thread's)
+        used = used_.load();
+        continue;
+      }
       ++skipped_;
       if (why) {
         *why = "its cache_limit_bytes (" + std::to_string(limit_) + " bytes, " +
@@ -437,7 +446,8 @@ std::optional<uint64_t> DecodedTier::Impl::Store(const std::string& key,
       }
       return std::nullopt;
     }
-  } while (!used_.compare_exchange_weak(used, used + total));
+    if (used_.compare_exchange_weak(used, used + total)) break;
+  }
   for (const auto& r : records) Append(&header, &r, sizeof(r));
   // The header's digest, checked by every load before a field is used; the
   // buffers' digest, checked the first time a process loads the entry.
@@ -499,6 +509,67 @@ void SealDecodedTierEntryForTesting(std::string* entry) {
   const uint64_t data_digest =
       DataDigest(records, [&](size_t k, Part part) { return p + OffsetOf(records[k], part); });
   std::memcpy(p + pos + 8, &data_digest, 8);
+}
+
+namespace {
+
+// The key an entry file records (its header), or nullopt for anything that
+// is not a readable entry.  Opened without blocking: a FIFO is no entry.
+std::optional<std::string> ReadEntryKey(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  struct stat st;
+  char head[16];
+  std::optional<std::string> key;
+  uint64_t key_len = 0;
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && ::pread(fd, head, 16, 0) == 16 &&
+      std::memcmp(head, kMagic, 8) == 0) {
+    std::memcpy(&key_len, head + 8, 8);
+    if (key_len <= (uint64_t{1} << 20) && key_len <= static_cast<uint64_t>(st.st_size) - 16) {
+      std::string text(key_len, '\0');
+      if (::pread(fd, text.data(), key_len, 16) == static_cast<ssize_t>(key_len)) {
+        key = std::move(text);
+      }
+    }
+  }
+  ::close(fd);
+  return key;
+}
+
+}  // namespace
+
+int64_t DecodedTier::Impl::PruneSuperseded(const Catalog& catalog) {
+  const SupersededKeys superseded(catalog);
+  // One at a time: a thread that finds the tier full while another prunes
+  // waits for it, and then finds the room it made.
+  std::lock_guard<std::mutex> prune_lock(prune_mu_);
+  if (!pruned_.insert(Hash64(superseded.versions())).second) return 0;
+  int64_t freed = 0;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir_, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (!IsEntryOrTemp(name) || IsTemp(name)) continue;
+    const std::string path = entry.path().string();
+    const auto key = ReadEntryKey(path);
+    if (!key || !superseded(*key)) continue;
+    // Under the entry's lock, as Clear removes: one a loader holds stays.  No
+    // lock file (kMissing): no one holds it.
+    const std::string lock_path = LockPathOf(*key);
+    auto locked =
+        storage_internal::OpenLocked(lock_path, O_RDWR, storage_internal::LockMode::kExclusive,
+                                     storage_internal::LockWait::kNoWait);
+    if (!locked.ok() || locked->outcome == storage_internal::LockOutcome::kBusy) continue;
+    const bool have_lock = locked->outcome == storage_internal::LockOutcome::kLocked;
+    std::error_code file_ec;
+    const auto size = std::filesystem::file_size(path, file_ec);
+    if (file_ec || !std::filesystem::remove(path, file_ec) || file_ec) continue;
+    freed += static_cast<int64_t>(size);
+    if (have_lock) std::filesystem::remove(lock_path, file_ec);
+  }
+  int64_t used = used_.load();
+  while (!used_.compare_exchange_weak(used, std::max<int64_t>(0, used - freed))) {
+  }
+  return freed;
 }
 
 DecodedTierStats DecodedTier::Impl::stats() const {

@@ -72,8 +72,16 @@ struct DecodedTier::Impl {
   // Returns the buffers' digest written, nullopt when it wrote nothing (the
   // limit, or a failed write).
   // `why`, when given, says why nothing was stored (the limit, a write error).
+  // `make_room`, when given, is called (once) when the entry does not fit the
+  // limit, and the limit is checked again after it.
   std::optional<uint64_t> Store(const std::string& key, const std::vector<DecodedColumn>& columns,
-                                int64_t rows, std::string* why = nullptr);
+                                int64_t rows, std::string* why = nullptr,
+                                const std::function<void()>& make_room = nullptr);
+  // Removes the entries `catalog` has superseded (superseded.h) that no one
+  // holds, once per catalog version in this process (later calls, and calls
+  // that waited for a concurrent one: 0); returns the bytes freed.  A process
+  // mapping one keeps reading it.
+  int64_t PruneSuperseded(const Catalog& catalog);
 
   DecodedTierStats stats() const;
   std::string PathOf(const std::string& key) const;
@@ -89,6 +97,8 @@ struct DecodedTier::Impl {
   std::atomic<bool> warned_{false};
   std::mutex mu_;
   std::set<std::string> verified_;  // entries whose digest this process checked or wrote
+  std::mutex prune_mu_;
+  std::set<uint64_t> pruned_;  // catalog versions PruneSuperseded ran for (under prune_mu_)
 };
 
 // Test hook (the fuzz target): rewrites the two digests of an entry's bytes to

@@ -5,6 +5,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <string>
 #include <thread>
 
 #include <arrow/buffer.h>
@@ -13,8 +15,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "shardfeed/catalog.h"
 #include "shardfeed/status.h"
 #include "storage/temp_file.h"
+#include "tier/tier_test_util.h"
 #include "util/test_util.h"
 
 namespace shardfeed {
@@ -317,6 +321,66 @@ TEST(DecodedTier, NoLockFileMeansNoLockNotAnError) {
   if (::geteuid() != 0) {  // root writes anywhere
     EXPECT_NE(lock->outcome, storage_internal::LockOutcome::kLocked);
   }
+}
+
+TEST(DecodedTierPrune, RemovesWhatARewriteLeftOnceAndFreesItsBytes) {
+  testing::TempDir data, tier_dir;
+  testing::WriteIdFile(data.path() / "a.parquet", 0, 20, 10);
+  testing::WriteIdFile(data.path() / "b.parquet", 20, 20, 10);
+  auto before = Catalog::Open({data.path().string()}).ValueOrDie();
+  const auto old_keys = testing::TierKeysByFile(*before);
+  auto tier = DecodedTier::Open(tier_dir.path().string(), 0).ValueOrDie();
+  for (const auto& [name, key] : old_keys) {
+    ASSERT_TRUE(tier->impl()->Store(key, {Int64Column(0, 10)}, 10).has_value());
+  }
+  ASSERT_TRUE(tier->impl()->Store("key-other", {Int64Column(0, 10)}, 10).has_value());
+  const int64_t before_bytes = tier->stats().bytes_on_disk;
+
+  testing::WriteIdFile(data.path() / "a.parquet", 100, 30, 10);
+  auto after = Catalog::Open({data.path().string()}).ValueOrDie();
+  const int64_t freed = tier->impl()->PruneSuperseded(*after);
+  EXPECT_GT(freed, 0);
+  EXPECT_EQ(tier->stats().bytes_on_disk, before_bytes - freed);
+  EXPECT_EQ(tier->impl()->PruneSuperseded(*after), 0);  // once per catalog
+  for (const auto& [name, key] : old_keys) {
+    const bool kept = std::filesystem::exists(tier->impl()->PathOf(key));
+    EXPECT_EQ(kept, name == "b.parquet") << name;
+  }
+  EXPECT_TRUE(std::filesystem::exists(tier->impl()->PathOf("key-other")));
+  EXPECT_EQ(tier->Usage().ValueOrDie().entries, 3);  // b's two and key-other
+
+  // Rewritten again with as many rows (the same catalog fingerprint): once per
+  // version, not per fingerprint.
+  const auto second_keys = testing::TierKeysByFile(*after);
+  for (const auto& [name, key] : second_keys) {
+    if (name == "a.parquet") tier->impl()->Store(key, {Int64Column(0, 10)}, 10);
+  }
+  testing::WriteIdFile(data.path() / "a.parquet", 500, 30, 10);
+  auto third = Catalog::Open({data.path().string()}).ValueOrDie();
+  ASSERT_EQ(third->fingerprint(), after->fingerprint());
+  EXPECT_GT(tier->impl()->PruneSuperseded(*third), 0);
+  EXPECT_EQ(tier->Usage().ValueOrDie().entries, 3);
+}
+
+TEST(DecodedTierPrune, AFullTierMakesRoomWhenAsked) {
+  testing::TempDir tier_dir;
+  auto probe = DecodedTier::Open((tier_dir.path() / "probe").string(), 0).ValueOrDie();
+  probe->impl()->Store("k", {Int64Column(0, 100)}, 100);
+  const int64_t one = probe->stats().bytes_on_disk;
+  auto tier = DecodedTier::Open((tier_dir.path() / "t").string(), one).ValueOrDie();
+  ASSERT_TRUE(tier->impl()->Store("first", {Int64Column(0, 100)}, 100).has_value());
+  int calls = 0;
+  auto no_room = [&] { ++calls; };
+  EXPECT_FALSE(tier->impl()->Store("second", {Int64Column(0, 100)}, 100, nullptr, no_room));
+  EXPECT_EQ(calls, 1);
+  auto room = [&] {
+    ++calls;
+    std::filesystem::remove(tier->impl()->PathOf("first"));
+    tier->impl()->used_ -= one;
+  };
+  EXPECT_TRUE(tier->impl()->Store("second", {Int64Column(0, 100)}, 100, nullptr, room));
+  EXPECT_EQ(calls, 2);
+  EXPECT_EQ(tier->stats().skipped, 1);  // the refused store only
 }
 
 }  // namespace
