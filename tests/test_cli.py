@@ -93,6 +93,15 @@ def test_cache_stats_and_clear_never_create_the_folder(tmp_path, capsys):
     (tmp_path / "a-file").write_text("")
     assert cli.main(["cache", "stats", "--cache-dir", str(tmp_path / "a-file")]) == 2
     assert "is not a folder" in capsys.readouterr().err
+    # A folder that exists: inspected and cleared as it is, its tiers' folders not made.
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    for action in ("stats", "clear"):
+        assert cli.main(["cache", action, "--cache-dir", str(empty)]) == 0
+        report = json.loads(capsys.readouterr().out)
+        assert report["files"]["entries"] == 0 and report["decoded"]["bytes"] == 0
+        assert report.get("freed_bytes", 0) == 0
+    assert list(empty.iterdir()) == []
 
 
 def test_the_commands_take_sources_as_the_loader_does(dataset, tmp_path, capsys):

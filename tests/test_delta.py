@@ -83,6 +83,10 @@ def test_any_history_reads_as_the_latest_version(ops, partitioned):
         path = Path(tmp) / "table"
         apply_history(path, ops, partitioned)
         expected = table_ids(path)
+        if not expected:  # everything deleted: an empty table is said to be one
+            with pytest.raises(shardfeed.DatasetNotFoundError, match=r"Delta table.*is empty"):
+                delivered_ids(path, shuffle=False)
+            return
         assert delivered_ids(path, shuffle=True, seed=3) == expected
         assert delivered_ids(path, shuffle=False) == expected
 
@@ -94,6 +98,15 @@ def history(tmp_path: Path) -> Path:
     path = tmp_path / "table"
     apply_history(path, [("overwrite", 25), ("delete", 3), ("checkpoint", 0), ("append", 9)], True)
     return path
+
+
+def test_a_table_whose_rows_were_all_deleted_says_it_is_empty(tmp_path):
+    """Its folder holds old versions' files; "no Parquet files under" was wrong."""
+    path = tmp_path / "table"
+    apply_history(path, [("overwrite", 1), ("delete", 2)], False)
+    assert table_ids(path) == []
+    with pytest.raises(shardfeed.DatasetNotFoundError, match=r"Delta table .* is empty"):
+        shardfeed.Loader(path, batch_size=4)
 
 
 def test_the_folder_holds_more_than_the_table(history):

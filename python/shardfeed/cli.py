@@ -192,18 +192,27 @@ def _cache(args: argparse.Namespace) -> int:
         print(f"{cached} of {len(sizes)} files cached in {files_dir}")
         return 0
     report: dict[str, object] = {}
-    cache = _core.open_file_cache(files_dir, settings.limit_bytes)
-    # The tier's folder layout and file names are its own: clear and count
-    # through it, not by listing the folder here.
-    tier = _core.open_decoded_tier(decoded_dir, settings.limit_bytes)
     if args.action == "clear":
-        report["freed_bytes"] = int(cache.clear())
-        report["freed_decoded_bytes"] = int(tier.clear())
-    entries, nbytes = cache.usage()
-    report["files"] = {"dir": files_dir, "entries": entries, "bytes": nbytes}
-    entries, nbytes = tier.usage()
-    report["decoded"] = {"dir": tier.dir, "entries": entries, "bytes": nbytes}
-    del tier
+        report["freed_bytes"] = 0
+        report["freed_decoded_bytes"] = 0
+    report["files"] = {"dir": files_dir, "entries": 0, "bytes": 0}
+    report["decoded"] = {"dir": decoded_dir, "entries": 0, "bytes": 0}
+    # A tier's folder that is not there holds nothing: it is not made to say so.
+    # The tiers' layouts and file names are their own: cleared and counted
+    # through them, not by listing the folders here.
+    if os.path.isdir(files_dir):
+        cache = _core.open_file_cache(files_dir, settings.limit_bytes)
+        if args.action == "clear":
+            report["freed_bytes"] = int(cache.clear())
+        entries, nbytes = cache.usage()
+        report["files"] = {"dir": files_dir, "entries": entries, "bytes": nbytes}
+    if os.path.isdir(decoded_dir):
+        tier = _core.open_decoded_tier(decoded_dir, settings.limit_bytes)
+        if args.action == "clear":
+            report["freed_decoded_bytes"] = int(tier.clear())
+        entries, nbytes = tier.usage()
+        report["decoded"] = {"dir": tier.dir, "entries": entries, "bytes": nbytes}
+        del tier
     print(json.dumps(report, indent=2))
     return 0
 

@@ -293,7 +293,8 @@ struct CatalogBuilder {
   Catalog& catalog;
   const CatalogOptions& options;
   std::vector<Listed> listed;
-  std::vector<std::string> dir_sources;  // per source: its text when a folder, else empty
+  std::vector<std::string> dir_sources;   // per source: its text when a folder, else empty
+  std::vector<std::string> source_paths;  // per source: its path on the filesystem
 
   arrow::Status List(const std::vector<std::string>& sources);
   arrow::Result<std::vector<std::optional<Footer>>> ReadFooters();
@@ -303,7 +304,6 @@ struct CatalogBuilder {
 
 // 1. Resolves every source on one filesystem and lists the candidate files.
 arrow::Status CatalogBuilder::List(const std::vector<std::string>& sources) {
-  std::vector<std::string> source_paths;
   bool single_dir = false;
   std::optional<DeltaLookup> delta_files;  // the tables explicitly named files lie in
   for (const auto& raw : sources) {
@@ -474,6 +474,15 @@ arrow::Result<std::vector<std::optional<Footer>>> CatalogBuilder::ReadFooters() 
   }
   for (size_t s = 0; s < dir_sources.size(); ++s) {
     if (!dir_sources[s].empty() && found[s] == 0) {
+      // A Delta table whose latest version has no rows (everything deleted)
+      // lists no live file, though its folder holds old versions' files.
+      auto log =
+          FileInfoWithin(*catalog.fs_, source_paths[s] + "/_delta_log", options.remote_timeout);
+      if (log.ok() && log->IsDirectory()) {
+        return Error(ErrorKind::kNotFound, "the Delta table '" + dir_sources[s] +
+                                               "' has no data files in its latest version "
+                                               "(it is empty): nothing to read");
+      }
       return Error(ErrorKind::kNotFound, "no Parquet files under '" + dir_sources[s] + "'");
     }
   }
@@ -605,7 +614,7 @@ arrow::Result<std::shared_ptr<Catalog>> Catalog::OpenUnredacted(
     const std::vector<std::string>& sources, const CatalogOptions& options) {
   if (sources.empty()) return Error(ErrorKind::kInvalidArgument, "no source given");
   auto catalog = std::make_shared<Catalog>();
-  CatalogBuilder builder{*catalog, options, {}, {}};
+  CatalogBuilder builder{*catalog, options, {}, {}, {}};
   ARROW_RETURN_NOT_OK(builder.List(sources));
   ARROW_ASSIGN_OR_RAISE(auto footers, builder.ReadFooters());
   ARROW_RETURN_NOT_OK(builder.Build(std::move(footers)));
