@@ -105,9 +105,28 @@ def test_limit_is_never_exceeded(dataset, tmp_path):
     limit = 60_000
     ld = loader(dataset, tmp_path, cache_limit_bytes=limit)
     assert digest(ld) == digest(plain(dataset))
-    used = sum(f.stat().st_size for f in (tmp_path / "decoded").iterdir())
+    used = sum(f.stat().st_size for f in (tmp_path / "decoded").glob("*.sfd"))
     assert 0 < used <= limit
     assert ld.stats()["decoded_skipped"] > 0
+
+
+def test_the_limit_holds_for_every_loader_of_the_folder_together(dataset, tmp_path):
+    """Loaders that open the folder at once (ranks of a node, jobs sharing a cache_dir) used
+    to count only what they found when they opened it plus their own stores: each wrote up
+    to the limit.  The folder's count is now shared (tier/usage_ledger.h)."""
+    limit = 60_000
+    others = [Standardize("f0", mean=0.0, std=3.0 + k) for k in range(3)]
+    loaders = [loader(dataset, tmp_path, cache_limit_bytes=limit, transforms=[t]) for t in others]
+    for ld, t in zip(loaders, others, strict=True):  # each opened the folder before any stored
+        assert digest(ld) == digest(plain(dataset, transforms=[t]))
+    used = sum(f.stat().st_size for f in (tmp_path / "decoded").glob("*.sfd"))
+    assert 0 < used <= limit
+    assert loaders[0].stats()["decoded_skipped"] < N_ROW_GROUPS  # the first one stored some
+    assert loaders[-1].stats()["decoded_skipped"] == N_ROW_GROUPS  # the last found no room
+    # A loader opened now counts the folder as it is: no room either.
+    late = loader(dataset, tmp_path, cache_limit_bytes=limit, transforms=[Clip("f0", min=0)])
+    list(late)
+    assert late.stats()["decoded_skipped"] == N_ROW_GROUPS
 
 
 def test_a_killed_writer_leaves_nothing_that_is_served(dataset, tmp_path):

@@ -9,16 +9,24 @@ entry must be a miss that is decoded again, with the same stream as without the 
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 import struct
+import subprocess
+import sys
 from pathlib import Path
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 import xxhash
 
 from .conftest import digest
 from .test_decoded_cache import loader, plain
 
+ROOT = Path(__file__).resolve().parent.parent
 RECORD = struct.Struct("<iiqqqqqqqqq")  # dtype, from_strings, count, list_size, rows, offsets
 FIELDS = ["count", "list_size", "rows", "values_offset", "values_bytes", "starts_offset"]
 FIELDS += ["lengths_offset", "nulls_offset", "nulls_bytes"]
@@ -66,3 +74,92 @@ def test_damaged_records_are_misses_never_crashes(dataset, tmp_path, seal):
         s = ld.stats()
         assert s["decoded_hits"] + s["decoded_misses"] == len(entries), s
         assert s["decoded_corrupt"] == s["decoded_misses"], (field, value, s)
+
+
+# -- an entry that loses pages while mapped ----------------------------------------------
+
+_TRUNCATE_WHILE_MAPPED = r"""
+import json, os, sys
+from pathlib import Path
+import shardfeed
+from tests.conftest import digest
+
+data, cache, mode, cut = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+shuffle = "global" if mode == "global" else True
+
+def make(**kw):
+    return shardfeed.Loader(data, batch_size=32, stack={"x": [f"f{i}" for i in range(64)]},
+                            columns=["id"], shuffle=shuffle, seed=3, num_threads=1, prefetch=1,
+                            cache_dir=cache, cache_decoded=True, output="numpy", **kw)
+
+first = make()
+list(first)  # fills the decoded tier
+first.set_epoch(1)
+reference = list(first)  # epoch 1 whole, mapped from the tier
+first.close()
+loader = make()
+loader.set_epoch(1)
+it = iter(loader)
+got = [next(it) for _ in range(3)]
+for entry in sorted(Path(cache, "decoded").glob("*.sfd")):
+    os.truncate(entry, cut)  # another program, in place
+error = None
+try:
+    for batch in it:
+        got.append(batch)
+except shardfeed.ShardfeedError as e:
+    error = (type(e).__name__, str(e))
+state = loader.state_dict()
+again = make()
+again.load_state_dict(state)
+rest = list(again)
+print(json.dumps({
+    "error": error, "delivered": len(got), "batches": len(reference),
+    "same": digest(got + rest) == digest(reference),
+    "entries_left": len(list(Path(cache, "decoded").glob("*.sfd"))),
+    "misses_after": again.stats()["decoded_misses"],
+}))
+"""
+
+
+@pytest.mark.parametrize("mode", ["window", "global"])
+@pytest.mark.parametrize("cut", [0, 4096, 70_000])
+def test_an_entry_truncated_while_mapped_is_an_error_not_a_crash(tmp_path, mode, cut):
+    """An outside program truncates every tier entry in place while an epoch maps them: the
+    pages past the new end used to end the process with SIGBUS.  Now the batch that read
+    them is not delivered, the epoch raises StorageError naming the row group and the entry,
+    and a resume from the state dict gives exactly the rest of the stream."""
+    rows = 4 * 2048
+    rng = np.random.default_rng(0)
+    cols = {f"f{i}": rng.standard_normal(rows).astype(np.float32) for i in range(64)}
+    cols["id"] = np.arange(rows)
+    data = tmp_path / "data"
+    data.mkdir()
+    pq.write_table(pa.table(cols), data / "part.parquet", row_group_size=2048)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            _TRUNCATE_WHILE_MAPPED,
+            str(data),
+            str(tmp_path / "c"),
+            mode,
+            str(cut),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        cwd=ROOT,
+    )
+    assert done.returncode == 0, (done.returncode, done.stderr[-3000:])
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["error"] is not None, out  # the epoch's later batches read lost pages
+    kind, message = out["error"]
+    assert kind == "StorageError", out
+    assert "lost pages while it was read" in message and "part.parquet" in message, message
+    assert "row group" in message and ".sfd" in message, message
+    assert 3 <= out["delivered"] < out["batches"], out
+    assert out["same"], out  # nothing delivered was wrong, nothing is lost on resume
+    assert out["misses_after"] > 0, out  # decoded again

@@ -18,7 +18,7 @@ struct DecodedTierStats {
   int64_t misses = 0;
   int64_t stored_bytes = 0;   // written by this process
   int64_t skipped = 0;        // entries not stored: over the limit or a write failed
-  int64_t bytes_on_disk = 0;  // as this process accounts it
+  int64_t bytes_on_disk = 0;  // the folder's, as this process last counted it
   int64_t corrupt = 0;        // entries that failed their digest (decoded again)
 };
 

@@ -62,6 +62,26 @@ std::string_view SchemeOf(const std::string& uri) {
   return end == std::string::npos ? std::string_view() : std::string_view(uri).substr(0, end);
 }
 
+// Whether the URI's query (between '?' and any '#') sets option `name`: an
+// object key that merely contains "name=" does not.
+bool QuerySets(const std::string& uri, std::string_view name) {
+  const auto fragment = uri.find('#');
+  const auto query = uri.find('?');
+  if (query == std::string::npos || query > fragment) return false;
+  const std::string_view all = std::string_view(uri).substr(
+      query + 1, fragment == std::string::npos ? std::string::npos : fragment - query - 1);
+  for (size_t at = 0;;) {
+    const size_t amp = all.find('&', at);
+    const std::string_view part = all.substr(at, amp == std::string::npos ? amp : amp - at);
+    if (part.size() > name.size() && part.substr(0, name.size()) == name &&
+        part[name.size()] == '=') {
+      return true;
+    }
+    if (amp == std::string::npos) return false;
+    at = amp + 1;
+  }
+}
+
 }  // namespace
 
 std::shared_ptr<arrow::fs::S3RetryStrategy> MakeBoundedRetry(double budget_seconds) {
@@ -79,8 +99,7 @@ arrow::Result<std::shared_ptr<arrow::fs::FileSystem>> MakeRemoteFileSystem(const
     options.emplace_back("retry_strategy", MakeBoundedRetry(budget));
     return arrow::fs::FileSystemFromUriAndOptions(uri, options, path);
   }
-  if ((scheme == "gs" || scheme == "gcs") &&
-      uri.find("retry_limit_seconds=") == std::string::npos) {
+  if ((scheme == "gs" || scheme == "gcs") && !QuerySets(uri, "retry_limit_seconds")) {
     const auto fragment = uri.find('#');
     std::string with = uri.substr(0, fragment);
     if (with.find('?') == std::string::npos) {

@@ -87,6 +87,12 @@ TEST(RemoteFileSystem, GcsRetriesForHalfTheRemoteTimeoutAtMost10sUnlessTheUriSay
   EXPECT_DOUBLE_EQ(GcsRetryLimit(base, 600, &path), 10);  // at most 10 s whatever the timeout
   EXPECT_DOUBLE_EQ(GcsRetryLimit(base + "?retry_limit_seconds=2", 30, &path), 2);
   EXPECT_EQ(path, "bucket/dir/a.parquet");
+  EXPECT_DOUBLE_EQ(GcsRetryLimit(base + "?scheme=http&retry_limit_seconds=4", 30, &path), 4);
+  // The text in an object key (or a fragment) is no option: the limit is ours.
+  const std::string key = "gs://anonymous@bucket/retry_limit_seconds=900/a.parquet";
+  EXPECT_DOUBLE_EQ(GcsRetryLimit(key, 3, &path), 1.5);
+  EXPECT_EQ(path, "bucket/retry_limit_seconds=900/a.parquet");
+  EXPECT_DOUBLE_EQ(GcsRetryLimit(base + "?scheme=http#retry_limit_seconds=900", 3, &path), 1.5);
 }
 
 }  // namespace

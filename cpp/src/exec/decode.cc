@@ -572,6 +572,7 @@ arrow::Result<std::shared_ptr<const DecodedRowGroup>> DecodeRowGroup(const Catal
     auto& loaded = *maybe_loaded;
     if (loaded &&
         TakeEntryRecords(&*loaded, layout, entry, num_rows, &decoded->columns, &matrices)) {
+      MarkMapped(hooks.tier->impl()->PathOf(tier_key), decoded->columns, matrices, decoded.get());
       // The entry is keyed by the file as the catalog saw it: a local file
       // replaced since (a new version renamed over it between epochs) is an
       // error, as an uncached read would make it, not its old rows.  (A stat;
@@ -825,6 +826,7 @@ arrow::Result<std::shared_ptr<const DecodedRowGroup>> DecodeRowGroup(const Catal
         decoded->columns = std::move(columns);
         matrices = std::move(mapped);
         cached = true;
+        MarkMapped(hooks.tier->impl()->PathOf(tier_key), decoded->columns, matrices, decoded.get());
       }
     }
   }
@@ -860,6 +862,8 @@ arrow::Result<std::shared_ptr<const DecodedRowGroup>> DecodeRowGroup(const Catal
   for (size_t i = 0; i < layout.fields.size(); ++i) {
     if (!layout.field_used_alone[i]) decoded->columns[i] = DecodedColumn{};
   }
+  // Transforms and copies above read the mapped entry.
+  ARROW_RETURN_NOT_OK(MappedIntact(*decoded, context));
   return std::shared_ptr<const DecodedRowGroup>(std::move(decoded));
 }
 

@@ -5,11 +5,13 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include <arrow/type_fwd.h>
 
 #include "transform/column.h"
+#include "util/watched_map.h"
 
 namespace shardfeed {
 
@@ -24,6 +26,11 @@ struct DecodedRowGroup {
   std::vector<DecodedColumn> columns;  // one per Layout::fields
   // Per Layout::outputs entry: the row-major matrix of a stack, else null.
   std::vector<std::shared_ptr<arrow::Buffer>> stacks;
+  // From the decoded tier, mapped: the entry's damage flag (watched_map.h)
+  // and path.  Whoever reads the row group checks the flag after reading
+  // (MappedIntact, decode.h).
+  DamageFlag mapped_damage;
+  std::string mapped_path;
 };
 
 }  // namespace shardfeed

@@ -21,6 +21,7 @@
 #include "exec/memory_budget.h"
 #include "exec/reorder.h"
 #include "exec/stage_clock.h"
+#include "exec/tier_entry.h"
 #include "plan/schedule.h"
 #include "shardfeed/cache.h"
 #include "shardfeed/status.h"
@@ -741,6 +742,13 @@ class EngineImpl final : public Engine {
     }
     const auto t0 = Clock::now();
     auto batch = Assemble(layout_, in, b, arena_);
+    // A row group mapped from the decoded tier that lost pages meanwhile
+    // gave zeros: the batch is not delivered.
+    for (const auto& h : held) {
+      if (!batch.ok()) break;
+      auto intact = MappedIntact(*h, RowGroupContext(h->index));
+      if (!intact.ok()) batch = std::move(intact);
+    }
     if (options_.debug_slow_stage == "assemble" && options_.debug_slow_us > 0) {
       std::this_thread::sleep_for(std::chrono::microseconds(options_.debug_slow_us));
     }
@@ -761,6 +769,13 @@ class EngineImpl final : public Engine {
     return batch;
   }
 
+  // "file '...', row group N": what errors about catalog row group `rg` name.
+  std::string RowGroupContext(int32_t rg) const {
+    const auto& entry = catalog_->row_groups()[static_cast<size_t>(rg)];
+    return "file '" + catalog_->files()[static_cast<size_t>(entry.file)].rel_path +
+           "', row group " + std::to_string(entry.row_group);
+  }
+
   int64_t Reservation(int32_t rg) const {
     return DecodeReservation((*footprints_)[static_cast<size_t>(rg)],
                              catalog_->row_groups()[static_cast<size_t>(rg)].total_bytes);
@@ -779,10 +794,7 @@ class EngineImpl final : public Engine {
     if (window == last_window_) last_window_decodes_.fetch_add(1);
     // An exception must not leave the slot loading (its waiters would hang) nor
     // end the worker thread (std::terminate): it becomes this row group's error.
-    const auto& entry = catalog_->row_groups()[static_cast<size_t>(rg)];
-    const std::string context = "file '" +
-                                catalog_->files()[static_cast<size_t>(entry.file)].rel_path +
-                                "', row group " + std::to_string(entry.row_group);
+    const std::string context = RowGroupContext(rg);
     const PlanOptions& plan = schedule_->plan().options();
     // The workers that wait for this row group may take parts of its decode.
     DecodeHooks hooks = hooks_;

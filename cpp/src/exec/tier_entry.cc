@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <sstream>
 
+#include "shardfeed/status.h"
+#include "storage/posix_file.h"
+
 namespace shardfeed {
 
 namespace {
@@ -130,6 +133,30 @@ bool TakeEntryRecords(std::vector<DecodedColumn>* loaded, const Layout& layout,
     if (entry.matrix_stored[o]) (*matrices)[o] = std::move((*loaded)[k++]);
   }
   return true;
+}
+
+void MarkMapped(const std::string& path, const std::vector<DecodedColumn>& columns,
+                const std::vector<DecodedColumn>& matrices, DecodedRowGroup* decoded) {
+  for (const auto* records : {&columns, &matrices}) {
+    for (const auto& c : *records) {
+      if (auto flag = DamageFlagOf(c.owned)) {
+        decoded->mapped_damage = std::move(flag);
+        decoded->mapped_path = path;
+        return;  // one entry per row group
+      }
+    }
+  }
+}
+
+arrow::Status MappedIntact(const DecodedRowGroup& decoded, const std::string& context) {
+  if (!decoded.mapped_damage || !decoded.mapped_damage->load()) return arrow::Status::OK();
+  storage_internal::RemoveQuietly(decoded.mapped_path);
+  return Error(ErrorKind::kStorage,
+               context + ": its decoded cache entry '" + decoded.mapped_path +
+                   "' lost pages while it was read (truncated in place by another program, "
+                   "or a read error of the disk beneath it); the entry was removed and the "
+                   "row group is decoded again from the next epoch on. Nothing read from "
+                   "it was delivered: resume from the loader's state_dict()");
 }
 
 }  // namespace shardfeed

@@ -12,6 +12,9 @@
 #include <string>
 #include <vector>
 
+#include <arrow/status.h>
+
+#include "exec/decoded_row_group.h"
 #include "transform/column.h"
 #include "transform/layout.h"
 
@@ -43,5 +46,17 @@ std::vector<DecodedColumn> EntryRecords(const TierEntryPlan& entry,
 bool TakeEntryRecords(std::vector<DecodedColumn>* loaded, const Layout& layout,
                       const TierEntryPlan& entry, int64_t rows, std::vector<DecodedColumn>* columns,
                       std::vector<DecodedColumn>* matrices);
+
+// Records in `decoded` that its columns and matrices map the entry at `path`
+// (when any of them does): its damage flag and path.
+void MarkMapped(const std::string& path, const std::vector<DecodedColumn>& columns,
+                const std::vector<DecodedColumn>& matrices, DecodedRowGroup* decoded);
+
+// OK unless `decoded` came mapped from the decoded tier and lost pages since
+// (the entry truncated in place, a read error beneath it: what was read from
+// it since may be zeros).  Then the entry is removed, so that the next epoch
+// decodes the row group again, and the StorageError names `context` (the file
+// and row group) and the entry.
+arrow::Status MappedIntact(const DecodedRowGroup& decoded, const std::string& context);
 
 }  // namespace shardfeed

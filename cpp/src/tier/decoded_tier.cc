@@ -28,6 +28,7 @@
 #include "tier/verified_stamp.h"
 #include "util/file_identity.h"
 #include "util/hash.h"
+#include "util/watched_map.h"
 
 namespace shardfeed {
 
@@ -150,7 +151,9 @@ std::string Spec(const TransformSpec& t) {
 }  // namespace
 
 DecodedTier::Impl::Impl(std::string dir, int64_t limit, int64_t used)
-    : dir_(std::move(dir)), limit_(limit), used_(used) {}
+    : dir_(std::move(dir)),
+      limit_(limit),
+      usage_(std::make_unique<UsageLedger>(dir_ + "/" + kUsageName, used)) {}
 
 DecodedTier::DecodedTier(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 DecodedTier::~DecodedTier() = default;
@@ -171,7 +174,8 @@ arrow::Result<std::shared_ptr<DecodedTier>> DecodedTier::Open(const std::string&
         storage_internal::CleanTemp(entry.path().string()) != storage_internal::TempState::kInUse) {
       continue;
     }
-    if (entry.is_regular_file(size_ec)) {
+    // What Usage() counts: entries and live temps, not locks or the ledger.
+    if (IsEntryOrTemp(name) && entry.is_regular_file(size_ec)) {
       const auto size = entry.file_size(size_ec);
       if (!size_ec) used += static_cast<int64_t>(size);
     }
@@ -258,7 +262,13 @@ arrow::Result<std::optional<std::vector<DecodedColumn>>> DecodedTier::Impl::Load
   if (!maybe_file.ok()) return miss();
   auto file = *maybe_file;
   ARROW_ASSIGN_OR_RAISE(int64_t file_size, file->GetSize());
-  ARROW_ASSIGN_OR_RAISE(std::shared_ptr<arrow::Buffer> all, file->ReadAt(0, file_size));
+  ARROW_ASSIGN_OR_RAISE(std::shared_ptr<arrow::Buffer> mapped, file->ReadAt(0, file_size));
+  // Watched before any byte is read: a page the file loses meanwhile (truncated
+  // in place, a read error beneath it) reads as zeros and sets `damage`, where
+  // it ended the process with SIGBUS.
+  DamageFlag damage;
+  const std::shared_ptr<arrow::Buffer> all = WatchMapped(std::move(mapped), &damage);
+  auto damaged = [&] { return damage && damage->load(); };
   const uint8_t* p = all->data();
   const auto size = static_cast<uint64_t>(all->size());
   uint64_t pos = 0;
@@ -309,7 +319,7 @@ arrow::Result<std::optional<std::vector<DecodedColumn>>> DecodedTier::Impl::Load
     if (!StampMatches(stamp, file->file_descriptor(), data_digest)) {
       auto at = [&](size_t k, Part part) { return p + OffsetOf(records[k], part); };
       ++digests_checked_;
-      if (DataDigest(records, at) != data_digest) return corrupt();
+      if (DataDigest(records, at) != data_digest || damaged()) return corrupt();
       WriteStamp(stamp, file->file_descriptor(), data_digest);
     }
     std::lock_guard<std::mutex> lock(mu_);
@@ -342,6 +352,7 @@ arrow::Result<std::optional<std::vector<DecodedColumn>>> DecodedTier::Impl::Load
       c.nulls.assign(p + r.nulls_offset, p + r.nulls_offset + r.nulls_bytes);
     }
   }
+  if (damaged()) return corrupt();  // read as zeros: not what the file held
   if (!just_stored) ++hits_;
   return std::optional<std::vector<DecodedColumn>>(std::move(out));
 }
@@ -427,26 +438,23 @@ std::optional<uint64_t> DecodedTier::Impl::Store(const std::string& key,
     records.push_back(r);
   }
   const int64_t total = offset;
-  // Reserve the space first, so that threads storing at once never overshoot.
-  int64_t used = used_.load();
+  // Reserve the space first, so that threads and processes storing at once
+  // never overshoot.
+  int64_t used = 0;
   bool made_room = false;
-  for (;;) {
-    if (limit_ > 0 && used + total > limit_) {
-      if (make_room && !made_room) {
-        made_room = true;
-        make_room();  // (or waits for another thread's)
-        used = used_.load();
-        continue;
-      }
-      ++skipped_;
-      if (why) {
-        *why = "its cache_limit_bytes (" + std::to_string(limit_) + " bytes, " +
-               std::to_string(used) + " in use) cannot take this row group's " +
-               std::to_string(total) + " bytes";
-      }
-      return std::nullopt;
+  while (!usage_->Reserve(total, limit_, &used)) {
+    if (make_room && !made_room) {
+      made_room = true;
+      make_room();  // (or waits for another thread's)
+      continue;
     }
-    if (used_.compare_exchange_weak(used, used + total)) break;
+    ++skipped_;
+    if (why) {
+      *why = "its cache_limit_bytes (" + std::to_string(limit_) + " bytes, " +
+             std::to_string(used) + " in use) cannot take this row group's " +
+             std::to_string(total) + " bytes";
+    }
+    return std::nullopt;
   }
   for (const auto& r : records) Append(&header, &r, sizeof(r));
   // The header's digest, checked by every load before a field is used; the
@@ -464,7 +472,7 @@ std::optional<uint64_t> DecodedTier::Impl::Store(const std::string& key,
   const std::string path = PathOf(key);
   auto status = WriteEntry(dir_, path, header, columns, records, rows, total);
   if (!status.ok()) {
-    used_ -= total;
+    usage_->Release(total);
     ++skipped_;
     if (why) *why = "writing it failed: " + status.message();
     if (!warned_.exchange(true)) {
@@ -566,15 +574,13 @@ int64_t DecodedTier::Impl::PruneSuperseded(const Catalog& catalog) {
     freed += static_cast<int64_t>(size);
     if (have_lock) std::filesystem::remove(lock_path, file_ec);
   }
-  int64_t used = used_.load();
-  while (!used_.compare_exchange_weak(used, std::max<int64_t>(0, used - freed))) {
-  }
+  usage_->Release(freed);
   return freed;
 }
 
 DecodedTierStats DecodedTier::Impl::stats() const {
   return {hits_.load(),    misses_.load(), stored_.load(),
-          skipped_.load(), used_.load(),   corrupt_.load()};
+          skipped_.load(), usage_->Seen(), corrupt_.load()};
 }
 
 DecodedTierStats DecodedTier::stats() const { return impl_->stats(); }
@@ -630,11 +636,8 @@ arrow::Result<int64_t> DecodedTier::Clear() {
     return Error(ErrorKind::kStorage,
                  "cannot list decoded cache folder '" + impl_->dir_ + "': " + ec.message());
   }
-  // This process's account of the folder; other processes' entries may be
-  // among the freed bytes, so it stops at zero.
-  int64_t used = impl_->used_.load();
-  while (!impl_->used_.compare_exchange_weak(used, std::max<int64_t>(0, used - freed))) {
-  }
+  // The folder's account, shared with the other processes using it.
+  impl_->usage_->Release(freed);
   // An entry stored again later (by any process) must be checked again.
   std::lock_guard<std::mutex> lock(impl_->mu_);
   impl_->verified_.clear();

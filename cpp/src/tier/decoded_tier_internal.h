@@ -35,6 +35,7 @@
 #include "shardfeed/catalog.h"
 #include "shardfeed/decoded_tier.h"
 #include "storage/posix_file.h"
+#include "tier/usage_ledger.h"
 #include "transform/column.h"
 #include "transform/layout.h"
 
@@ -91,7 +92,8 @@ struct DecodedTier::Impl {
 
   const std::string dir_;
   const int64_t limit_;
-  std::atomic<int64_t> used_;
+  // The folder's bytes, shared by the processes that use it (usage_ledger.h).
+  std::unique_ptr<UsageLedger> usage_;
   std::atomic<int64_t> hits_{0}, misses_{0}, stored_{0}, skipped_{0}, corrupt_{0};
   std::atomic<int64_t> digests_checked_{0};  // entries whose buffers this process hashed
   std::atomic<bool> warned_{false};

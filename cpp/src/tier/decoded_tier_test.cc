@@ -26,17 +26,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// A column of `n` int64 values first, first + 1, ...
-DecodedColumn Int64Column(int64_t first, int64_t n) {
-  DecodedColumn c;
-  c.dtype = DType::kInt64;
-  c.count = n;
-  c.owned = *arrow::AllocateBuffer(n * 8);
-  auto* v = reinterpret_cast<int64_t*>(c.owned->mutable_data());
-  for (int64_t i = 0; i < n; ++i) v[i] = first + i;
-  c.values = c.owned->data();
-  return c;
-}
+using testing::Int64Column;
 
 std::vector<fs::path> Entries(const fs::path& dir) {
   std::vector<fs::path> out;
@@ -376,7 +366,7 @@ TEST(DecodedTierPrune, AFullTierMakesRoomWhenAsked) {
   auto room = [&] {
     ++calls;
     std::filesystem::remove(tier->impl()->PathOf("first"));
-    tier->impl()->used_ -= one;
+    tier->impl()->usage_->Release(one);
   };
   EXPECT_TRUE(tier->impl()->Store("second", {Int64Column(0, 100)}, 100, nullptr, room));
   EXPECT_EQ(calls, 2);

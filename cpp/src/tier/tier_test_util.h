@@ -5,6 +5,8 @@
 #include <map>
 #include <string>
 
+#include <arrow/buffer.h>
+
 #include "shardfeed/catalog.h"
 #include "tier/decoded_tier_internal.h"
 #include "transform/layout.h"
@@ -32,6 +34,18 @@ inline std::multimap<std::string, std::string> TierKeysByFile(const Catalog& cat
 
 inline std::multimap<std::string, std::string> TierKeysByFile(const Catalog& catalog) {
   return TierKeysByFile(catalog, AllColumnsLayout(catalog));
+}
+
+// A column of `n` int64 values first, first + 1, ...
+inline DecodedColumn Int64Column(int64_t first, int64_t n) {
+  DecodedColumn c;
+  c.dtype = DType::kInt64;
+  c.count = n;
+  c.owned = *arrow::AllocateBuffer(n * 8);
+  auto* v = reinterpret_cast<int64_t*>(c.owned->mutable_data());
+  for (int64_t i = 0; i < n; ++i) v[i] = first + i;
+  c.values = c.owned->data();
+  return c;
 }
 
 }  // namespace shardfeed::testing
