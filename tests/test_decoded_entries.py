@@ -85,21 +85,37 @@ import shardfeed
 from tests.conftest import digest
 
 data, cache, mode, cut = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
-shuffle = "global" if mode == "global" else True
+args = dict(batch_size=32, stack={"x": [f"f{i}" for i in range(64)]}, columns=["id"],
+            shuffle="global" if mode == "global" else True, seed=3, num_threads=1, prefetch=1,
+            cache_dir=cache, cache_decoded=True)
+if mode == "torch":  # the engine in DataLoader worker 0, its batches dealt to both
+    import torch
 
-def make(**kw):
-    return shardfeed.Loader(data, batch_size=32, stack={"x": [f"f{i}" for i in range(64)]},
-                            columns=["id"], shuffle=shuffle, seed=3, num_threads=1, prefetch=1,
-                            cache_dir=cache, cache_decoded=True, output="numpy", **kw)
+    def make():
+        return shardfeed.TorchDataset(data, **args)
+
+    def passes(ds):
+        return torch.utils.data.DataLoader(ds, batch_size=None, num_workers=2)
+
+    def state(ds, consumed):
+        return ds.state_dict(consumed)
+else:
+    def make():
+        return shardfeed.Loader(data, output="numpy", **args)
+
+    def passes(ld):
+        return ld
+
+    def state(ld, consumed):
+        return ld.state_dict()
 
 first = make()
-list(first)  # fills the decoded tier
+list(passes(first))  # fills the decoded tier
 first.set_epoch(1)
-reference = list(first)  # epoch 1 whole, mapped from the tier
-first.close()
+reference = list(passes(first))  # epoch 1 whole, mapped from the tier
 loader = make()
 loader.set_epoch(1)
-it = iter(loader)
+it = iter(passes(loader))
 got = [next(it) for _ in range(3)]
 for entry in sorted(Path(cache, "decoded").glob("*.sfd")):
     os.truncate(entry, cut)  # another program, in place
@@ -107,28 +123,27 @@ error = None
 try:
     for batch in it:
         got.append(batch)
-except shardfeed.ShardfeedError as e:
+except Exception as e:
     error = (type(e).__name__, str(e))
-state = loader.state_dict()
 again = make()
-again.load_state_dict(state)
-rest = list(again)
+again.load_state_dict(state(loader, len(got)))
+rest = list(passes(again))
 print(json.dumps({
     "error": error, "delivered": len(got), "batches": len(reference),
     "same": digest(got + rest) == digest(reference),
-    "entries_left": len(list(Path(cache, "decoded").glob("*.sfd"))),
-    "misses_after": again.stats()["decoded_misses"],
+    "misses_after": None if mode == "torch" else again.stats()["decoded_misses"],
 }))
 """
 
 
-@pytest.mark.parametrize("mode", ["window", "global"])
+@pytest.mark.parametrize("mode", ["window", "global", "torch"])
 @pytest.mark.parametrize("cut", [0, 4096, 70_000])
 def test_an_entry_truncated_while_mapped_is_an_error_not_a_crash(tmp_path, mode, cut):
     """An outside program truncates every tier entry in place while an epoch maps them: the
     pages past the new end used to end the process with SIGBUS.  Now the batch that read
     them is not delivered, the epoch raises StorageError naming the row group and the entry,
-    and a resume from the state dict gives exactly the rest of the stream."""
+    and a resume from the state dict gives exactly the rest of the stream.  Also in a
+    DataLoader worker, where PyTorch installs a SIGBUS handler of its own first."""
     rows = 4 * 2048
     rng = np.random.default_rng(0)
     cols = {f"f{i}": rng.standard_normal(rows).astype(np.float32) for i in range(64)}
@@ -162,4 +177,4 @@ def test_an_entry_truncated_while_mapped_is_an_error_not_a_crash(tmp_path, mode,
     assert "row group" in message and ".sfd" in message, message
     assert 3 <= out["delivered"] < out["batches"], out
     assert out["same"], out  # nothing delivered was wrong, nothing is lost on resume
-    assert out["misses_after"] > 0, out  # decoded again
+    assert mode == "torch" or out["misses_after"] > 0, out  # decoded again

@@ -161,6 +161,38 @@ def test_a_file_rewritten_during_iteration_is_an_error_and_earlier_batches_stand
     assert np.array_equal(first["id"], np.arange(100))  # delivered batches stay intact
 
 
+def test_bad_bytes_from_a_file_changed_during_the_read_say_it_changed(tmp_path):
+    """A row group is checked once after all of its reads (not after each part of them:
+    a HEAD request each, remotely), so an error its bytes raise before that check is
+    checked too.  Here a row group above 64 MiB, whose stack is read 16 columns at a time,
+    meets a null where none may be after the file was touched: the file changed meanwhile
+    (a rewrite may give any bad bytes) is what the error says, not the null."""
+    n = 1_100_000  # 75 MB of column chunks: read a group of columns at a time
+    cols = {f"f{i}": np.random.default_rng(i).standard_normal(n).astype(np.float32)
+            for i in range(1, 16)}  # fmt: skip
+    mask = np.zeros(n, bool)
+    mask[n // 2] = True
+    big = pa.table({"x": pa.array(np.arange(n), mask=mask), **cols})
+    plain = dict(compression="none", use_dictionary=False)
+    pq.write_table(big.slice(0, 1000), tmp_path / "a.parquet", **plain)
+    pq.write_table(big, tmp_path / "b.parquet", row_group_size=n, **plain)
+    args = dict(batch_size=1000, stack={"s": ["x", *cols]}, output="numpy", shuffle=False,
+                num_threads=1, prefetch=1)  # fmt: skip
+    with pytest.raises(shardfeed.InvalidDataError, match=r"b\.parquet.*column 'x': null"):
+        list(shardfeed.Loader(tmp_path, **args))  # unchanged: the null it is
+    loader = shardfeed.Loader(tmp_path, **args)
+    # Slow decodes: b's row group is checked, then waits before its reads.
+    loader._settings.extra.update(debug_slow_stage="decode", debug_slow_us=600_000)
+    it = iter(loader)
+    next(it)  # a.parquet's rows
+    time.sleep(0.25)
+    path = tmp_path / "b.parquet"
+    st = path.stat()
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 5_000_000_000))
+    with pytest.raises(shardfeed.InvalidDataError, match=r"b\.parquet.*changed since"):
+        list(it)
+
+
 # -- sources -------------------------------------------------------------------------
 
 

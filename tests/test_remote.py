@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
+import http.client
+import http.server
+import io
 import json
 import os
+import socketserver
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -302,29 +310,11 @@ def test_an_entry_damaged_in_place_with_its_mtime_kept_is_fetched_again(s3, tmp_
         assert np.array_equal(np.concatenate([b["x"] for b in ld]), np.arange(20000.0))
 
 
-def test_an_object_overwritten_between_its_check_and_its_read_is_never_mixed(s3, tmp_path):
-    """A writer overwrote an object (same size) just after the loader's HEAD check and
-    before its ranged GETs: the loader delivered the old version's rows and then the
-    new one's. A proxy on loopback overwrites part-1 as it answers that HEAD; now the
-    read is checked again afterwards and the row group is an error naming the file."""
-    import http.client
-    import http.server
-    import io
-    import socketserver
-    import threading
-
-    client = s3.client()
-    s3.create_bucket("race")
-
-    def version(start: int) -> bytes:  # the same size for any start
-        out = io.BytesIO()
-        pq.write_table(pa.table({"id": np.arange(start, start + 1000, dtype=np.int64)}), out,
-                       row_group_size=250, compression="none", use_dictionary=False)  # fmt: skip
-        return out.getvalue()
-
-    for i in range(3):
-        client.put_object(Bucket="race", Key=f"ds/part-{i}.parquet", Body=version(i * 1000))
-    armed = threading.Event()
+@contextlib.contextmanager
+def _proxy(s3: Any, answered: Callable[[str, str], None]) -> Iterator[str]:
+    """An HTTP proxy on loopback in front of the S3 server; `answered(command, path)` runs
+    after the server answered each request, before the answer is passed on.  Yields the
+    proxy's endpoint ("127.0.0.1:port")."""
 
     class Proxy(http.server.BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -341,9 +331,7 @@ def test_an_object_overwritten_between_its_check_and_its_read_is_never_mixed(s3,
             answer = upstream.getresponse()
             data = answer.read()
             upstream.close()
-            if armed.is_set() and self.command == "HEAD" and "part-1" in self.path:
-                armed.clear()  # a writer overwrites it now, at its size
-                client.put_object(Bucket="race", Key="ds/part-1.parquet", Body=version(10**5))
+            answered(self.command, self.path)
             self.send_response(answer.status)
             for k, v in answer.getheaders():
                 if k.lower() not in ("transfer-encoding", "connection", "content-length"):
@@ -361,7 +349,36 @@ def test_an_object_overwritten_between_its_check_and_its_read_is_never_mixed(s3,
     proxy = Server(("127.0.0.1", 0), Proxy)
     threading.Thread(target=proxy.serve_forever, daemon=True).start()
     try:
-        uri = f"s3://race/ds?endpoint_override=127.0.0.1:{proxy.server_address[1]}&scheme=http"
+        yield f"127.0.0.1:{proxy.server_address[1]}"
+    finally:
+        proxy.shutdown()
+
+
+def test_an_object_overwritten_between_its_check_and_its_read_is_never_mixed(s3, tmp_path):
+    """A writer overwrote an object (same size) just after the loader's HEAD check and
+    before its ranged GETs: the loader delivered the old version's rows and then the
+    new one's. A proxy on loopback overwrites part-1 as it answers that HEAD; now the
+    read is checked again afterwards and the row group is an error naming the file."""
+    client = s3.client()
+    s3.create_bucket("race")
+
+    def version(start: int) -> bytes:  # the same size for any start
+        out = io.BytesIO()
+        pq.write_table(pa.table({"id": np.arange(start, start + 1000, dtype=np.int64)}), out,
+                       row_group_size=250, compression="none", use_dictionary=False)  # fmt: skip
+        return out.getvalue()
+
+    for i in range(3):
+        client.put_object(Bucket="race", Key=f"ds/part-{i}.parquet", Body=version(i * 1000))
+    armed = threading.Event()
+
+    def answered(command: str, path: str) -> None:
+        if armed.is_set() and command == "HEAD" and "part-1" in path:
+            armed.clear()  # a writer overwrites it now, at its size
+            client.put_object(Bucket="race", Key="ds/part-1.parquet", Body=version(10**5))
+
+    with _proxy(s3, answered) as endpoint:
+        uri = f"s3://race/ds?endpoint_override={endpoint}&scheme=http"
         loader = shardfeed.Loader(uri, batch_size=100, output="numpy", shuffle=False,
                                   num_threads=1, remote_timeout=10)  # fmt: skip
         time.sleep(1.1)  # the new version's modification time (seconds) must differ
@@ -371,5 +388,36 @@ def test_an_object_overwritten_between_its_check_and_its_read_is_never_mixed(s3,
             for batch in loader:
                 got += batch["id"].tolist()
         assert got == list(range(len(got))) and len(got) >= 1000  # part-0 whole, nothing new
-    finally:
-        proxy.shutdown()
+
+
+def test_a_row_group_read_from_the_store_is_checked_twice_not_once_per_part(s3):
+    """Each uncached row group is checked with a HEAD request before its reads and one
+    after them all.  The stack's tile reads (16 columns at a time) each made a HEAD of
+    their own: 6 per row group for 64 columns, requests an object store bills."""
+    client = s3.client()
+    s3.create_bucket("heads")
+    rng = np.random.default_rng(0)
+    table = pa.table({f"f{i}": rng.standard_normal(2000).astype(np.float32) for i in range(64)})
+    table = table.append_column("id", pa.array(np.arange(2000)))
+    for k in range(2):
+        out = io.BytesIO()
+        pq.write_table(table.slice(k * 1000, 1000), out, row_group_size=500)
+        client.put_object(Bucket="heads", Key=f"ds/part-{k}.parquet", Body=out.getvalue())
+    heads: list[str] = []
+    counting = threading.Event()
+
+    def answered(command: str, path: str) -> None:
+        if counting.is_set() and command == "HEAD":
+            heads.append(path)
+
+    with _proxy(s3, answered) as endpoint:
+        uri = f"s3://heads/ds?endpoint_override={endpoint}&scheme=http"
+        args = dict(batch_size=100, stack={"x": [f"f{i}" for i in range(64)]}, columns=["id"],
+                    output="numpy", shuffle=False, num_threads=1)  # fmt: skip
+        loader = shardfeed.Loader(uri, **args)
+        loader._settings.extra["start_early"] = False  # no next epoch's reads meanwhile
+        counting.set()
+        ids = np.concatenate([b["id"] for b in loader])
+        counting.clear()
+    assert np.array_equal(ids, np.arange(2000))
+    assert len(heads) == 2 * 4, heads  # 4 row groups: before and after each one's reads

@@ -164,12 +164,12 @@ arrow::Result<FileCache::Impl::Fetched> FileCache::Impl::Fetch(
     std::lock_guard<std::mutex> lock(mu);
     stalled_before = stalled.count(name) > 0;
   }
-  auto fill =
-      fill_wait == LockWait::kNoWait || stalled_before
-          ? OpenLocked(PathOf(name, ".lock"), O_RDWR | O_CREAT, LockMode::kExclusive,
-                       LockWait::kNoWait)
-          : storage_internal::OpenLockedWithin(PathOf(name, ".lock"), O_RDWR | O_CREAT,
-                                               LockMode::kExclusive, options.remote_timeout, stop);
+  auto fill = fill_wait == LockWait::kNoWait || stalled_before
+                  ? OpenLocked(PathOf(name, ".lock"), O_RDWR | O_CREAT, LockMode::kExclusive,
+                               LockWait::kNoWait)
+                  : storage_internal::OpenLockedWithin(
+                        PathOf(name, ".lock"), O_RDWR | O_CREAT, LockMode::kExclusive,
+                        options.remote_timeout, [stop] { return stop != nullptr && stop->load(); });
   if (fill.ok() && fill_wait == LockWait::kWait) {
     std::lock_guard<std::mutex> lock(mu);
     if (fill->outcome == LockOutcome::kBusy) {

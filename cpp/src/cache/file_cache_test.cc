@@ -544,7 +544,7 @@ TEST(FileCache, AFillerThatMakesNoEndIsWaitedForRemoteTimeoutThenReadAround) {
   });
   t0 = Clock::now();
   auto polled = storage_internal::OpenLockedWithin(
-      lock_path, O_RDWR, storage_internal::LockMode::kExclusive, 0, &stop);
+      lock_path, O_RDWR, storage_internal::LockMode::kExclusive, 0, [&] { return stop.load(); });
   stopper.join();
   ASSERT_TRUE(polled.ok());
   EXPECT_EQ(polled->outcome, storage_internal::LockOutcome::kBusy);

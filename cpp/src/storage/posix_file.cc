@@ -120,7 +120,8 @@ arrow::Result<LockedFd> OpenLocked(const std::string& path, int open_flags, Lock
 }
 
 arrow::Result<LockedFd> OpenLockedWithin(const std::string& path, int open_flags, LockMode mode,
-                                         double max_seconds, const std::atomic<bool>* stop) {
+                                         double max_seconds, const std::function<bool()>& stopped,
+                                         const std::function<bool()>& help) {
   const auto start = std::chrono::steady_clock::now();
   auto delay = std::chrono::milliseconds(1);
   for (;;) {
@@ -128,7 +129,11 @@ arrow::Result<LockedFd> OpenLockedWithin(const std::string& path, int open_flags
     const std::chrono::duration<double> waited = std::chrono::steady_clock::now() - start;
     out.waited_seconds = waited.count();
     if (out.outcome != LockOutcome::kBusy) return out;
-    if ((stop && stop->load()) || (max_seconds > 0 && waited.count() >= max_seconds)) return out;
+    if ((stopped && stopped()) || (max_seconds > 0 && waited.count() >= max_seconds)) return out;
+    if (help && help()) {
+      delay = std::chrono::milliseconds(1);
+      continue;
+    }
     std::this_thread::sleep_for(delay);
     delay = std::min(delay * 2, std::chrono::milliseconds(20));
   }

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -54,11 +55,15 @@ arrow::Result<LockedFd> OpenLocked(const std::string& path, int open_flags, Lock
                                    LockWait wait);
 
 // OpenLocked(kWait) whose wait has an end: it polls, and gives up (kBusy)
-// after `max_seconds` (> 0; otherwise no bound) or soon after `*stop` turns
-// true.  A lock held by a process that is stopped (SIGSTOP, a suspended job)
-// or hung would otherwise keep the waiter, and its Ctrl-C, for good.
+// after `max_seconds` (> 0; otherwise no bound) or soon after `stopped()`
+// (when given) turns true.  A lock held by a process that is stopped
+// (SIGSTOP, a suspended job) or hung would otherwise keep the waiter, and its
+// Ctrl-C, for good.  Between tries it sleeps (1 ms, doubling up to 20), or
+// runs `help()` when given: other work of the caller's, true when it did some
+// (the lock is then tried again at once).
 arrow::Result<LockedFd> OpenLockedWithin(const std::string& path, int open_flags, LockMode mode,
-                                         double max_seconds, const std::atomic<bool>* stop);
+                                         double max_seconds, const std::function<bool()>& stopped,
+                                         const std::function<bool()>& help = {});
 
 // An IOError naming `what` and the errno text; errno is kept in the detail.
 arrow::Status ErrnoError(int errnum, const std::string& what);

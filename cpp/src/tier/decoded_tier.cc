@@ -217,29 +217,19 @@ std::string DecodedTier::Impl::LockPathOf(const std::string& key) const {
 arrow::Result<storage_internal::LockedFd> DecodedTier::Impl::LockEntry(
     const std::string& key, const std::function<bool()>& stopped,
     const std::function<bool()>& help) const {
-  using storage_internal::LockMode, storage_internal::LockWait, storage_internal::LockOutcome;
+  using storage_internal::LockMode, storage_internal::LockOutcome;
   const std::string path = LockPathOf(key);
-  const auto t0 = std::chrono::steady_clock::now();
-  auto delay = std::chrono::milliseconds(1);
-  for (;;) {
-    auto locked = storage_internal::OpenLocked(path, O_RDWR | O_CREAT, LockMode::kExclusive,
-                                               LockWait::kNoWait);
-    if (!locked.ok()) {
-      // A folder or FIFO where the lock file belongs: removed, then locked.
-      if (storage_internal::RemoveIfNotRegular(path)) continue;
-      return storage_internal::LockedFd{};  // no lock file: decode unlocked
-    }
-    if (locked->outcome == LockOutcome::kLocked) return std::move(*locked);
-    if (stopped && stopped()) return arrow::Status::Cancelled("loader stopped");
-    const std::chrono::duration<double> waited = std::chrono::steady_clock::now() - t0;
-    if (waited.count() > kEntryLockWait) return storage_internal::LockedFd{};
-    if (help && help()) {
-      delay = std::chrono::milliseconds(1);
-      continue;
-    }
-    std::this_thread::sleep_for(delay);
-    delay = std::min(delay * 2, std::chrono::milliseconds(20));
+  auto locked = storage_internal::OpenLockedWithin(path, O_RDWR | O_CREAT, LockMode::kExclusive,
+                                                   kEntryLockWait, stopped, help);
+  // A folder or FIFO where the lock file belongs: removed, then locked.
+  if (!locked.ok() && storage_internal::RemoveIfNotRegular(path)) {
+    locked = storage_internal::OpenLockedWithin(path, O_RDWR | O_CREAT, LockMode::kExclusive,
+                                                kEntryLockWait, stopped, help);
   }
+  if (!locked.ok()) return storage_internal::LockedFd{};  // no lock file: decode unlocked
+  if (locked->outcome == LockOutcome::kLocked) return std::move(*locked);
+  if (stopped && stopped()) return arrow::Status::Cancelled("loader stopped");
+  return storage_internal::LockedFd{};  // waited kEntryLockWait: decode, unlocked
 }
 
 arrow::Result<std::optional<std::vector<DecodedColumn>>> DecodedTier::Impl::Load(
@@ -359,10 +349,12 @@ arrow::Result<std::optional<std::vector<DecodedColumn>>> DecodedTier::Impl::Load
 
 namespace {
 
-// Writes an entry by the temp-file protocol (storage/temp_file.h).
+// Writes an entry by the temp-file protocol (storage/temp_file.h); `*replaced`:
+// the bytes of the file it renamed over (a damaged entry), 0 for none.
 arrow::Status WriteEntry(const std::string& dir, const std::string& path, const std::string& header,
                          const std::vector<DecodedColumn>& columns,
-                         const std::vector<Record>& records, int64_t rows, int64_t total) {
+                         const std::vector<Record>& records, int64_t rows, int64_t total,
+                         int64_t* replaced) {
   storage_internal::TempFile temp;
   {
     // Shared with other writers; a cleaner (Open) holds it exclusively.
@@ -397,7 +389,12 @@ arrow::Status WriteEntry(const std::string& dir, const std::string& path, const 
     const char zero = 0;
     ARROW_RETURN_NOT_OK(write_at(total - 1, &zero, 1));
   }
-  return temp.Commit(path);
+  struct stat old;
+  const int64_t old_bytes =
+      ::lstat(path.c_str(), &old) == 0 && S_ISREG(old.st_mode) ? old.st_size : 0;
+  ARROW_RETURN_NOT_OK(temp.Commit(path));
+  *replaced = old_bytes;
+  return arrow::Status::OK();
 }
 
 }  // namespace
@@ -470,7 +467,9 @@ std::optional<uint64_t> DecodedTier::Impl::Store(const std::string& key,
   Append(&header, &header_digest, 8);
   Append(&header, &data_digest, 8);
   const std::string path = PathOf(key);
-  auto status = WriteEntry(dir_, path, header, columns, records, rows, total);
+  int64_t replaced = 0;
+  auto status = WriteEntry(dir_, path, header, columns, records, rows, total, &replaced);
+  usage_->Release(replaced);  // counted when it was stored
   if (!status.ok()) {
     usage_->Release(total);
     ++skipped_;

@@ -13,11 +13,12 @@
 // whenever a tier opens (under the folder's exclusive creation lock, so the
 // count follows removals by other programs and the stores of killed
 // processes), and moved by every store, failed store and removal of ours in
-// between.  A store another process reserved but had not begun to write when
-// a tier opened is missed by that scan, until the next open.  A folder, FIFO
-// or link in the file's place is removed; a file that cannot be read as a
-// count is written again with this process's.  Where the file cannot be made
-// (a read-only folder), the count is this process's own, as before.
+// between (an entry stored over a damaged one gives back the old file's
+// bytes).  A store another process reserved but had not begun to write when a
+// tier opened is missed by that scan, until the next open.  A folder, FIFO or
+// link in the file's place is removed; a file that cannot be read as a count
+// is written again with this process's.  Where the file cannot be made (a
+// read-only folder), the count is this process's own, as before.
 #pragma once
 
 #include <atomic>

@@ -1,6 +1,7 @@
 #include "tier/usage_ledger.h"
 
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -112,6 +113,22 @@ TEST(UsageLedger, TiersOpenedAtOnceByTwoProcessesShareTheLimit) {
   auto c = DecodedTier::Open(folder, limit).ValueOrDie();
   EXPECT_EQ(c->stats().bytes_on_disk, 0);
   EXPECT_EQ(b->impl()->usage_->Count(), 0);
+}
+
+TEST(UsageLedger, AnEntryStoredOverADamagedOneCountsOnce) {
+  testing::TempDir dir;
+  auto tier = DecodedTier::Open((dir.path() / "decoded").string(), 0).ValueOrDie();
+  ASSERT_TRUE(tier->impl()->Store("k", {Int64Column(0, 100)}, 100).has_value());
+  const int64_t one = tier->impl()->usage_->Count();
+  ASSERT_GT(one, 0);
+  {  // a flipped byte: decoded again, stored again over it
+    std::fstream f(tier->impl()->PathOf("k"), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(one - 1);
+    f.put('\x5a');
+  }
+  ASSERT_TRUE(tier->impl()->Store("k", {Int64Column(0, 100)}, 100).has_value());
+  EXPECT_EQ(tier->impl()->usage_->Count(), one);
+  EXPECT_EQ(EntryBytes(dir.path() / "decoded"), one);
 }
 
 }  // namespace
