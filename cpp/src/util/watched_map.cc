@@ -2,7 +2,7 @@
 
 #include <csignal>
 #include <cstring>
-#include <mutex>
+#include <thread>
 #include <utility>
 
 #include <sys/mman.h>
@@ -28,7 +28,11 @@ std::atomic<uint32_t> g_hint{0};
 std::atomic<int> g_watched{0};
 struct sigaction g_previous;
 uintptr_t g_page = 4096;
-std::once_flag g_installed;
+// The process (pid) whose SIGBUS handler is ours, and the one installing it.
+std::atomic<pid_t> g_installed{0};
+std::atomic<pid_t> g_installing{0};
+// A fault outside every watched range, last passed on to g_previous.
+std::atomic<uintptr_t> g_passed{0};
 
 void Write(Slot* s, uintptr_t begin, uintptr_t end, std::atomic<bool>* flag) {
   s->seq.fetch_add(1);
@@ -62,11 +66,28 @@ bool Patch(uintptr_t address) {
   return false;
 }
 
+// What SIGBUS did without a handler: end the process (delivered once the
+// handler returns).
+void EndProcess() {
+  struct sigaction fallback;
+  std::memset(&fallback, 0, sizeof(fallback));
+  fallback.sa_handler = SIG_DFL;
+  sigemptyset(&fallback.sa_mask);
+  ::sigaction(SIGBUS, &fallback, nullptr);
+  ::raise(SIGBUS);
+}
+
 void OnSigbus(int sig, siginfo_t* info, void* context) {
-  // si_code > 0: the kernel's, for a fault at si_addr (not a kill or raise).
-  if (info != nullptr && info->si_code > 0 && Patch(reinterpret_cast<uintptr_t>(info->si_addr))) {
-    return;  // the read runs again, on zeros
-  }
+  // si_code > 0: the kernel's, for a fault at si_addr; else a kill or raise,
+  // which no handler can fix: the process ends, as by default.  (A handler
+  // before ours that re-raises, as faulthandler does, so ends it too, and
+  // cannot loop back to us.)
+  if (info == nullptr || info->si_code <= 0) return EndProcess();
+  const auto address = reinterpret_cast<uintptr_t>(info->si_addr);
+  if (Patch(address)) return;  // the read runs again, on zeros
+  // The same fault again after the handler before ours returned: it fixed
+  // nothing, and passing it on again would loop.
+  if (g_passed.exchange(address) == address) return EndProcess();
   if (g_previous.sa_flags & SA_SIGINFO) {
     if (g_previous.sa_sigaction != nullptr) {
       g_previous.sa_sigaction(sig, info, context);
@@ -76,29 +97,39 @@ void OnSigbus(int sig, siginfo_t* info, void* context) {
     g_previous.sa_handler(sig);
     return;
   }
-  // What SIGBUS did before: end the process (delivered once this returns).
-  struct sigaction fallback;
-  std::memset(&fallback, 0, sizeof(fallback));
-  fallback.sa_handler = SIG_DFL;
-  sigemptyset(&fallback.sa_mask);
-  ::sigaction(SIGBUS, &fallback, nullptr);
-  ::raise(SIGBUS);
+  EndProcess();
 }
 
+// Makes OnSigbus this process's SIGBUS handler, once per process: in a child
+// forked after it was installed, a handler the child installed since (PyTorch's
+// in a DataLoader worker) is replaced, and becomes the one passed on to.
 void Install() {
+  const pid_t pid = ::getpid();
+  if (g_installed.load() == pid) return;
+  pid_t installing = g_installing.load();
+  if (installing == pid || !g_installing.compare_exchange_strong(installing, pid)) {
+    while (g_installed.load() != pid) std::this_thread::yield();  // another thread's
+    return;
+  }
   const long page = ::sysconf(_SC_PAGESIZE);
   if (page > 0) g_page = static_cast<uintptr_t>(page);
-  struct sigaction action;
-  std::memset(&action, 0, sizeof(action));
-  action.sa_sigaction = OnSigbus;
-  action.sa_flags = SA_SIGINFO | SA_ONSTACK;
-  sigemptyset(&action.sa_mask);
-  ::sigaction(SIGBUS, &action, &g_previous);
+  struct sigaction current;
+  const bool ours = ::sigaction(SIGBUS, nullptr, &current) == 0 &&
+                    (current.sa_flags & SA_SIGINFO) != 0 && current.sa_sigaction == OnSigbus;
+  if (!ours) {  // (inherited and still in place: g_previous is inherited too)
+    struct sigaction action;
+    std::memset(&action, 0, sizeof(action));
+    action.sa_sigaction = OnSigbus;
+    action.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    sigemptyset(&action.sa_mask);
+    ::sigaction(SIGBUS, &action, &g_previous);
+  }
+  g_installed.store(pid);
 }
 
 // The slot of [begin, end) with `flag`, or -1 when every slot is taken.
 int Register(uintptr_t begin, uintptr_t end, std::atomic<bool>* flag) {
-  std::call_once(g_installed, Install);
+  Install();
   const uint32_t start = g_hint.fetch_add(1);
   for (uint32_t k = 0; k < static_cast<uint32_t>(kWatchSlots); ++k) {
     const int i = static_cast<int>((start + k) % kWatchSlots);

@@ -12,8 +12,12 @@
 // whoever read the buffer checks the flag afterwards and discards what it
 // read.  A SIGBUS anywhere else goes to the handler installed before ours
 // (Python's faulthandler, a sanitizer's), or ends the process as it would
-// have.  The handler is installed the first time a buffer is watched; one
-// installed after it (faulthandler.enable() called later) takes precedence.
+// have; a SIGBUS sent by kill or raise ends it, and so does a fault that the
+// handler before ours returned from without fixing it.  The handler is
+// installed the first time a process watches a buffer: in a child forked
+// later, over a handler the child installed since (PyTorch's, in a DataLoader
+// worker).  One installed after it in the same process (faulthandler.enable()
+// called later) takes precedence.
 // At most kWatchSlots buffers are watched at once; past that a buffer is
 // served unwatched, as before.
 #pragma once

@@ -1,9 +1,14 @@
 #include "util/watched_map.h"
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <csignal>
+#include <cstring>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -91,6 +96,71 @@ TEST(WatchedMap, OtherBuffersHaveNoFlag) {
   auto empty = std::make_shared<arrow::Buffer>(nullptr, 0);
   EXPECT_EQ(WatchMapped(empty, &flag), empty);
   EXPECT_EQ(flag, nullptr);
+}
+
+// A mapping of the whole file at `path` (plain mmap: no Arrow in a forked child).
+std::shared_ptr<arrow::Buffer> MapPlain(const std::filesystem::path& path, int64_t size) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return nullptr;
+  void* p = ::mmap(nullptr, static_cast<size_t>(size), PROT_READ, MAP_SHARED, fd, 0);
+  ::close(fd);
+  if (p == MAP_FAILED) return nullptr;
+  return std::make_shared<arrow::Buffer>(static_cast<const uint8_t*>(p), size);  // never unmapped
+}
+
+void ExitThree(int) { ::_exit(3); }  // as PyTorch's DataLoader worker handler ends it
+void ReturnAtOnce(int) {}            // a handler that fixes nothing
+
+// Forks; the child installs `handler` for SIGBUS (as a DataLoader worker
+// installs PyTorch's), then runs `body`, whose return value is its exit code.
+int ForkAndWait(void (*handler)(int), const std::function<int()>& body) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    struct sigaction action;
+    std::memset(&action, 0, sizeof(action));
+    action.sa_handler = handler;
+    sigemptyset(&action.sa_mask);
+    ::sigaction(SIGBUS, &action, nullptr);
+    ::_exit(body());
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return status;
+}
+
+TEST(WatchedMap, AChildThatInstalledAHandlerSinceForkIsWatchedToo) {
+  testing::TempDir dir;
+  DamageFlag parent_flag;
+  auto installed = WatchMapped(MapFile(dir.path() / "parent", 1), &parent_flag);
+  const auto path = dir.path() / "child";
+  MapFile(path, 4);
+  std::filesystem::resize_file(path, kPage);
+  const int status = ForkAndWait(ExitThree, [&] {
+    DamageFlag flag;
+    auto watched = WatchMapped(MapPlain(path, 4 * kPage), &flag);
+    if (ReadByte(watched, 3) != 1) return 10;
+    if (ReadByte(watched, 2 * kPage) != 0) return 11;  // zeros, not ExitThree
+    return flag->load() ? 0 : 12;
+  });
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
+TEST(WatchedMap, AHandlerBeforeOursThatFixesNothingEndsTheProcessNotALoop) {
+  testing::TempDir dir;
+  const auto watched_path = dir.path() / "watched";
+  const auto plain_path = dir.path() / "plain";
+  MapFile(watched_path, 1);
+  MapFile(plain_path, 2);
+  std::filesystem::resize_file(plain_path, 0);
+  const int status = ForkAndWait(ReturnAtOnce, [&] {
+    DamageFlag flag;
+    auto watched = WatchMapped(MapPlain(watched_path, kPage), &flag);  // ours over ReturnAtOnce
+    auto plain = MapPlain(plain_path, 2 * kPage);
+    return static_cast<int>(ReadByte(plain, kPage + 1)) + 20;  // never returns
+  });
+  ASSERT_TRUE(WIFSIGNALED(status)) << status;
+  EXPECT_EQ(WTERMSIG(status), SIGBUS);
 }
 
 TEST(WatchedMapDeathTest, ASigbusElsewhereStillEndsTheProcess) {
