@@ -861,7 +861,7 @@ arrow::Result<std::shared_ptr<const DecodedRowGroup>> DecodeRowGroupBody(const C
     if (!layout.field_used_alone[i]) decoded->columns[i] = DecodedColumn{};
   }
   // Transforms and copies above read the mapped entry.
-  ARROW_RETURN_NOT_OK(MappedIntact(*decoded, context));
+  ARROW_RETURN_NOT_OK(MappedIntact(*decoded, context, hooks.tier.get()));
   return std::shared_ptr<const DecodedRowGroup>(std::move(decoded));
 }
 

@@ -26,11 +26,12 @@ struct DecodedRowGroup {
   std::vector<DecodedColumn> columns;  // one per Layout::fields
   // Per Layout::outputs entry: the row-major matrix of a stack, else null.
   std::vector<std::shared_ptr<arrow::Buffer>> stacks;
-  // From the decoded tier, mapped: the entry's damage flag (watched_map.h)
-  // and path.  Whoever reads the row group checks the flag after reading
-  // (MappedIntact, decode.h).
+  // From the decoded tier, mapped: the entry's damage flag (watched_map.h),
+  // path and size.  Whoever reads the row group checks the flag after reading
+  // (MappedIntact, tier_entry.h).
   DamageFlag mapped_damage;
   std::string mapped_path;
+  int64_t mapped_bytes = 0;
 };
 
 }  // namespace shardfeed

@@ -746,7 +746,7 @@ class EngineImpl final : public Engine {
     // gave zeros: the batch is not delivered.
     for (const auto& h : held) {
       if (!batch.ok()) break;
-      auto intact = MappedIntact(*h, RowGroupContext(h->index));
+      auto intact = MappedIntact(*h, RowGroupContext(h->index), options_.decoded_tier.get());
       if (!intact.ok()) batch = std::move(intact);
     }
     if (options_.debug_slow_stage == "assemble" && options_.debug_slow_us > 0) {

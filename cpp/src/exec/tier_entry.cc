@@ -4,7 +4,7 @@
 #include <sstream>
 
 #include "shardfeed/status.h"
-#include "storage/posix_file.h"
+#include "tier/decoded_tier_internal.h"
 
 namespace shardfeed {
 
@@ -139,7 +139,7 @@ void MarkMapped(const std::string& path, const std::vector<DecodedColumn>& colum
                 const std::vector<DecodedColumn>& matrices, DecodedRowGroup* decoded) {
   for (const auto* records : {&columns, &matrices}) {
     for (const auto& c : *records) {
-      if (auto flag = DamageFlagOf(c.owned)) {
+      if (auto flag = DamageFlagOf(c.owned, &decoded->mapped_bytes)) {
         decoded->mapped_damage = std::move(flag);
         decoded->mapped_path = path;
         return;  // one entry per row group
@@ -148,9 +148,10 @@ void MarkMapped(const std::string& path, const std::vector<DecodedColumn>& colum
   }
 }
 
-arrow::Status MappedIntact(const DecodedRowGroup& decoded, const std::string& context) {
+arrow::Status MappedIntact(const DecodedRowGroup& decoded, const std::string& context,
+                           DecodedTier* tier) {
   if (!decoded.mapped_damage || !decoded.mapped_damage->load()) return arrow::Status::OK();
-  storage_internal::RemoveQuietly(decoded.mapped_path);
+  if (tier) tier->impl()->RemoveDamaged(decoded.mapped_path, decoded.mapped_bytes);
   return Error(ErrorKind::kStorage,
                context + ": its decoded cache entry '" + decoded.mapped_path +
                    "' lost pages while it was read (truncated in place by another program, "

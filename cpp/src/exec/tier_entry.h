@@ -15,6 +15,7 @@
 #include <arrow/status.h>
 
 #include "exec/decoded_row_group.h"
+#include "shardfeed/decoded_tier.h"
 #include "transform/column.h"
 #include "transform/layout.h"
 
@@ -52,11 +53,12 @@ bool TakeEntryRecords(std::vector<DecodedColumn>* loaded, const Layout& layout,
 void MarkMapped(const std::string& path, const std::vector<DecodedColumn>& columns,
                 const std::vector<DecodedColumn>& matrices, DecodedRowGroup* decoded);
 
-// OK unless `decoded` came mapped from the decoded tier and lost pages since
-// (the entry truncated in place, a read error beneath it: what was read from
-// it since may be zeros).  Then the entry is removed, so that the next epoch
+// OK unless `decoded` came mapped from `tier` and lost pages since (the entry
+// truncated in place, a read error beneath it: what was read from it since
+// may be zeros).  Then the tier removes the entry, so that the next epoch
 // decodes the row group again, and the StorageError names `context` (the file
 // and row group) and the entry.
-arrow::Status MappedIntact(const DecodedRowGroup& decoded, const std::string& context);
+arrow::Status MappedIntact(const DecodedRowGroup& decoded, const std::string& context,
+                           DecodedTier* tier);
 
 }  // namespace shardfeed

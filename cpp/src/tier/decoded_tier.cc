@@ -577,6 +577,10 @@ int64_t DecodedTier::Impl::PruneSuperseded(const Catalog& catalog) {
   return freed;
 }
 
+void DecodedTier::Impl::RemoveDamaged(const std::string& path, int64_t bytes) {
+  if (::unlink(path.c_str()) == 0) usage_->Release(bytes);
+}
+
 DecodedTierStats DecodedTier::Impl::stats() const {
   return {hits_.load(),    misses_.load(), stored_.load(),
           skipped_.load(), usage_->Seen(), corrupt_.load()};

@@ -83,6 +83,10 @@ struct DecodedTier::Impl {
   // that waited for a concurrent one: 0); returns the bytes freed.  A process
   // mapping one keeps reading it.
   int64_t PruneSuperseded(const Catalog& catalog);
+  // Removes the entry at `path`, mapped as `bytes` bytes, that lost pages
+  // while it was read (watched_map.h), and takes those bytes off the folder's
+  // count: it is decoded and stored again.
+  void RemoveDamaged(const std::string& path, int64_t bytes);
 
   DecodedTierStats stats() const;
   std::string PathOf(const std::string& key) const;

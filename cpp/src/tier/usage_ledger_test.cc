@@ -131,5 +131,18 @@ TEST(UsageLedger, AnEntryStoredOverADamagedOneCountsOnce) {
   EXPECT_EQ(EntryBytes(dir.path() / "decoded"), one);
 }
 
+TEST(UsageLedger, ADamagedEntryRemovedGivesItsBytesBack) {
+  testing::TempDir dir;
+  auto tier = DecodedTier::Open((dir.path() / "decoded").string(), 0).ValueOrDie();
+  ASSERT_TRUE(tier->impl()->Store("k", {Int64Column(0, 100)}, 100).has_value());
+  const int64_t one = tier->impl()->usage_->Count();
+  std::filesystem::resize_file(tier->impl()->PathOf("k"), 10);  // truncated by another program
+  tier->impl()->RemoveDamaged(tier->impl()->PathOf("k"), one);  // as mapped: its whole size
+  EXPECT_FALSE(std::filesystem::exists(tier->impl()->PathOf("k")));
+  EXPECT_EQ(tier->impl()->usage_->Count(), 0);
+  tier->impl()->RemoveDamaged(tier->impl()->PathOf("k"), one);  // gone already: nothing
+  EXPECT_EQ(tier->impl()->usage_->Count(), 0);
+}
+
 }  // namespace
 }  // namespace shardfeed

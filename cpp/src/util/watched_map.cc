@@ -190,9 +190,12 @@ std::shared_ptr<arrow::Buffer> WatchMapped(std::shared_ptr<arrow::Buffer> mapped
   return std::make_shared<WatchedBuffer>(std::move(mapped), std::move(damage));
 }
 
-DamageFlag DamageFlagOf(const std::shared_ptr<arrow::Buffer>& buffer) {
+DamageFlag DamageFlagOf(const std::shared_ptr<arrow::Buffer>& buffer, int64_t* watched_bytes) {
   for (const arrow::Buffer* b = buffer.get(); b != nullptr; b = b->parent().get()) {
-    if (const auto* watched = dynamic_cast<const WatchedBuffer*>(b)) return watched->flag();
+    if (const auto* watched = dynamic_cast<const WatchedBuffer*>(b)) {
+      if (watched_bytes) *watched_bytes = watched->size();
+      return watched->flag();
+    }
   }
   return nullptr;
 }

@@ -42,8 +42,10 @@ using DamageFlag = std::shared_ptr<const std::atomic<bool>>;
 std::shared_ptr<arrow::Buffer> WatchMapped(std::shared_ptr<arrow::Buffer> mapped, DamageFlag* flag);
 
 // The damage flag of the watched buffer that `buffer` is, or is a slice of;
-// null for any other buffer.
-DamageFlag DamageFlagOf(const std::shared_ptr<arrow::Buffer>& buffer);
+// null for any other buffer.  `*watched_bytes` (when given): that watched
+// buffer's size.
+DamageFlag DamageFlagOf(const std::shared_ptr<arrow::Buffer>& buffer,
+                        int64_t* watched_bytes = nullptr);
 
 // Buffers watched now (for tests).
 int WatchedCountForTesting();
