@@ -25,7 +25,8 @@ def vocabulary(
     Args:
         source: as for ``Loader``: a directory, a file, or a list of files.
         column: a string, large_string, string_view or dictionary<string>
-            column (pandas and polars categoricals).
+            column (pandas and polars categoricals), or a list of them (its
+            elements are counted; null lists and elements are not).
         min_count: values seen fewer times are left out.
         max_size: keep at most this many (the most frequent) values.
         num_threads: files counted at once (default: the CPU count, at most 16).

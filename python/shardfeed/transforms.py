@@ -238,7 +238,12 @@ class Log1p(Transform):
 
 @dataclass(frozen=True)
 class HashBucket(Transform):
-    """Integer or string ids to a bucket index in [0, num_buckets)."""
+    """Integer or string ids to a bucket index in [0, num_buckets).
+
+    Strings (and binary or fixed_size_binary ids such as UUIDs) are hashed by
+    their bytes (FNV-1a 64), integers by splitmix64; lists of either are mapped
+    element by element.
+    """
 
     num_buckets: int = 1
 
@@ -330,7 +335,8 @@ class Vocabulary(Transform):
 
     Exact: bytes are compared after a hash probe, so two strings never share an
     index.  Takes string, large_string, string_view and dictionary<string>
-    columns (pandas and polars categoricals), as the column's first transform.
+    columns (pandas and polars categoricals), and lists of them (element by
+    element: a null element is ``oov``), as the column's first transform.
     Build ``values`` with ``shardfeed.vocabulary(source, column)``.
 
     The lookup table is built once, in C++, when the transform is first used.

@@ -47,6 +47,25 @@ void Add(Counts* counts, std::string_view value, int64_t n) {
 }
 
 arrow::Status CountArray(const arrow::Array& array, Counts* counts) {
+  if (arrow::is_list(array.type_id()) || array.type_id() == arrow::Type::FIXED_SIZE_LIST) {
+    // A list of strings: its elements, those of null lists left out.
+    arrow::Result<std::shared_ptr<arrow::Array>> values;
+    switch (array.type_id()) {
+      case arrow::Type::LIST:
+        values = static_cast<const arrow::ListArray&>(array).Flatten(EnginePool());
+        break;
+      case arrow::Type::LARGE_LIST:
+        values = static_cast<const arrow::LargeListArray&>(array).Flatten(EnginePool());
+        break;
+      default:
+        values = static_cast<const arrow::FixedSizeListArray&>(array).Flatten(EnginePool());
+    }
+    ARROW_RETURN_NOT_OK(values.status());
+    if (arrow::is_list_like((*values)->type_id())) {
+      return Error(ErrorKind::kUnsupportedType, "nested lists are not supported");
+    }
+    return CountArray(**values, counts);
+  }
   if (IsStringDictionary(array)) {
     // Rows are counted per index; each distinct value is then added once.
     const auto& dict = static_cast<const arrow::DictionaryArray&>(array);
@@ -119,11 +138,17 @@ arrow::Status CountFile(const Catalog& catalog, int32_t f, int dataset_field, Co
     parquet::arrow::SchemaManifest manifest;
     ARROW_RETURN_NOT_OK(parquet::arrow::SchemaManifest::Make(
         file.metadata->schema(), file.metadata->key_value_metadata(), props, &manifest));
-    if (static_cast<size_t>(field) >= manifest.schema_fields.size() ||
-        !manifest.schema_fields[static_cast<size_t>(field)].is_leaf()) {
+    if (static_cast<size_t>(field) >= manifest.schema_fields.size()) {
       return Error(ErrorKind::kUnsupportedType, context + ": column is not a string column");
     }
-    const int leaf = manifest.schema_fields[static_cast<size_t>(field)].column_index;
+    // The column's leaf: its own, or a list's elements'.
+    const parquet::arrow::SchemaField* node = &manifest.schema_fields[static_cast<size_t>(field)];
+    if (!node->is_leaf() && node->children.size() == 1) node = &node->children[0];
+    if (!node->is_leaf()) {
+      return Error(ErrorKind::kUnsupportedType,
+                   context + ": column is not a string column or a list of strings");
+    }
+    const int leaf = node->column_index;
     // Plain string columns decode straight into a dictionary per row group,
     // so each row costs an index, not a string.
     props.set_read_dictionary(leaf, true);
@@ -173,15 +198,18 @@ arrow::Result<std::vector<std::string>> BuildVocabulary(const Catalog& catalog,
     return Error(ErrorKind::kSchemaMismatch, metadata->Get(kConflictKey).ValueOr(""));
   }
   const auto& type = catalog.schema()->field(field)->type();
-  const auto* values_type = type.get();
-  if (type->id() == arrow::Type::DICTIONARY) {
+  const arrow::DataType* values_type = type.get();
+  if (arrow::is_list(type->id()) || type->id() == arrow::Type::FIXED_SIZE_LIST) {
+    values_type = static_cast<const arrow::BaseListType&>(*type).value_type().get();
+  }
+  if (values_type->id() == arrow::Type::DICTIONARY) {
     values_type = static_cast<const arrow::DictionaryType&>(*type).value_type().get();
   }
   if (!IsUtf8(values_type->id())) {
     return Error(ErrorKind::kUnsupportedType,
                  "vocabulary: column '" + column + "' has type " + type->ToString() +
                      "; a vocabulary is built from string, large_string or dictionary<string> "
-                     "columns");
+                     "columns, or lists of them");
   }
 
   // Files in parallel, each into its own counts; the sum does not depend on

@@ -133,10 +133,12 @@ arrow::Status Normalize(const std::shared_ptr<arrow::Array>& array, DType dtype,
       const auto& list = static_cast<const arrow::FixedSizeListArray&>(*array);
       const int64_t size = list.list_type()->list_size();
       auto child = list.values()->Slice(list.value_offset(0), list.length() * size);
-      ARROW_RETURN_NOT_OK(Flatten(child, dtype, false, out));
+      ARROW_RETURN_NOT_OK(Flatten(child, dtype, from_strings, out));
       MarkNulls(list, size, out->count, out);  // a null list: all its elements null
       out->list_size = size;
-      out->array = array;
+      // Strings keep their elements' array, which a Vocabulary looks up; their
+      // hashes are a copy, so the list's own buffers are not needed.
+      if (!from_strings) out->array = array;
       return arrow::Status::OK();
     }
     case arrow::Type::LIST:
@@ -157,9 +159,10 @@ arrow::Status Normalize(const std::shared_ptr<arrow::Array>& array, DType dtype,
         out->list_lengths[static_cast<size_t>(i)] = offset_of(i + 1) - offset_of(i);
         null_lists |= array->IsNull(i);
       }
-      ARROW_RETURN_NOT_OK(Flatten(values->Slice(base, offset_of(n) - base), dtype, false, out));
+      ARROW_RETURN_NOT_OK(
+          Flatten(values->Slice(base, offset_of(n) - base), dtype, from_strings, out));
       if (null_lists) out->null_rows = array;  // decided by the null policy
-      out->array = array;
+      if (!from_strings) out->array = array;   // (strings: as above)
       return arrow::Status::OK();
     }
     default:

@@ -12,6 +12,7 @@
 #include "shardfeed/status.h"
 #include "transform/stack.h"
 #include "transform/transform.h"
+#include "util/string_array.h"
 
 namespace shardfeed {
 
@@ -34,12 +35,6 @@ bool IsPandasIndex(const std::string& name) {
 constexpr char kSupported[] =
     "supported: bool, integers, floats, dates, times, timestamps, durations, decimals, and "
     "fixed-size or variable-length lists of those";
-
-bool IsStringType(arrow::Type::type id) {
-  return id == arrow::Type::STRING || id == arrow::Type::LARGE_STRING ||
-         id == arrow::Type::BINARY || id == arrow::Type::LARGE_BINARY ||
-         id == arrow::Type::STRING_VIEW || id == arrow::Type::BINARY_VIEW;
-}
 
 const char* UnitName(arrow::TimeUnit::type unit) {
   switch (unit) {
@@ -134,7 +129,7 @@ arrow::Result<DType> ValueDType(const arrow::DataType& type, const std::string& 
       if (type.id() == arrow::Type::DICTIONARY) {
         values = static_cast<const arrow::DictionaryType&>(type).value_type().get();
       }
-      if (IsStringType(values->id())) {
+      if (IsStringLike(values->id())) {
         hint =
             "; strings are accepted by HashBucket and Vocabulary: map it to ids with "
             "HashBucket(\"" +
@@ -200,17 +195,23 @@ class FieldResolver {
       value_type = static_cast<const arrow::DictionaryType&>(*value_type).value_type().get();
     }
     // Strings become hashes (StringHash64) when their first transform takes
-    // strings; dictionaries (pandas and polars categoricals) too.
-    const bool from_strings = shape == ColumnShape::kScalar && IsStringType(value_type->id()) &&
-                              !chain.empty() &&
+    // strings; dictionaries (pandas and polars categoricals) too, and the
+    // elements of lists of them (tags, histories: a list of ids per row).
+    const bool from_strings = IsStringLike(value_type->id()) && !chain.empty() &&
                               (options_.transforms[chain[0]].op == TransformOp::kHashBucket ||
                                options_.transforms[chain[0]].op == TransformOp::kVocabulary);
     DType raw = DType::kUInt64;  // string hashes
     if (!from_strings) {
       auto maybe_raw = ValueDType(*value_type, name);
+      if (!maybe_raw.ok() && shape != ColumnShape::kScalar && IsStringLike(value_type->id())) {
+        return Error(ErrorKind::kUnsupportedType,
+                     "column '" + name + "' has type " + type.ToString() +
+                         ": its elements are strings; map them to ids with HashBucket(\"" + name +
+                         "\", num_buckets=...) or Vocabulary(\"" + name +
+                         "\", values=...), or leave it out with columns=[...]");
+      }
       if (!maybe_raw.ok() && shape != ColumnShape::kScalar) {
-        // Say it of the list, whose elements no transform maps (HashBucket takes
-        // a string column, not a list of strings).
+        // Say it of the list, whose elements no transform maps.
         return Error(ErrorKind::kUnsupportedType,
                      "column '" + name + "' has type " + type.ToString() + ": its elements (" +
                          value_type->ToString() + ") cannot become a tensor (" + kSupported +

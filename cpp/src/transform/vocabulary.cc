@@ -2,6 +2,7 @@
 
 #include <bit>
 #include <limits>
+#include <string>
 #include <utility>
 
 #include <arrow/array.h>
@@ -73,10 +74,18 @@ arrow::Status ApplyVocabulary(const TransformSpec& t, DecodedColumn* c) {
   const int64_t oov = t.n;
   const auto& array = *c->array;
   const int64_t n = c->count;
+  if (array.length() != n) {
+    return Error(ErrorKind::kInvalidData, "Vocabulary: " + std::to_string(array.length()) +
+                                              " strings for " + std::to_string(n) + " values");
+  }
   ARROW_ASSIGN_OR_RAISE(std::shared_ptr<arrow::Buffer> out,
                         arrow::AllocateBuffer(std::max<int64_t>(n * 8, 1), EnginePool()));
   auto* ids = reinterpret_cast<int64_t*>(out->mutable_data());
   auto index_of = [&](int64_t found) { return found > 0 ? found : oov; };
+  // Null elements, and the elements of a null fixed-size list (marked in nulls).
+  auto null_at = [&](int64_t i) {
+    return array.IsNull(i) || (c->has_nulls() && c->nulls[static_cast<size_t>(i)] != 0);
+  };
   if (IsStringDictionary(array)) {
     // Each distinct value once, then one array lookup per row.
     const auto& dict = static_cast<const arrow::DictionaryArray&>(array);
@@ -88,7 +97,7 @@ arrow::Status ApplyVocabulary(const TransformSpec& t, DecodedColumn* c) {
     }
     bool bad = false;
     ForEachDictionaryIndex(dict, [&](int64_t i, int64_t k) {
-      if (dict.IsNull(i)) {
+      if (null_at(i)) {
         ids[i] = oov;
       } else if (k < 0 || k >= values.length()) {
         bad = true;
@@ -101,7 +110,7 @@ arrow::Status ApplyVocabulary(const TransformSpec& t, DecodedColumn* c) {
     // The hashes Flatten made serve as the probes.
     const auto* hashes = reinterpret_cast<const uint64_t*>(c->values);
     for (int64_t i = 0; i < n; ++i) {
-      ids[i] = array.IsNull(i) ? oov : index_of(table.Find(StringAt(array, i), hashes[i]));
+      ids[i] = null_at(i) ? oov : index_of(table.Find(StringAt(array, i), hashes[i]));
     }
   }
   c->owned = std::move(out);

@@ -89,6 +89,32 @@ TEST(Vocabulary, StringsAndNullsToIndices) {
   EXPECT_EQ(Ids(c), (std::vector<int64_t>{2, -1, 1, -1}));
 }
 
+TEST(Vocabulary, ElementsMarkedNullAreOovThoughTheirStringsAreSet) {
+  // The elements of a null fixed-size list: strings under the null parent,
+  // marked in nulls by the decode.
+  arrow::StringBuilder builder;
+  ASSERT_TRUE(builder.AppendValues({"a", "b", "b", "a"}).ok());
+  auto array = builder.Finish().ValueOrDie();
+  std::vector<uint64_t> hashes;
+  for (const char* s : {"a", "b", "b", "a"}) hashes.push_back(StringHash64(s));
+  auto c = StringColumn(array, hashes);
+  c.list_size = 2;
+  c.nulls = {0, 0, 1, 1};  // row 1 is a null list
+  TransformSpec t;
+  t.op = TransformOp::kVocabulary;
+  t.vocabulary = Table({"a", "b"});
+  t.n = -3;
+  ASSERT_TRUE(ApplyTransform(t, 0, {}, 0, 2, &c).ok());
+  EXPECT_FALSE(c.has_nulls());
+  EXPECT_EQ(Ids(c), (std::vector<int64_t>{1, 2, -3, -3}));
+  // Strings that do not match the values' count are bad data, not a read past them.
+  auto short_column = StringColumn(array, hashes);
+  short_column.count = 5;
+  auto st = ApplyTransform(t, 0, {}, 0, 5, &short_column);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("4 strings for 5 values"), std::string::npos);
+}
+
 TEST(Vocabulary, DictionaryLooksUpEachValueOnce) {
   arrow::StringBuilder dict_builder;
   ASSERT_TRUE(dict_builder.AppendValues({"x", "y", "q"}).ok());

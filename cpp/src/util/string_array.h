@@ -9,12 +9,13 @@
 
 namespace shardfeed {
 
-// string, large_string, string_view and their binary twins: the types whose
-// elements StringAt reads.
+// string, large_string, string_view, their binary twins and fixed_size_binary
+// (UUIDs, hashes): the types whose elements StringAt reads.
 inline bool IsStringLike(arrow::Type::type id) {
   return id == arrow::Type::STRING || id == arrow::Type::LARGE_STRING ||
          id == arrow::Type::BINARY || id == arrow::Type::LARGE_BINARY ||
-         id == arrow::Type::STRING_VIEW || id == arrow::Type::BINARY_VIEW;
+         id == arrow::Type::STRING_VIEW || id == arrow::Type::BINARY_VIEW ||
+         id == arrow::Type::FIXED_SIZE_BINARY;
 }
 
 // Element i of a string-like array (IsStringLike(array.type_id())); no scalar
@@ -27,6 +28,8 @@ inline std::string_view StringAt(const arrow::Array& array, int64_t i) {
     case arrow::Type::LARGE_STRING:
     case arrow::Type::LARGE_BINARY:
       return static_cast<const arrow::LargeBinaryArray&>(array).GetView(i);
+    case arrow::Type::FIXED_SIZE_BINARY:
+      return static_cast<const arrow::FixedSizeBinaryArray&>(array).GetView(i);
     default:  // string and binary views
       return static_cast<const arrow::BinaryViewArray&>(array).GetView(i);
   }
