@@ -549,3 +549,32 @@ def format_table(doc: dict[str, Any]) -> str:
             f"aim {t['ratio']} >= {t['target']}: {shown} ({'met' if t['met'] else 'NOT met'})"
         )
     return "\n".join(lines)
+
+
+def _stat_seconds(pid: str, with_children: bool) -> float:
+    """utime + stime (+ reaped children's) of a process from /proc, in seconds."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0  # it exited meanwhile (then its parent's children time has it)
+    ticks = sum(int(v) for v in fields[11 : 15 if with_children else 13])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def tree_cpu_seconds() -> float:
+    """CPU seconds of this process (all threads), its reaped children and its live ones
+    (DataLoader workers), from /proc."""
+    total = _stat_seconds("self", with_children=True)
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return total
+    for tid in tasks:
+        try:
+            with open(f"/proc/self/task/{tid}/children") as f:
+                kids = f.read().split()
+        except OSError:
+            continue
+        total += sum(_stat_seconds(pid, with_children=True) for pid in kids)
+    return total

@@ -24,6 +24,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import _common as common
+
 # --------------------------------------------------------------------------------------
 # The page cache
 # --------------------------------------------------------------------------------------
@@ -198,7 +200,7 @@ def consume(
     h = hashlib.blake2b(digest_size=12)
     p = Pass()
     clock = time.perf_counter
-    cpu0 = _cpu_seconds()
+    cpu0 = common.tree_cpu_seconds()
     t0 = clock()
     it = iter(make_iter())
     p.wait_seconds = clock() - t0  # the iterator's creation counts as waiting
@@ -230,17 +232,8 @@ def consume(
     p.order_hash = h.hexdigest()
     del it
     gc.collect()  # a DataLoader's workers exit here: their CPU time joins the children's
-    p.extra["cpu_seconds"] = round(_cpu_seconds() - cpu0, 3)
+    p.extra["cpu_seconds"] = round(common.tree_cpu_seconds() - cpu0, 3)
     return p
-
-
-def _cpu_seconds() -> float:
-    """CPU time of this process and of its children that have exited (DataLoader workers)."""
-    import resource
-
-    own = resource.getrusage(resource.RUSAGE_SELF)
-    children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def shardfeed_build() -> dict[str, Any] | None:

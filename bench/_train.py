@@ -26,7 +26,6 @@ counted (``epochs_without_full_batch``, ``rows_per_finished_epoch``).
 
 from __future__ import annotations
 
-import os
 import statistics
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -246,11 +245,11 @@ def train(
     out = Outcome(steps=steps, warmup=warmup, batch_size=batch_size)
     clock = time.perf_counter
     start = timed = clock()
-    cpu0 = tree_cpu_seconds()
+    cpu0 = common.tree_cpu_seconds()
     try:
         for i in range(warmup + steps):
             if i == warmup:
-                timed, cpu0 = clock(), tree_cpu_seconds()
+                timed, cpu0 = clock(), common.tree_cpu_seconds()
             t0 = clock()
             batch = feed.next()
             t1 = clock()
@@ -258,7 +257,7 @@ def train(
             out.waits.append(t1 - t0)
             out.computes.append(clock() - t1)
         end = clock()
-        out.cpu_timed = tree_cpu_seconds() - cpu0
+        out.cpu_timed = common.tree_cpu_seconds() - cpu0
     finally:
         feed.close()
     out.wall_all, out.wall_timed = end - start, end - timed
@@ -270,35 +269,6 @@ def train(
 # --------------------------------------------------------------------------------------
 # CPU time and the result
 # --------------------------------------------------------------------------------------
-
-
-def _stat_seconds(pid: str, with_children: bool) -> float:
-    """utime + stime (+ reaped children's) of a process from /proc, in seconds."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0  # it exited meanwhile (then its parent's children time has it)
-    ticks = sum(int(v) for v in fields[11 : 15 if with_children else 13])
-    return ticks / os.sysconf("SC_CLK_TCK")
-
-
-def tree_cpu_seconds() -> float:
-    """CPU seconds of this process (all threads), its reaped children and its live ones
-    (DataLoader workers), from /proc."""
-    total = _stat_seconds("self", with_children=True)
-    try:
-        tasks = os.listdir("/proc/self/task")
-    except OSError:
-        return total
-    for tid in tasks:
-        try:
-            with open(f"/proc/self/task/{tid}/children") as f:
-                kids = f.read().split()
-        except OSError:
-            continue
-        total += sum(_stat_seconds(pid, with_children=True) for pid in kids)
-    return total
 
 
 def _ms(values: Sequence[float], q: float = 0.5) -> float:

@@ -30,6 +30,9 @@ first pass is shown apart, the median and spread come from the others):
 * ``shardfeed_torch_2w``: ``shardfeed.TorchDataset`` (same arguments) in a
   ``DataLoader(batch_size=None, num_workers=2)`` (worker 0 runs the one engine and deals
   worker 1 its batches; batches reach the main process through shared slabs);
+* ``shardfeed_torch_2w_persistent``: the same ``DataLoader`` made once with
+  ``persistent_workers=True`` and iterated every pass (``set_epoch`` in between): the
+  workers, their engine's memory and the next pass started early outlive a pass;
 * ``shardfeed_torch_2w_tier`` (warm only): the same with ``cache_decoded=True`` in a fresh
   ``cache_dir``: pass 1 decodes each row group once and fills the tier, passes 2+ map it;
   each pass's ``cpu_seconds`` counts the workers' CPU time too;
@@ -72,6 +75,7 @@ SUITE_SYSTEMS = (
     "shardfeed_tier_warm",
     "shardfeed_tier_global",
     "shardfeed_torch_2w",
+    "shardfeed_torch_2w_persistent",
     "shardfeed_torch_2w_tier",
     "petastorm_baseline",
     "petastorm_optimized",
@@ -92,6 +96,7 @@ WARM_ONLY = (
 LOADERS = (
     "shardfeed_loader",
     "shardfeed_torch_2w",
+    "shardfeed_torch_2w_persistent",
     "petastorm_baseline",
     "petastorm_optimized",
     "diy_dataloader_2w",
@@ -111,6 +116,7 @@ LABELS = {
     "shardfeed_tier_warm": "shardfeed Loader, decoded tier (epochs 2+)",
     "shardfeed_tier_global": "shardfeed Loader, shuffle='global', decoded tier (epochs 2+)",
     "shardfeed_torch_2w": "shardfeed TorchDataset, 2 workers",
+    "shardfeed_torch_2w_persistent": "shardfeed TorchDataset, 2 persistent workers",
     "shardfeed_torch_2w_tier": "shardfeed TorchDataset, 2 workers, decoded tier",
     "petastorm_baseline": "Petastorm 0.13.1 baseline",
     "petastorm_optimized": "Petastorm 0.13.1 optimized",
@@ -187,7 +193,7 @@ def _make_iter(args: argparse.Namespace, system: str, files: list[str]) -> Any:
             return loader
 
         return make, notes, loader
-    if system in ("shardfeed_torch_2w", "shardfeed_torch_2w_tier"):
+    if system in ("shardfeed_torch_2w", "shardfeed_torch_2w_tier", "shardfeed_torch_2w_persistent"):
         import shardfeed
 
         kwargs = _shardfeed_kwargs(args)
@@ -195,13 +201,27 @@ def _make_iter(args: argparse.Namespace, system: str, files: list[str]) -> Any:
             kwargs.update(cache_dir=_fresh_cache(), cache_decoded=True)
         ds = shardfeed.TorchDataset(args.data_path, num_threads=args.threads, **kwargs)
 
+        persistent = system == "shardfeed_torch_2w_persistent" and workers > 0
+        kept = (
+            tud.DataLoader(ds, batch_size=None, num_workers=workers, persistent_workers=True)
+            if persistent
+            else None
+        )
+
         def make(epoch: int) -> Any:
             ds.set_epoch(epoch)
+            if kept is not None:
+                return kept
             return tud.DataLoader(ds, batch_size=None, num_workers=workers)
 
+        started = (
+            "persistent workers started once (their start in the first pass)"
+            if persistent
+            else "workers started per epoch (included)"
+        )
         notes = (
             f"TorchDataset (Loader's arguments) in DataLoader(batch_size=None, "
-            f"num_workers={workers}); workers started per epoch (included); worker 0 "
+            f"num_workers={workers}); {started}; worker 0 "
             "runs the one engine, batches travel through shared slabs"
         )
         return make, notes, None
@@ -366,7 +386,7 @@ def _step_plan(args: argparse.Namespace) -> list[tuple[float, int]]:
 def _order_variants(system: str) -> list[dict[str, int]]:
     if system == "shardfeed_loader":
         return [{"threads": 1}, {"threads": 3}]
-    if system == "shardfeed_torch_2w":
+    if system in ("shardfeed_torch_2w", "shardfeed_torch_2w_persistent"):
         return [{"workers": 0}, {"workers": 1}, {"workers": 3}]
     if system == "diy_dataloader_2w":
         return [{"workers": 1}]
