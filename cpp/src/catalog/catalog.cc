@@ -35,6 +35,7 @@
 #include "catalog/listing.h"
 #include "catalog/partition.h"
 #include "catalog/remote_fs.h"
+#include "catalog/table_formats.h"
 #include "catalog/unify.h"
 #include "shardfeed/status.h"
 #include "util/deadline_file.h"
@@ -371,10 +372,14 @@ arrow::Status CatalogBuilder::List(const std::vector<std::string>& sources) {
     while (base.size() > 1 && base.back() == '/') base.pop_back();
     ARROW_ASSIGN_OR_RAISE(auto tables,
                           ReadDeltaTables(*catalog.fs_, base, files, raw, options.remote_timeout));
+    std::vector<std::string> delta_roots;
     for (const auto& table : tables) {
       catalog.delta_tables_.push_back(
           {table.root, table.version, static_cast<int64_t>(table.files.size())});
+      delta_roots.push_back(table.root);
     }
+    ARROW_RETURN_NOT_OK(
+        CheckTableFormats(*catalog.fs_, base, files, delta_roots, raw, options.remote_timeout));
     DeltaFilter delta(tables);
     for (auto& child : files) {
       if (!child.IsFile()) continue;
