@@ -293,6 +293,31 @@ def test_two_columns_of_one_name_fail_only_when_used(tmp_path):
             shardfeed.Loader(root, **kw)
 
 
+def test_a_column_renamed_only_in_case_fails_only_when_used(tmp_path):
+    """Spark and Hive match names case-insensitively, so one column may be spelled
+    ``UserId`` in old files and ``userid`` in new ones: each spelling would read as
+    nulls in the other's files (and fill_null would hide it), so using either names
+    both spellings and a file of each."""
+    root = evolved(
+        tmp_path,
+        pa.table({"id": [0, 1], "UserId": [10, 11]}),
+        pa.table({"id": [2], "userid": [12]}),
+    )
+    assert epoch(root, columns=["id"])["id"].tolist() == [0, 1, 2]
+    for kw in ({}, {"columns": ["userid"]}, {"columns": ["UserId"], "fill_null": 0}):
+        with pytest.raises(shardfeed.SchemaMismatchError) as e:
+            shardfeed.Loader(root, **kw)
+        message = str(e.value)
+        for part in ("'UserId'", "'userid'", "part-0.parquet", "part-1.parquet", "only in case"):
+            assert part in message, (part, message)
+    # Two columns of one file that differ in case are two columns.
+    both = tmp_path / "both"
+    both.mkdir()
+    pq.write_table(pa.table({"A": [1], "a": [2]}), both / "f.parquet")
+    got = epoch(both)
+    assert (got["A"].tolist(), got["a"].tolist()) == ([1], [2])
+
+
 def test_evolved_stream_is_the_same_for_any_thread_count(tmp_path):
     for i in range(4):
         t = pa.table(

@@ -1,6 +1,7 @@
 #include "catalog/unify.h"
 
 #include <algorithm>
+#include <cctype>
 #include <map>
 
 #include <arrow/type.h>
@@ -220,13 +221,61 @@ void SchemaUnifier::Add(const std::string& rel_path, const arrow::Schema& schema
     }
   }
   maps_.push_back(std::move(map));
+  files_.push_back(rel_path);
+}
+
+namespace {
+
+std::string Lower(const std::string& name) {
+  std::string out = name;
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+}  // namespace
+
+std::string SchemaUnifier::CaseTwin(size_t c, const std::vector<size_t>& same_lower) const {
+  const std::string& name = columns_[c].info.field->name();
+  for (const size_t d : same_lower) {
+    const std::string& other = columns_[d].info.field->name();
+    if (d == c || other == name) continue;
+    // Twins when no file has both: one column renamed, as a case-insensitive
+    // writer (Spark, Hive) sees it.  Two columns of one file are two columns.
+    const bool together = std::any_of(maps_.begin(), maps_.end(), [&](const auto& map) {
+      return c < map.size() && d < map.size() && map[c] >= 0 && map[d] >= 0;
+    });
+    if (together) continue;
+    auto first_with = [&](size_t k) {
+      for (size_t f = 0; f < maps_.size(); ++f) {
+        if (k < maps_[f].size() && maps_[f][k] >= 0) return files_[f];
+      }
+      return std::string();
+    };
+    return "column '" + name + "' is in " + std::to_string(columns_[c].present) +
+           " file(s) (such as '" + first_with(c) + "') and '" + other + "' in " +
+           std::to_string(columns_[d].present) + " other(s) (such as '" + first_with(d) +
+           "'): names that differ only in case, which Spark and Hive read as one column; "
+           "shardfeed matches names exactly, so each would read as nulls in the other's files. "
+           "Rewrite one set of files with the other spelling, or leave both out with "
+           "columns=[...]";
+  }
+  return "";
 }
 
 std::vector<UnifiedColumn> SchemaUnifier::Columns() const {
   std::vector<UnifiedColumn> out;
-  for (const auto& column : columns_) {
+  std::map<std::string, std::vector<size_t>> by_lower;  // lower-case name -> columns
+  for (size_t c = 0; c < columns_.size(); ++c) {
+    by_lower[Lower(columns_[c].info.field->name())].push_back(c);
+  }
+  for (size_t c = 0; c < columns_.size(); ++c) {
+    const auto& column = columns_[c];
     UnifiedColumn info = column.info;
     info.missing_files = static_cast<int64_t>(maps_.size()) - column.present;
+    const auto& same_lower = by_lower[Lower(info.field->name())];
+    if (info.conflict.empty() && info.missing_files > 0 && same_lower.size() > 1) {
+      info.conflict = CaseTwin(c, same_lower);
+    }
     if (!info.conflict.empty()) {
       info.field =
           info.field->WithMetadata(arrow::key_value_metadata({kConflictKey}, {info.conflict}));

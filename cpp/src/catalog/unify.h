@@ -63,8 +63,14 @@ class SchemaUnifier {
     std::string type_file;  // a file that has the column's first type
     int64_t present = 0;
   };
+  // For column c: the conflict message when another column of `same_lower`
+  // (the columns whose lower-case names are c's) differs from it only in case
+  // and no file has both; else "".
+  std::string CaseTwin(size_t c, const std::vector<size_t>& same_lower) const;
+
   std::vector<Column> columns_;
   std::vector<std::vector<int>> maps_;
+  std::vector<std::string> files_;  // rel_path of each added file
   std::shared_ptr<arrow::Schema> first_;
   bool uniform_ = true;
 };

@@ -120,6 +120,31 @@ TEST(Unify, TwoColumnsOfOneNameInAFileAreAConflict) {
   EXPECT_EQ(unifier.FieldMaps()[0], (std::vector<int>{0, 2}));
 }
 
+TEST(Unify, NamesDifferingOnlyInCaseInDisjointFilesAreAConflict) {
+  auto i64 = arrow::int64();
+  SchemaUnifier unifier;
+  unifier.Add("a", *arrow::schema({arrow::field("UserId", i64), arrow::field("x", i64)}));
+  unifier.Add("b", *arrow::schema({arrow::field("userid", i64), arrow::field("x", i64)}));
+  unifier.Add("c", *arrow::schema({arrow::field("userid", i64)}));
+  auto columns = unifier.Columns();
+  ASSERT_EQ(columns.size(), 3u);
+  EXPECT_NE(columns[0].conflict.find("'UserId' is in 1 file(s) (such as 'a') and 'userid' in 2"),
+            std::string::npos)
+      << columns[0].conflict;
+  EXPECT_NE(columns[2].conflict.find("'userid' is in 2 file(s) (such as 'b') and 'UserId' in 1"),
+            std::string::npos)
+      << columns[2].conflict;
+  EXPECT_NE(columns[0].field->metadata(), nullptr);
+  // x is missing from file c, but no other column is spelled like it.
+  EXPECT_TRUE(columns[1].conflict.empty()) << columns[1].conflict;
+
+  // Two columns of one file that differ in case are two columns.
+  SchemaUnifier both;
+  both.Add("a", *arrow::schema({arrow::field("A", i64), arrow::field("a", i64)}));
+  both.Add("b", *arrow::schema({arrow::field("a", i64)}));
+  for (const auto& c : both.Columns()) EXPECT_TRUE(c.conflict.empty()) << c.conflict;
+}
+
 TEST(Unify, UniformFilesKeepTheirSchema) {
   SchemaUnifier unifier;
   auto schema = arrow::schema({arrow::field("x", arrow::int32(), false)});
