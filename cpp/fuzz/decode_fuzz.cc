@@ -13,7 +13,9 @@
 #include "exec/stage_clock.h"
 #include "fuzz_util.h"
 #include "shardfeed/catalog.h"
+#include "shardfeed/vocabulary.h"
 #include "transform/layout.h"
+#include "util/string_array.h"
 
 namespace {
 
@@ -31,6 +33,33 @@ uint64_t Touch(const shardfeed::DecodedColumn& c) {
   return sum;
 }
 
+// Whether the column holds strings (or binary ids), alone or in lists: the
+// columns HashBucket and Vocabulary take.
+bool HoldsStrings(const arrow::DataType& type) {
+  const arrow::DataType* t = &type;
+  if (arrow::is_list_like(t->id()) && t->id() != arrow::Type::MAP) {
+    t = static_cast<const arrow::BaseListType&>(*t).value_type().get();
+  }
+  if (t->id() == arrow::Type::DICTIONARY) {
+    t = static_cast<const arrow::DictionaryType&>(*t).value_type().get();
+  }
+  return shardfeed::IsStringLike(t->id());
+}
+
+shardfeed::TransformSpec StringTransform(const std::string& column, bool vocabulary) {
+  shardfeed::TransformSpec t;
+  t.column = column;
+  if (vocabulary) {
+    t.op = shardfeed::TransformOp::kVocabulary;
+    t.vocabulary = shardfeed::VocabularyTable::Make({"n0", "n1", "", "a"}).ValueOrDie();
+    t.n = -1;
+  } else {
+    t.op = shardfeed::TransformOp::kHashBucket;
+    t.n = 97;
+  }
+  return t;
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -43,11 +72,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!catalog.ok()) return 0;
   OutputOptions options;
   options.fill_null = 0.0;  // nulls filled, so that decoding goes on past them
-  // Every column as itself; then every plain number column as a stack of
-  // its own, which the tile read decodes (exec/tile_read.h).
-  OutputOptions stacked = options;
-  stacked.all_columns = false;
+  // Every column as itself, strings hashed; the string columns alone through
+  // a Vocabulary; then every plain number column as a stack of its own, which
+  // the tile read decodes (exec/tile_read.h).
+  OutputOptions mapped = options;
+  mapped.all_columns = false;
+  OutputOptions stacked = mapped;
   for (const auto& field : (*catalog)->schema()->fields()) {
+    if (HoldsStrings(*field->type())) {
+      options.transforms.push_back(StringTransform(field->name(), false));
+      mapped.columns.push_back(field->name());
+      mapped.transforms.push_back(StringTransform(field->name(), true));
+    }
     switch (field->type()->id()) {
       case arrow::Type::FLOAT:
       case arrow::Type::DOUBLE:
@@ -63,8 +99,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   hooks.clock = std::make_shared<StageClock>(false);
   volatile uint64_t sink = 0;
   const auto groups = static_cast<int32_t>((*catalog)->row_groups().size());
-  for (const auto* spec : {&options, &stacked}) {
-    if (spec->stacks.empty() && spec == &stacked) break;
+  for (const auto* spec : {&options, &mapped, &stacked}) {
+    if ((spec == &mapped && mapped.columns.empty()) ||
+        (spec == &stacked && stacked.stacks.empty())) {
+      continue;
+    }
     auto layout = MakeLayout(*(*catalog)->schema(), *spec);
     if (!layout.ok()) continue;  // no column shardfeed can hand out
     for (int32_t rg = 0; rg < groups; ++rg) {

@@ -66,7 +66,24 @@ def seeds() -> dict[str, bytes]:
         ),
         "one_column.parquet": parquet_bytes(pa.table({"v": np.arange(20, dtype=np.int32)})),
         "empty.parquet": parquet_bytes(t.slice(0, 0)),
+        "categorical.parquet": parquet_bytes(categorical(10), row_group_size=4),
     }
+
+
+def categorical(rows: int) -> pa.Table:
+    """Strings in lists, dictionaries and fixed-width ids, with nulls at every level."""
+    tags = [None if i % 4 == 3 else [f"n{(i + j) % 3}" if j != 1 else None for j in range(i % 3)]
+            for i in range(rows)]  # fmt: skip
+    pairs = [None if i % 5 == 2 else ["a", None if i % 2 else "n1"] for i in range(rows)]
+    return pa.table(
+        {
+            "tags": pa.array(tags, pa.list_(pa.string())),
+            "pair": pa.array(pairs, pa.list_(pa.string(), 2)),
+            "cat": pa.array([f"n{i % 2}" for i in range(rows)]).dictionary_encode(),
+            "uid": pa.array([bytes([i]) * 16 for i in range(rows)], pa.binary(16)),
+            "x": np.arange(rows, dtype=np.float32),
+        }
+    )
 
 
 def lying_footers() -> dict[str, bytes]:
