@@ -40,13 +40,21 @@ void RegisterTransforms(nb::module_& m) {
       .def_prop_rw(
           "values",
           [](const TransformSpec& t) {
-            return t.vocabulary ? t.vocabulary->values() : std::vector<std::string>{};
+            std::vector<nb::bytes> out;
+            if (t.vocabulary) {
+              for (const auto& v : t.vocabulary->values()) out.emplace_back(v.data(), v.size());
+            }
+            return out;
           },
-          [](TransformSpec& t, std::vector<std::string> values) {
+          [](TransformSpec& t, const std::vector<nb::bytes>& values) {
+            std::vector<std::string> owned;
+            owned.reserve(values.size());
+            for (const auto& v : values) owned.emplace_back(v.c_str(), v.size());
             ReleaseGil release;
-            t.vocabulary = Unwrap(VocabularyTable::Make(std::move(values)));
+            t.vocabulary = Unwrap(VocabularyTable::Make(std::move(owned)));
           },
-          "Vocabulary: the values (setting it builds the lookup table once).")
+          "Vocabulary: the values as bytes (str values as their UTF-8); setting it builds "
+          "the lookup table once.")
       .def_prop_rw(
           "dtype", [](const TransformSpec& t) { return std::string(DTypeName(t.dtype)); },
           [](TransformSpec& t, const std::string& name) {

@@ -3,6 +3,8 @@ through HashBucket, Vocabulary and shardfeed.vocabulary, checked against Python.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import uuid
 from collections import Counter
 from pathlib import Path
@@ -249,3 +251,24 @@ def test_files_with_other_list_encodings_map_alike(tmp_path):
         want, _ = padded([[f(v) or 0 for v in r] for r in one * 3])
         assert got["t"].tolist() == want
     assert shardfeed.vocabulary(tmp_path, "t") == ["us", "", "ca", "ü"]
+
+
+def test_vocabulary_of_bytes_maps_binary_ids(tmp_path):
+    ids = [uuid.UUID(int=i % 5).bytes for i in range(20)] + [None]
+    root = write(tmp_path, pa.array(ids, pa.binary(16)), rg=6)
+    values = [uuid.UUID(int=3).bytes, uuid.UUID(int=1).bytes]
+    got = read(root, [Vocabulary("t", values, oov=-1)])
+    index = {v: k + 1 for k, v in enumerate(values)}
+    assert got["t"].tolist() == [-1 if v is None else index.get(v, -1) for v in ids]
+    # A str stands for its UTF-8 bytes: the same table, the same duplicate check.
+    text = write(tmp_path / "s", pa.array(["ü", "a", None]))
+    assert read(text, [Vocabulary("t", ["ü".encode(), "a"])])["t"].tolist() == [1, 2, 0]
+    with pytest.raises(shardfeed.InvalidArgumentError, match=r"listed twice.*column 't'"):
+        shardfeed.Loader(text, columns=["t"], transforms=[Vocabulary("t", ["a", b"a"])])
+    with pytest.raises(TypeError, match="strings"):
+        Vocabulary("t", [1])  # type: ignore[list-item]
+    # Lists of str keep the digest earlier versions gave (state dicts stay valid);
+    # bytes give their own.
+    blob = json.dumps(["us", "ü"], ensure_ascii=False).encode()
+    assert Vocabulary("t", ["us", "ü"]).spec()["values_sha256"] == hashlib.sha256(blob).hexdigest()
+    assert Vocabulary("t", [b"us", "ü"]).spec() != Vocabulary("t", ["us", "ü"]).spec()

@@ -123,11 +123,13 @@ class TransformSpec:
     def b_values(self, arg: Sequence[float], /) -> None: ...
 
     @property
-    def values(self) -> list[str]:
-        """Vocabulary: the values (setting it builds the lookup table once)."""
+    def values(self) -> list[bytes]:
+        """
+        Vocabulary: the values as bytes (str values as their UTF-8); setting it builds the lookup table once.
+        """
 
     @values.setter
-    def values(self, arg: Sequence[str], /) -> None: ...
+    def values(self, arg: Sequence[bytes], /) -> None: ...
 
     @property
     def dtype(self) -> str: ...

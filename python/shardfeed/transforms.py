@@ -334,9 +334,11 @@ class Vocabulary(Transform):
     the list, and a null, becomes ``oov`` (so a null never raises here).
 
     Exact: bytes are compared after a hash probe, so two strings never share an
-    index.  Takes string, large_string, string_view and dictionary<string>
-    columns (pandas and polars categoricals), and lists of them (element by
-    element: a null element is ``oov``), as the column's first transform.
+    index.  A value may be ``bytes`` (a UUID's 16 bytes for a fixed_size_binary
+    column); a ``str`` stands for its UTF-8 bytes.  Takes string, large_string,
+    string_view, binary and dictionary<string> columns (pandas and polars
+    categoricals), and lists of them (element by element: a null element is
+    ``oov``), as the column's first transform.
     Build ``values`` with ``shardfeed.vocabulary(source, column)``.
 
     The lookup table is built once, in C++, when the transform is first used.
@@ -345,7 +347,7 @@ class Vocabulary(Transform):
     of millions of ids keeps state dicts small.
     """
 
-    values: Sequence[str] = field(default_factory=tuple)
+    values: Sequence[str | bytes] = field(default_factory=tuple)
     oov: int = 0
 
     def __post_init__(self) -> None:
@@ -356,9 +358,10 @@ class Vocabulary(Transform):
             )
         values = tuple(self.values)
         for v in values:
-            if not isinstance(v, str):
+            if not isinstance(v, (str, bytes)):
                 raise ArgumentTypeError(
-                    f"Vocabulary on column '{self.column}': values must be strings, got {v!r}"
+                    f"Vocabulary on column '{self.column}': values must be strings (or bytes, "
+                    f"for binary ids), got {v!r}"
                 )
         if isinstance(self.oov, bool) or not isinstance(self.oov, int):
             raise ArgumentTypeError(
@@ -371,7 +374,9 @@ class Vocabulary(Transform):
         object.__setattr__(self, "values", values)
 
     def spec(self) -> dict[str, Any]:
-        blob = json.dumps(list(self.values), ensure_ascii=False).encode()
+        # Strings as themselves (the digest earlier versions gave), bytes as hex.
+        shown = [v if isinstance(v, str) else {"hex": v.hex()} for v in self.values]
+        blob = json.dumps(shown, ensure_ascii=False).encode()
         return {"op": "Vocabulary", "column": self.column, "num_values": len(self.values),
                 "values_sha256": hashlib.sha256(blob).hexdigest(), "oov": self.oov}  # fmt: skip
 
@@ -383,7 +388,7 @@ class Vocabulary(Transform):
             cached = self._base()
             cached.n = self.oov
             try:
-                cached.values = list(self.values)
+                cached.values = [v.encode() if isinstance(v, str) else v for v in self.values]
             except InvalidArgumentError as e:  # a duplicate value
                 raise InvalidArgumentError(f"{e} (column '{self.column}')") from None
             object.__setattr__(self, "_core", cached)
