@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -62,13 +63,20 @@ def venv_python() -> Path:
 
 
 def _torch_requirement() -> str:
-    """The project's torch release (``2.13.0`` of ``2.13.0+cpu``), else any torch."""
+    """The running interpreter's torch release (``2.13.0`` of ``2.13.0+cpu``), else the
+    one ``scripts/setup.sh`` pins: an unpinned ``torch`` would pull a multi-GB CUDA build
+    (and, without its CUDA libraries, one that does not import)."""
     try:
         import torch
 
         return f"torch=={torch.__version__.split('+')[0]}"
     except ImportError:
-        return "torch"
+        pass
+    setup = BENCH_DIR.parent / "scripts" / "setup.sh"
+    found = re.search(r"torch==([0-9][0-9.]*)", setup.read_text()) if setup.is_file() else None
+    if found is None:
+        raise SystemExit(f"petastorm env: no torch here and no torch pin in {setup}")
+    return f"torch=={found.group(1)}"
 
 
 def _wanted() -> dict[str, Any]:
