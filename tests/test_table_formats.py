@@ -57,8 +57,8 @@ def test_an_iceberg_table_is_refused_naming_it_and_what_to_pass(tmp_path, metada
     assert "Apache Iceberg table" in message
     assert f"source '{table}'" in message
     assert "plan_files()" in message  # what to pass instead
-    # Its data folder given alone, with or without a trailing slash.
-    for source in (table / "data", f"{table / 'data'}/"):
+    # Its data folder, or a partition folder in it, given alone.
+    for source in (table / "data", f"{table / 'data'}/", table / "data" / "day=1"):
         with pytest.raises(shardfeed.InvalidArgumentError, match=r"folder above it.*Iceberg"):
             shardfeed.Loader(source)
     # A table below the folder given is named by its path under it.
@@ -117,7 +117,8 @@ def test_an_iceberg_table_on_s3_is_refused_too(tmp_path):
         uri = server.upload_folder(table, "lake", "events")
         with pytest.raises(shardfeed.InvalidArgumentError, match="Apache Iceberg table"):
             shardfeed.Loader(uri)
-        with pytest.raises(shardfeed.InvalidArgumentError, match=r"folder above it.*Iceberg"):
-            shardfeed.Loader(server.uri("lake", "events/data"))
+        for below in ("events/data", "events/data/day=1"):
+            with pytest.raises(shardfeed.InvalidArgumentError, match=r"folder above.*Iceberg"):
+                shardfeed.Loader(server.uri("lake", below))
         new = server.uri("lake", "events/data/day=1/00000-1-new.parquet")
         assert ids(new) == [100, 101, 102, 103]

@@ -128,11 +128,17 @@ arrow::Status CheckTableFormats(arrow::fs::FileSystem& fs, const std::string& ba
                                    [&](const Table& t) { return t.root == table->root; });
     if (!known) tables.push_back(std::move(*table));
   }
-  const auto [parent, name] = arrow::fs::internal::GetAbstractPathParent(base);
-  if (tables.empty() && name == "data" && !parent.empty()) {
-    ARROW_ASSIGN_OR_RAISE(auto metadata,
-                          IcebergMetadataIn(fs, parent + "/metadata", remote_timeout));
-    if (metadata) tables.push_back({parent, Format::kIceberg, "metadata/" + *metadata});
+  // An Iceberg table's data/ folder, or a partition folder below it, given on
+  // its own: the table's metadata/ is beside a "data" folder above.
+  for (std::string dir = base; tables.empty() && !dir.empty();) {
+    auto [parent, name] = arrow::fs::internal::GetAbstractPathParent(dir);
+    if (parent.empty() || parent == dir) break;
+    if (name == "data") {
+      ARROW_ASSIGN_OR_RAISE(auto metadata,
+                            IcebergMetadataIn(fs, parent + "/metadata", remote_timeout));
+      if (metadata) tables.push_back({parent, Format::kIceberg, "metadata/" + *metadata});
+    }
+    dir = std::move(parent);
   }
   for (const auto& file : listed) {
     for (const auto& t : tables) {

@@ -20,9 +20,10 @@ namespace shardfeed {
 // folder `base`, shown as `shown` in errors) is a data file of an Iceberg or
 // Hudi table below or at `base`; tables whose root is in `delta_roots` (Delta
 // tables that also write Iceberg metadata) are read through their Delta log
-// and pass.  When `base` is itself a folder named "data", its sibling
-// "metadata" folder is looked at too (the data folder of an Iceberg table
-// given on its own), within `remote_timeout` seconds on a remote filesystem.
+// and pass.  For each folder named "data" at or above `base`, its sibling
+// "metadata" folder is looked at too (an Iceberg table's data folder, or a
+// partition folder in it, given on its own), within `remote_timeout` seconds
+// each on a remote filesystem.
 arrow::Status CheckTableFormats(arrow::fs::FileSystem& fs, const std::string& base,
                                 const std::vector<arrow::fs::FileInfo>& listed,
                                 const std::vector<std::string>& delta_roots,
