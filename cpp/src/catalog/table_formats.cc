@@ -23,12 +23,9 @@ struct Table {
   std::string marker;  // the file that gave it away, relative to the root
 };
 
-bool EndsWith(std::string_view s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
-}
-
 bool IsIcebergMetadata(std::string_view name) {
-  return name.size() > 14 && EndsWith(name, ".metadata.json");
+  constexpr std::string_view kSuffix = ".metadata.json";
+  return name.size() > kSuffix.size() && name.ends_with(kSuffix);
 }
 
 // The table `path` marks: <root>/metadata/*.metadata.json (Iceberg) or
@@ -89,10 +86,10 @@ arrow::Status Refuse(const Table& t, const std::string& base, const std::string&
                    tail);
 }
 
-// Iceberg metadata in folder `dir` (not below it), within the timeout.
-arrow::Result<std::optional<std::string>> IcebergMetadataIn(arrow::fs::FileSystem& fs,
-                                                            const std::string& dir,
-                                                            double timeout) {
+// The name of an Iceberg metadata file in folder `dir` (not below it), if one
+// is found within the timeout; a folder that cannot be listed has none.
+std::optional<std::string> IcebergMetadataIn(arrow::fs::FileSystem& fs, const std::string& dir,
+                                             double timeout) {
   arrow::fs::FileSelector selector;
   selector.base_dir = dir;
   selector.allow_not_found = true;
@@ -103,12 +100,12 @@ arrow::Result<std::optional<std::string>> IcebergMetadataIn(arrow::fs::FileSyste
           : CallBefore<std::vector<arrow::fs::FileInfo>>(
                 [keep = fs.shared_from_this(), selector] { return keep->GetFileInfo(selector); },
                 DeadlineAfter(timeout), timeout, nullptr);
-  if (!listing.ok()) return std::optional<std::string>();  // not a folder we can look into
+  if (!listing.ok()) return std::nullopt;
   for (const auto& info : *listing) {
-    const auto name = arrow::fs::internal::GetAbstractPathParent(info.path()).second;
-    if (info.IsFile() && IsIcebergMetadata(name)) return std::optional<std::string>(name);
+    auto name = arrow::fs::internal::GetAbstractPathParent(info.path()).second;
+    if (info.IsFile() && IsIcebergMetadata(name)) return name;
   }
-  return std::optional<std::string>();
+  return std::nullopt;
 }
 
 }  // namespace
@@ -134,8 +131,7 @@ arrow::Status CheckTableFormats(arrow::fs::FileSystem& fs, const std::string& ba
     auto [parent, name] = arrow::fs::internal::GetAbstractPathParent(dir);
     if (parent.empty() || parent == dir) break;
     if (name == "data") {
-      ARROW_ASSIGN_OR_RAISE(auto metadata,
-                            IcebergMetadataIn(fs, parent + "/metadata", remote_timeout));
+      const auto metadata = IcebergMetadataIn(fs, parent + "/metadata", remote_timeout);
       if (metadata) tables.push_back({parent, Format::kIceberg, "metadata/" + *metadata});
     }
     dir = std::move(parent);

@@ -36,6 +36,12 @@ constexpr char kSupported[] =
     "supported: bool, integers, floats, dates, times, timestamps, durations, decimals, and "
     "fixed-size or variable-length lists of those";
 
+// The transforms that take strings, spelled for `column`, for error hints.
+std::string StringTransforms(const std::string& column) {
+  return "HashBucket(\"" + column + "\", num_buckets=...) or Vocabulary(\"" + column +
+         "\", values=...)";
+}
+
 const char* UnitName(arrow::TimeUnit::type unit) {
   switch (unit) {
     case arrow::TimeUnit::SECOND:
@@ -130,11 +136,8 @@ arrow::Result<DType> ValueDType(const arrow::DataType& type, const std::string& 
         values = static_cast<const arrow::DictionaryType&>(type).value_type().get();
       }
       if (IsStringLike(values->id())) {
-        hint =
-            "; strings are accepted by HashBucket and Vocabulary: map it to ids with "
-            "HashBucket(\"" +
-            column + "\", num_buckets=...) or Vocabulary(\"" + column +
-            "\", values=...), or leave it out with columns=";
+        hint = "; strings are accepted by HashBucket and Vocabulary: map it to ids with " +
+               StringTransforms(column) + ", or leave it out with columns=";
       }
       return Error(ErrorKind::kUnsupportedType, "column '" + column + "' has type " +
                                                     type.ToString() +
@@ -206,9 +209,8 @@ class FieldResolver {
       if (!maybe_raw.ok() && shape != ColumnShape::kScalar && IsStringLike(value_type->id())) {
         return Error(ErrorKind::kUnsupportedType,
                      "column '" + name + "' has type " + type.ToString() +
-                         ": its elements are strings; map them to ids with HashBucket(\"" + name +
-                         "\", num_buckets=...) or Vocabulary(\"" + name +
-                         "\", values=...), or leave it out with columns=[...]");
+                         ": its elements are strings; map them to ids with " +
+                         StringTransforms(name) + ", or leave it out with columns=[...]");
       }
       if (!maybe_raw.ok() && shape != ColumnShape::kScalar) {
         // Say it of the list, whose elements no transform maps.
