@@ -38,6 +38,7 @@ def hudi(root: Path) -> Path:
     (root / "p=1").mkdir(parents=True)
     (root / ".hoodie").mkdir()
     (root / ".hoodie" / "hoodie.properties").write_text("hoodie.table.name=t\n")
+    (root / "p=1" / ".hoodie_partition_metadata").write_text("partitionDepth=1\n")
     pq.write_table(part(0), root / "p=1" / "fg1_0-1-0_20240101.parquet")
     pq.write_table(part(0), root / "p=1" / "fg1_0-2-0_20240102.parquet")
     return root
@@ -82,6 +83,17 @@ def test_a_hudi_table_is_refused(tmp_path):
     with pytest.raises(shardfeed.InvalidArgumentError, match=r"Apache Hudi table.*inputFiles"):
         shardfeed.Loader(table)
     assert ids(table / "p=1" / "fg1_0-2-0_20240102.parquet") == [0, 1, 2, 3]
+    # Its partition folder given alone, with either kind of partition marker.
+    with pytest.raises(
+        shardfeed.InvalidArgumentError, match=r"'.*/p=1' is a partition folder of an Apache Hudi"
+    ):
+        shardfeed.Loader(table / "p=1")
+    marker = table / "p=1" / ".hoodie_partition_metadata"
+    marker.rename(marker.with_name(".hoodie_partition_metadata.parquet"))
+    with pytest.raises(shardfeed.InvalidArgumentError, match=r"partition folder of an Apache Hudi"):
+        shardfeed.Loader(table / "p=1")
+    # The files named one by one are read as named.
+    assert ids(str(table / "p=1" / "*.parquet")) == [0, 0, 1, 1, 2, 2, 3, 3]
 
 
 def test_lookalikes_are_read(tmp_path):

@@ -20,7 +20,8 @@ enum class Format { kIceberg, kHudi };
 struct Table {
   std::string root;
   Format format;
-  std::string marker;  // the file that gave it away, relative to the root
+  std::string marker;      // the file that gave it away, relative to the root
+  bool partition = false;  // `root` is a partition folder of the table, not its root
 };
 
 bool IsIcebergMetadata(std::string_view name) {
@@ -29,9 +30,14 @@ bool IsIcebergMetadata(std::string_view name) {
 }
 
 // The table `path` marks: <root>/metadata/*.metadata.json (Iceberg) or
-// <root>/.hoodie/hoodie.properties (Hudi).
+// <root>/.hoodie/hoodie.properties (Hudi); or the Hudi partition folder it
+// marks, <partition>/.hoodie_partition_metadata (a `.parquet` or `.orc` one
+// too), which every Hudi writer puts in each partition folder.
 std::optional<Table> TableOf(const std::string& path) {
   const auto [dir, name] = arrow::fs::internal::GetAbstractPathParent(path);
+  if (!dir.empty() && name.starts_with(".hoodie_partition_metadata")) {
+    return Table{dir, Format::kHudi, name, true};
+  }
   const auto [root, folder] = arrow::fs::internal::GetAbstractPathParent(dir);
   if (root.empty()) return std::nullopt;
   if (folder == "metadata" && IsIcebergMetadata(name)) {
@@ -77,7 +83,10 @@ arrow::Status Refuse(const Table& t, const std::string& base, const std::string&
                      tail);
   }
   return Error(ErrorKind::kInvalidArgument,
-               head + " is an Apache Hudi table (it has " + t.marker +
+               head +
+                   (t.partition ? " is a partition folder of an Apache Hudi table (it has "
+                                : " is an Apache Hudi table (it has ") +
+                   t.marker +
                    "): its folders keep several versions of each file group, which only its "
                    "timeline tells apart, and shardfeed does not read Hudi's timeline. Pass the "
                    "files of the snapshot to read, e.g. "
