@@ -618,3 +618,37 @@ def test_string_view_columns_filter_and_pass_filters(tmp_path: Path) -> None:
     (batch,) = list(ld)
     assert batch["id"].tolist() == [0, 2, 3] and batch["s"].tolist() == [1, 3, 0]
     assert loader_ids(tmp_path, [("s", "in", ["a", "c"])]).tolist() == [0, 2]
+
+
+@settings(
+    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    cells=st.lists(st.decimals(-1000, 1000, places=3, allow_nan=False), min_size=1, max_size=40),
+    bound=st.decimals(-1000, 1000, places=4, allow_nan=False),
+    op=st.sampled_from(["==", "!=", "<", "<=", ">", ">="]),
+)
+def test_a_decimal_column_takes_decimal_values_as_its_rows_are_delivered(
+    tmp_path: Path, cells: list[Any], bound: Any, op: str
+) -> None:
+    """A Decimal bound is compared as its nearest float64, as each row is delivered."""
+    path = tmp_path / "d.parquet"
+    pq.write_table(
+        pa.table({"i": np.arange(len(cells)), "d": pa.array(cells, pa.decimal128(9, 3))}), path
+    )
+    compare = {
+        "==": np.equal,
+        "!=": np.not_equal,
+        "<": np.less,
+        "<=": np.less_equal,
+        ">": np.greater,
+        ">=": np.greater_equal,
+    }[op]
+    delivered = np.array([float(c) for c in cells])
+    expected = np.flatnonzero(compare(delivered, float(bound)))
+    with shardfeed.Loader(
+        path, batch_size=64, shuffle=False, drop_last=False, output="numpy", columns=["i"],
+        filter=[("d", op, bound)],
+    ) as ld:  # fmt: skip
+        got = np.concatenate([b["i"] for b in ld]) if len(expected) else np.array([], np.int64)
+    np.testing.assert_array_equal(got, expected)

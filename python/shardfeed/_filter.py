@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import decimal
 import hashlib
 import json
 import math
@@ -164,6 +165,12 @@ def _value(kind: str, unit: str, value: Any, where: str) -> Any:
         if isinstance(value, (bool, np.bool_)):
             return bool(value)
         raise ArgumentTypeError(f"{where}: a bool column takes True/False, got {value!r}")
+    if kind == "float" and isinstance(value, decimal.Decimal):
+        # A decimal column is delivered as the nearest float64 of each value: a
+        # Decimal bound is compared as its own nearest float64, as the rows are.
+        if value.is_nan():
+            raise InvalidArgumentError(f"{where}: NaN is not a filter value")
+        return float(value)
     if kind in ("int", "float"):
         if isinstance(value, (bool, np.bool_)) or not isinstance(
             value, (int, float, np.integer, np.floating)
