@@ -67,6 +67,7 @@ def seeds() -> dict[str, bytes]:
         "one_column.parquet": parquet_bytes(pa.table({"v": np.arange(20, dtype=np.int32)})),
         "empty.parquet": parquet_bytes(t.slice(0, 0)),
         "categorical.parquet": parquet_bytes(categorical(10), row_group_size=4),
+        "structs.parquet": parquet_bytes(structs(10), row_group_size=4),
     }
 
 
@@ -84,6 +85,20 @@ def categorical(rows: int) -> pa.Table:
             "x": np.arange(rows, dtype=np.float32),
         }
     )
+
+
+def structs(rows: int) -> pa.Table:
+    """Structs in structs, nullable at every level, with a list and a string inside."""
+    inner = [None if i % 4 == 1 else {"v": None if i % 3 == 0 else float(i), "l": [i] * (i % 3)}
+             for i in range(rows)]  # fmt: skip
+    outer = [
+        None if i % 5 == 3 else {"id": i, "in": inner[i], "tag": f"t{i % 2}"} for i in range(rows)
+    ]
+    inner_type = pa.struct([("v", pa.float64()), ("l", pa.list_(pa.int32()))])
+    outer_type = pa.struct(
+        [pa.field("id", pa.int64(), nullable=False), ("in", inner_type), ("tag", pa.string())]
+    )
+    return pa.table({"s": pa.array(outer, outer_type), "x": np.arange(rows, dtype=np.float32)})
 
 
 def lying_footers() -> dict[str, bytes]:

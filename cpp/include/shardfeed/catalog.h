@@ -36,9 +36,13 @@ struct FileEntry {
   // The footer, read once, without its row groups (schema, key-value
   // metadata); each row group keeps its own part (RowGroupEntry::footer).
   std::shared_ptr<parquet::FileMetaData> metadata;
-  // Dataset schema field -> this file's top-level field, -1 when the file
-  // lacks the column (it reads as null) or it is a partition column.
+  // Dataset schema field -> this file's field, -1 when the file lacks the
+  // column (it reads as null) or it is a partition column.  A file's fields
+  // are its top-level columns with struct fields flattened (`user.age`).
   std::vector<int> field_map;
+  // Only in a file with struct columns: the leaf columns of each of its
+  // fields.  Empty otherwise, where field i is top-level column i.
+  std::vector<std::vector<int>> struct_leaves;
   // One value per Catalog::partition_schema() field (a null scalar for
   // __HIVE_DEFAULT_PARTITION__); what filters on partitions prune by.
   std::vector<std::shared_ptr<arrow::Scalar>> partition_values;

@@ -44,6 +44,7 @@
 #include "util/parquet_error.h"
 #include "util/read_properties.h"
 #include "util/redact.h"
+#include "util/struct_fields.h"
 
 namespace shardfeed {
 
@@ -111,7 +112,11 @@ std::string Relative(const std::string& root, const std::string& path) {
 // files are never held at once.
 struct Footer {
   std::shared_ptr<parquet::FileMetaData> metadata;  // without row groups
-  std::shared_ptr<arrow::Schema> schema;
+  std::shared_ptr<arrow::Schema> schema;            // top-level fields (what the fingerprint says)
+  // Structs flattened (util/struct_fields.h): what the dataset's columns are
+  // made of; the same as `schema` in a file without struct columns.
+  std::shared_ptr<arrow::Schema> flat_schema;
+  std::vector<std::vector<int>> struct_leaves;  // FileEntry::struct_leaves
   int64_t num_rows = 0;
   struct Part {
     int index = 0;  // in the file
@@ -165,9 +170,24 @@ arrow::Result<std::optional<Footer>> ReadFooter(arrow::fs::FileSystem& fs, const
     return Error(st.IsNotImplemented() ? ErrorKind::kUnsupportedType : ErrorKind::kInvalidData,
                  context + ": cannot map the Parquet schema to Arrow: " + st.message());
   }
+  footer.flat_schema = footer.schema;
+  auto manifest = MakeManifest(*footer.metadata);
+  if (!manifest.ok()) {
+    return Error(ErrorKind::kInvalidData, context + ": cannot map the Parquet schema to Arrow: " +
+                                              manifest.status().message());
+  }
+  if (HasStructs(*manifest)) {
+    arrow::FieldVector flat_fields;
+    for (const auto& flat : FlattenStructs(*manifest)) {
+      flat_fields.push_back(flat.field);
+      footer.struct_leaves.emplace_back();
+      CollectLeaves(*flat.node, &footer.struct_leaves.back());
+    }
+    footer.flat_schema = arrow::schema(std::move(flat_fields));
+  }
   static const bool utf8_ready = (arrow::util::InitializeUTF8(), true);  // its tables, once
   (void)utf8_ready;
-  for (const auto& field : footer.schema->fields()) {
+  for (const auto& field : footer.flat_schema->fields()) {
     // Python takes names as UTF-8 (a flipped footer byte made one that was not).
     if (!arrow::util::ValidateUTF8(field->name())) {
       return Error(ErrorKind::kInvalidData,
@@ -547,7 +567,7 @@ arrow::Status CatalogBuilder::Build(std::vector<std::optional<Footer>> footers) 
   FingerprintHash hash;
   SchemaUnifier unifier;
   // The first file with rows decides the fingerprint's schema (else the first file).
-  std::shared_ptr<arrow::Schema> first_schema;
+  std::shared_ptr<arrow::Schema> first_schema, first_flat;
   bool first_has_rows = false;
   std::vector<int32_t> kept;  // listed index of each catalog file
   for (size_t i = 0; i < listed.size(); ++i) {
@@ -557,10 +577,11 @@ arrow::Status CatalogBuilder::Build(std::vector<std::optional<Footer>> footers) 
     const bool has_rows = footer.num_rows > 0;
     if (!first_schema || (!first_has_rows && has_rows)) {
       first_schema = footer.schema;
+      first_flat = footer.flat_schema;
       first_has_rows = has_rows;
     }
     if (!has_rows) continue;  // zero-row files are skipped
-    unifier.Add(rel, *footer.schema);
+    unifier.Add(rel, *footer.flat_schema);
     FileEntry entry;
     entry.path = listed[i].info.path();
     entry.rel_path = rel;
@@ -586,10 +607,11 @@ arrow::Status CatalogBuilder::Build(std::vector<std::optional<Footer>> footers) 
     }
     hash.Update("\n");
     entry.metadata = std::move(footer.metadata);
+    entry.struct_leaves = std::move(footer.struct_leaves);
     catalog.files_.push_back(std::move(entry));
     kept.push_back(static_cast<int32_t>(i));
   }
-  if (kept.empty() && first_schema) unifier.Add("", *first_schema);  // only zero-row files
+  if (kept.empty() && first_schema) unifier.Add("", *first_flat);  // only zero-row files
   ARROW_RETURN_NOT_OK(SetSchema(unifier, kept));
   // The digest of earlier versions when the files agree; else the promoted schema.
   if (first_schema) {

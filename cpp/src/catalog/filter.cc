@@ -28,10 +28,26 @@
 #include "storage/open.h"
 #include "util/parquet_error.h"
 #include "util/read_properties.h"
+#include "util/struct_fields.h"
 
 namespace shardfeed {
 
 namespace {
+
+// The leaf column of the file's field `in_file` (structs flattened), -1 where
+// the field is no single unrepeated leaf (a list's, a map's).
+int FieldLeaf(const FileEntry& file, int in_file) {
+  if (in_file < 0) return -1;
+  const auto& pq_schema = *file.metadata->schema();
+  if (!file.struct_leaves.empty()) {
+    if (static_cast<size_t>(in_file) >= file.struct_leaves.size()) return -1;
+    const auto& leaves = file.struct_leaves[static_cast<size_t>(in_file)];
+    if (leaves.size() != 1 || leaves[0] < 0 || leaves[0] >= pq_schema.num_columns()) return -1;
+    return pq_schema.Column(leaves[0])->max_repetition_level() == 0 ? leaves[0] : -1;
+  }
+  if (in_file >= pq_schema.group_node()->field_count()) return -1;
+  return pq_schema.ColumnIndex(*pq_schema.group_node()->field(in_file));
+}
 
 namespace cp = arrow::compute;
 
@@ -339,8 +355,7 @@ struct FilterRunner {
       }
       return ConstantPasses(b, value);
     }
-    const auto& pq_schema = *file.metadata->schema();
-    const int leaf = pq_schema.ColumnIndex(*pq_schema.group_node()->field(in_file));
+    const int leaf = FieldLeaf(file, in_file);
     if (leaf < 0) return Reach::kSome;
     if (!*footer) {
       ARROW_ASSIGN_OR_RAISE(*footer, RowGroupFooter(rg));
@@ -388,22 +403,20 @@ struct FilterRunner {
       const RowGroupEntry& rg, const std::vector<std::vector<const Bound*>>& alive,
       RgOutcome* out) {
     const auto& file = catalog.files()[static_cast<size_t>(rg.file)];
-    const auto& pq_schema = *file.metadata->schema();
-    std::vector<int> fields, leaves;
+    std::vector<int> fields, in_files, leaves;
     for (const auto& c : alive) {
       for (const Bound* b : c) {
         if (std::find(fields.begin(), fields.end(), b->field) != fields.end()) continue;
         fields.push_back(b->field);
         const int in_file =
             file.field_map.empty() ? b->field : file.field_map[static_cast<size_t>(b->field)];
-        const int leaf = in_file < 0 || in_file >= pq_schema.group_node()->field_count()
-                             ? -1
-                             : pq_schema.ColumnIndex(*pq_schema.group_node()->field(in_file));
+        const int leaf = FieldLeaf(file, in_file);
         if (leaf < 0) {  // MayPass evaluates such columns without reading them
           return Error(ErrorKind::kUnsupportedType,
                        "filter on column '" + b->pred->column + "': not a column of this file");
         }
         leaves.push_back(leaf);
+        in_files.push_back(in_file);
       }
     }
     // Through a read tracker (remote reads retried), so that a failed read
@@ -422,7 +435,15 @@ struct FilterRunner {
       auto reader =
           parquet::arrow::FileReader::Make(arrow::default_memory_pool(), std::move(pq), props);
       if (!reader.ok()) return failed(reader.status());
-      auto read = (*reader)->ReadRowGroup(0, leaves);  // the footer's only one
+      const auto flat = FlattenStructs((*reader)->manifest());  // what in_file counts
+      std::vector<const FlatField*> read_fields;
+      for (int in_file : in_files) {
+        if (static_cast<size_t>(in_file) >= flat.size()) {
+          return Error(ErrorKind::kInvalidData, "the file has fewer columns than its footer said");
+        }
+        read_fields.push_back(&flat[static_cast<size_t>(in_file)]);
+      }
+      auto read = ReadFlatFields(**reader, 0, read_fields);  // the footer's only row group
       if (!read.ok()) return failed(read.status());
       table = *read;
     } catch (...) {

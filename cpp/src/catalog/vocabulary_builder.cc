@@ -25,6 +25,7 @@
 #include "util/memory.h"
 #include "util/read_properties.h"
 #include "util/string_array.h"
+#include "util/struct_fields.h"
 
 namespace shardfeed {
 
@@ -138,11 +139,13 @@ arrow::Status CountFile(const Catalog& catalog, int32_t f, int dataset_field, Co
     parquet::arrow::SchemaManifest manifest;
     ARROW_RETURN_NOT_OK(parquet::arrow::SchemaManifest::Make(
         file.metadata->schema(), file.metadata->key_value_metadata(), props, &manifest));
-    if (static_cast<size_t>(field) >= manifest.schema_fields.size()) {
+    const auto flat = FlattenStructs(manifest);  // the file's fields, as field_map counts them
+    if (static_cast<size_t>(field) >= flat.size()) {
       return Error(ErrorKind::kUnsupportedType, context + ": column is not a string column");
     }
     // The column's leaf: its own, or a list's elements'.
-    const parquet::arrow::SchemaField* node = &manifest.schema_fields[static_cast<size_t>(field)];
+    const FlatField& column = flat[static_cast<size_t>(field)];
+    const parquet::arrow::SchemaField* node = column.node;
     if (!node->is_leaf() && node->children.size() == 1) node = &node->children[0];
     if (!node->is_leaf()) {
       return Error(ErrorKind::kUnsupportedType,
@@ -162,7 +165,7 @@ arrow::Status CountFile(const Catalog& catalog, int32_t f, int dataset_field, Co
                                                  *footer);
       ARROW_ASSIGN_OR_RAISE(auto reader,
                             parquet::arrow::FileReader::Make(EnginePool(), std::move(pq), props));
-      auto table = reader->ReadRowGroup(0, {leaf});
+      auto table = ReadFlatFields(*reader, 0, {&column});
       if (!table.ok()) return WithContext(table.status(), rg_context);
       for (const auto& chunk : (*table)->column(0)->chunks()) {
         ARROW_RETURN_NOT_OK(WithContext(CountArray(*chunk, counts), rg_context));
@@ -203,7 +206,7 @@ arrow::Result<std::vector<std::string>> BuildVocabulary(const Catalog& catalog,
     values_type = static_cast<const arrow::BaseListType&>(*type).value_type().get();
   }
   if (values_type->id() == arrow::Type::DICTIONARY) {
-    values_type = static_cast<const arrow::DictionaryType&>(*type).value_type().get();
+    values_type = static_cast<const arrow::DictionaryType&>(*values_type).value_type().get();
   }
   if (!IsUtf8(values_type->id())) {
     return Error(ErrorKind::kUnsupportedType,

@@ -43,18 +43,11 @@
 #include "util/parquet_error.h"
 #include "util/read_properties.h"
 #include "util/string_array.h"
+#include "util/struct_fields.h"
 
 namespace shardfeed {
 
 namespace {
-
-void CollectLeaves(const parquet::arrow::SchemaField& field, std::vector<int>* out) {
-  if (field.is_leaf()) {
-    out->push_back(field.column_index);
-    return;
-  }
-  for (const auto& child : field.children) CollectLeaves(child, out);
-}
 
 // Marks element i*stride..(i+1)*stride null for every null entry i of `array`.
 void MarkNulls(const arrow::Array& array, int64_t stride, int64_t count, DecodedColumn* out) {
@@ -349,29 +342,34 @@ arrow::Result<std::shared_ptr<arrow::Table>> ReadTable(
   const auto& rg = catalog.row_groups()[static_cast<size_t>(rg_index)];
   const auto& file = catalog.files()[static_cast<size_t>(rg.file)];
   const ErrorContext where{file.rel_path, rg.row_group, "", ""};
-  // Dataset columns map onto the file's own by name (field_map).
-  const auto& manifest = opened.reader->manifest();
-  std::vector<std::vector<int>> leaves(layout.fields.size());
+  // Dataset columns map onto the file's own by name (field_map), structs
+  // flattened as the catalog flattened them.
+  const auto flat = FlattenStructs(opened.reader->manifest());
+  std::vector<const FlatField*> fields(layout.fields.size(), nullptr);
   table_column->assign(layout.fields.size(), -1);
-  std::vector<int> all_leaves;
+  std::vector<const FlatField*> all_fields;
   int read_columns = 0;
   for (size_t i = 0; i < layout.fields.size(); ++i) {
     const int field = layout.fields[i];
     const int in_file = file.field_map.empty() ? field : file.field_map[static_cast<size_t>(field)];
     if (in_file < 0 || !wanted[i]) continue;
-    CollectLeaves(manifest.schema_fields[static_cast<size_t>(in_file)], &leaves[i]);
-    all_leaves.insert(all_leaves.end(), leaves[i].begin(), leaves[i].end());
+    if (static_cast<size_t>(in_file) >= flat.size()) {
+      return Error(ErrorKind::kInvalidData,
+                   context + ": the file has fewer columns than its footer said");
+    }
+    fields[i] = &flat[static_cast<size_t>(in_file)];
+    all_fields.push_back(fields[i]);
     (*table_column)[i] = read_columns++;
   }
-  if (all_leaves.empty()) return nullptr;
+  if (all_fields.empty()) return nullptr;
 
-  auto read =
-      [&](const std::vector<int>& leaf_columns) -> arrow::Result<std::shared_ptr<arrow::Table>> {
+  auto read = [&](const std::vector<const FlatField*>& some)
+      -> arrow::Result<std::shared_ptr<arrow::Table>> {
     BEGIN_PARQUET_CATCH
-    return opened.reader->ReadRowGroup(0, leaf_columns);  // the footer's only one
+    return ReadFlatFields(*opened.reader, 0, some);  // the footer's only row group
     END_PARQUET_CATCH(ErrorContext{}, IoOutcome::kReadOk)
   };
-  auto maybe_table = read(all_leaves);
+  auto maybe_table = read(all_fields);
   if (!maybe_table.ok()) {
     // A file rewritten during the read fails in whatever way its new bytes
     // make Arrow fail ("file too short", a bad page): say what happened.
@@ -382,8 +380,8 @@ arrow::Result<std::shared_ptr<arrow::Table>> ReadTable(
     }
     // Single out the column that fails, so the message can name it.
     for (size_t i = 0; i < layout.fields.size(); ++i) {
-      if (leaves[i].empty()) continue;
-      auto single = read(leaves[i]);
+      if (!fields[i]) continue;
+      auto single = read({fields[i]});
       if (!single.ok())
         return opened.Failed(single.status(), where.WithColumn(layout.field_names[i]));
     }
@@ -462,13 +460,13 @@ std::vector<int> TileLeaves(const Catalog& catalog, int32_t rg_index, const Layo
   const auto& rg = catalog.row_groups()[static_cast<size_t>(rg_index)];
   const auto& file = catalog.files()[static_cast<size_t>(rg.file)];
   const auto metadata = opened.reader->parquet_reader()->metadata();
+  const auto fields = FlattenStructs(opened.reader->manifest());
   std::vector<int> leaves;
   for (int s : plan.sources) {
     const auto f = static_cast<size_t>(s);
     const int field = layout.fields[f];
     const int in_file = file.field_map.empty() ? field : file.field_map[static_cast<size_t>(field)];
-    const auto leaf =
-        TileLeaf(layout, f, in_file, opened.reader->manifest(), *metadata, plan.matrix_dtype);
+    const auto leaf = TileLeaf(layout, f, in_file, fields, *metadata, plan.matrix_dtype);
     leaves.push_back(leaf.value_or(-1));
   }
   return leaves;

@@ -132,12 +132,13 @@ TEST(Decode, TheTileReadTakesOnlyPlainNumbersOfTheMatrixType) {
                                                    &manifest)
                   .ok());
   // Fields of the layout: id (0), x (1); the file's columns: id, x, v.
-  EXPECT_EQ(TileLeaf(f.layout, 0, 0, manifest, *footer, DType::kInt64), 0);
-  EXPECT_EQ(TileLeaf(f.layout, 1, 1, manifest, *footer, DType::kFloat32), 1);
-  EXPECT_FALSE(TileLeaf(f.layout, 1, 1, manifest, *footer, DType::kFloat64));   // a cast
-  EXPECT_FALSE(TileLeaf(f.layout, 1, 2, manifest, *footer, DType::kFloat32));   // a list
-  EXPECT_FALSE(TileLeaf(f.layout, 1, -1, manifest, *footer, DType::kFloat32));  // not in the file
-  EXPECT_FALSE(TileLeaf(f.layout, 1, 7, manifest, *footer, DType::kFloat32));
+  const auto fields = FlattenStructs(manifest);
+  EXPECT_EQ(TileLeaf(f.layout, 0, 0, fields, *footer, DType::kInt64), 0);
+  EXPECT_EQ(TileLeaf(f.layout, 1, 1, fields, *footer, DType::kFloat32), 1);
+  EXPECT_FALSE(TileLeaf(f.layout, 1, 1, fields, *footer, DType::kFloat64));   // a cast
+  EXPECT_FALSE(TileLeaf(f.layout, 1, 2, fields, *footer, DType::kFloat32));   // a list
+  EXPECT_FALSE(TileLeaf(f.layout, 1, -1, fields, *footer, DType::kFloat32));  // not in the file
+  EXPECT_FALSE(TileLeaf(f.layout, 1, 7, fields, *footer, DType::kFloat32));
 }
 
 TEST(Decode, AFileRemovedAfterCataloguingIsReportedAsChanged) {

@@ -94,6 +94,19 @@ std::vector<RowGroupFootprint> EstimateFootprints(const Catalog& catalog, const 
         wanted[in_file] = i;
       }
     }
+    if (!file.struct_leaves.empty()) {           // fields are structs' fields too: their own leaves
+      std::vector<std::pair<int, size_t>> read;  // (leaf, layout field), in leaf order
+      for (const auto& [in_file, i] : wanted) {
+        if (static_cast<size_t>(in_file) >= file.struct_leaves.size()) continue;
+        for (int c : file.struct_leaves[static_cast<size_t>(in_file)]) read.emplace_back(c, i);
+      }
+      std::sort(read.begin(), read.end());
+      for (const auto& [c, i] : read) {
+        leaves[f].push_back(c);
+        field_of_leaf[f].push_back(i);
+      }
+      continue;
+    }
     for (int c = 0; c < schema->num_columns(); ++c) {
       const int top = schema->group_node()->FieldIndex(*schema->GetColumnRoot(c));
       auto it = wanted.find(top);

@@ -105,15 +105,18 @@ std::optional<double> MemberFill(const Layout& layout, size_t field, double stac
 
 // TileLeaf, throwing where Parquet's accessors do.
 std::optional<int> TileLeafOrThrow(const Layout& layout, size_t field, int in_file,
-                                   const parquet::arrow::SchemaManifest& manifest,
+                                   const std::vector<FlatField>& fields,
                                    const parquet::FileMetaData& metadata, DType matrix_dtype) {
-  if (in_file < 0 || static_cast<size_t>(in_file) >= manifest.schema_fields.size()) return {};
+  if (in_file < 0) return {};
   if (!layout.field_transforms[field].empty() || layout.field_from_strings[field]) return {};
   if (layout.field_raw_dtypes[field] != matrix_dtype ||
       layout.field_dtypes[field] != matrix_dtype) {
     return {};
   }
-  const auto& schema_field = manifest.schema_fields[static_cast<size_t>(in_file)];
+  // A struct's field is read as any column: a value where its definition
+  // level is the greatest, a null where the field or a struct above it is.
+  if (static_cast<size_t>(in_file) >= fields.size()) return {};
+  const auto& schema_field = *fields[static_cast<size_t>(in_file)].node;
   if (!schema_field.is_leaf() || !schema_field.field) return {};
   const auto plain = PlainNumber(schema_field.field->type()->id());
   if (!plain || plain->first != matrix_dtype) return {};
@@ -145,12 +148,12 @@ std::optional<int> TileLeafOrThrow(const Layout& layout, size_t field, int in_fi
 }  // namespace
 
 std::optional<int> TileLeaf(const Layout& layout, size_t field, int in_file,
-                            const parquet::arrow::SchemaManifest& manifest,
+                            const std::vector<FlatField>& fields,
                             const parquet::FileMetaData& metadata, DType matrix_dtype) {
   // Parquet's accessors throw on a footer they find inconsistent (a chunk's
   // type unlike its column's): the generic read then says what is wrong.
   try {
-    return TileLeafOrThrow(layout, field, in_file, manifest, metadata, matrix_dtype);
+    return TileLeafOrThrow(layout, field, in_file, fields, metadata, matrix_dtype);
   } catch (...) {
     return std::nullopt;
   }

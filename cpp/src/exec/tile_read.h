@@ -24,6 +24,7 @@
 
 #include "shardfeed/batch.h"
 #include "transform/layout.h"
+#include "util/struct_fields.h"
 
 namespace shardfeed {
 
@@ -36,8 +37,9 @@ inline constexpr int64_t kTileRows = 2048;
 // a flat column whose Arrow type is that dtype with no conversion (float32 /
 // float64 / int32 / int64 from FLOAT / DOUBLE / INT32 / INT64), with no
 // transform; without a fill, one whose statistics count no null.
+// `fields`: the file's (FlattenStructs of its manifest), which `in_file` indexes.
 std::optional<int> TileLeaf(const Layout& layout, size_t field, int in_file,
-                            const parquet::arrow::SchemaManifest& manifest,
+                            const std::vector<FlatField>& fields,
                             const parquet::FileMetaData& metadata, DType matrix_dtype);
 
 // How a tile read ended.

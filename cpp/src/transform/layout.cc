@@ -34,7 +34,7 @@ bool IsPandasIndex(const std::string& name) {
 
 constexpr char kSupported[] =
     "supported: bool, integers, floats, dates, times, timestamps, durations, decimals, and "
-    "fixed-size or variable-length lists of those";
+    "fixed-size or variable-length lists of those, also as fields of structs ('s.a')";
 
 // The transforms that take strings, spelled for `column`, for error hints.
 std::string StringTransforms(const std::string& column) {

@@ -1,0 +1,99 @@
+#include "util/struct_fields.h"
+
+#include <gtest/gtest.h>
+
+#include <arrow/api.h>
+#include <arrow/io/memory.h>
+#include <arrow/json/from_string.h>
+#include <parquet/arrow/reader.h>
+#include <parquet/arrow/writer.h>
+
+namespace shardfeed {
+namespace {
+
+std::shared_ptr<arrow::Array> Json(const std::shared_ptr<arrow::DataType>& type,
+                                   const std::string& json) {
+  return arrow::json::ArrayFromJSONString(type, json).ValueOrDie();
+}
+
+// s: struct<a: int32 not null, in: struct<b: float>> (nullable), x: int64;
+// s is null in row 1, s.in in row 2.
+std::shared_ptr<arrow::Buffer> StructFile() {
+  auto in_type = arrow::struct_({arrow::field("b", arrow::float32())});
+  auto s_type = arrow::struct_(
+      {arrow::field("a", arrow::int32(), /*nullable=*/false), arrow::field("in", in_type)});
+  auto s = Json(s_type, R"([{"a": 1, "in": {"b": 0.5}}, null, {"a": 3, "in": null}])");
+  auto x = Json(arrow::int64(), "[7, 8, 9]");
+  auto schema = arrow::schema(
+      arrow::FieldVector{arrow::field("s", s_type), arrow::field("x", arrow::int64())});
+  auto table = arrow::Table::Make(schema, arrow::ArrayVector{s, x});
+  auto sink = arrow::io::BufferOutputStream::Create().ValueOrDie();
+  EXPECT_TRUE(parquet::arrow::WriteTable(*table, arrow::default_memory_pool(), sink, 3).ok());
+  return sink->Finish().ValueOrDie();
+}
+
+std::unique_ptr<parquet::arrow::FileReader> Open(const std::shared_ptr<arrow::Buffer>& data) {
+  return parquet::arrow::OpenFile(std::make_shared<arrow::io::BufferReader>(data),
+                                  arrow::default_memory_pool())
+      .ValueOrDie();
+}
+
+TEST(StructFields, FlattenedByPathInSchemaOrder) {
+  auto reader = Open(StructFile());
+  const auto& manifest = reader->manifest();
+  EXPECT_TRUE(HasStructs(manifest));
+  const auto flat = FlattenStructs(manifest);
+  ASSERT_EQ(flat.size(), 3u);
+  EXPECT_EQ(flat[0].field->name(), "s.a");
+  EXPECT_TRUE(flat[0].field->nullable());  // a not-null field of a nullable struct
+  EXPECT_EQ(flat[0].path, (std::vector<std::string>{"a"}));
+  EXPECT_EQ(flat[1].field->name(), "s.in.b");
+  EXPECT_EQ(flat[1].path, (std::vector<std::string>{"in", "b"}));
+  EXPECT_EQ(flat[2].field->name(), "x");
+  EXPECT_TRUE(flat[2].path.empty());
+  EXPECT_EQ(flat[2].top, 1);
+  EXPECT_EQ(FlatSchema(manifest)->field(1)->name(), "s.in.b");
+}
+
+TEST(StructFields, ReadsEachFieldWithTheNullsOfTheStructsAboveIt) {
+  auto reader = Open(StructFile());
+  const auto flat = FlattenStructs(reader->manifest());
+  // Out of schema order, two fields of one struct and a top-level column.
+  auto table = ReadFlatFields(*reader, 0, {&flat[2], &flat[1], &flat[0]});
+  ASSERT_TRUE(table.ok()) << table.status().ToString();
+  ASSERT_EQ((*table)->num_columns(), 3);
+  EXPECT_EQ((*table)->field(0)->name(), "x");
+  EXPECT_EQ((*table)->field(1)->name(), "s.in.b");
+  EXPECT_EQ((*table)->field(2)->name(), "s.a");
+  auto b = (*table)->column(1)->chunk(0);
+  EXPECT_TRUE(b->IsValid(0));
+  EXPECT_TRUE(b->IsNull(1));  // s is null
+  EXPECT_TRUE(b->IsNull(2));  // s.in is null
+  auto a = (*table)->column(2)->chunk(0);
+  EXPECT_EQ(a->null_count(), 1);  // not null in the file, but its struct is
+  EXPECT_TRUE(a->IsNull(1));
+  EXPECT_EQ(std::static_pointer_cast<arrow::Int32Array>(a)->Value(2), 3);
+  EXPECT_EQ(std::static_pointer_cast<arrow::Int64Array>((*table)->column(0)->chunk(0))->Value(1),
+            8);
+}
+
+TEST(StructFields, AFileWithoutStructsIsItsTopLevel) {
+  auto x = Json(arrow::int64(), "[1, 2]");
+  auto l = Json(arrow::list(arrow::int32()), "[[1], null]");
+  auto schema = arrow::schema(
+      arrow::FieldVector{arrow::field("x", arrow::int64()), arrow::field("l", l->type())});
+  auto table = arrow::Table::Make(schema, arrow::ArrayVector{x, l});
+  auto sink = arrow::io::BufferOutputStream::Create().ValueOrDie();
+  ASSERT_TRUE(parquet::arrow::WriteTable(*table, arrow::default_memory_pool(), sink, 2).ok());
+  auto reader = Open(sink->Finish().ValueOrDie());
+  EXPECT_FALSE(HasStructs(reader->manifest()));
+  const auto flat = FlattenStructs(reader->manifest());
+  ASSERT_EQ(flat.size(), 2u);
+  EXPECT_EQ(flat[1].field.get(), reader->manifest().schema_fields[1].field.get());
+  auto read = ReadFlatFields(*reader, 0, {&flat[1]});
+  ASSERT_TRUE(read.ok());
+  EXPECT_EQ((*read)->column(0)->type()->id(), arrow::Type::LIST);
+}
+
+}  // namespace
+}  // namespace shardfeed

@@ -1,0 +1,279 @@
+"""Struct columns: each field of a struct (``user.age``) is a column of its own,
+null where the struct is, checked against pyarrow's own flattening."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+import shardfeed
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from shardfeed.transforms import HashBucket, Vocabulary
+
+from .conftest import digest
+
+INNER = pa.struct([("c", pa.float64()), ("d", pa.list_(pa.float32()))])
+OUTER = pa.struct([("a", pa.int32()), ("b", INNER), ("e", pa.string())])
+FILL = -7.0
+
+FLOATS = st.floats(-1e6, 1e6, allow_nan=False, width=32)
+INNERS = st.one_of(
+    st.none(),
+    st.fixed_dictionaries(
+        {
+            "c": st.one_of(st.none(), st.floats(-1e9, 1e9, allow_nan=False)),
+            "d": st.one_of(st.none(), st.lists(st.one_of(st.none(), FLOATS), max_size=4)),
+        }
+    ),
+)
+ROWS = st.lists(
+    st.one_of(
+        st.none(),
+        st.fixed_dictionaries(
+            {
+                "a": st.one_of(st.none(), st.integers(-(2**31), 2**31 - 1)),
+                "b": INNERS,
+                "e": st.one_of(st.none(), st.sampled_from(["x", "y", "zz", ""])),
+            }
+        ),
+    ),
+    min_size=1,
+    max_size=50,
+)
+
+
+def flattened(table: pa.Table) -> pa.Table:
+    """pyarrow's flattening, to the leaves: a struct's nulls are its fields' nulls."""
+    while any(pa.types.is_struct(f.type) for f in table.schema):
+        table = table.flatten()
+    return table
+
+
+def loader_rows(source: Any, columns: list[str], **kw: Any) -> dict[str, np.ndarray]:
+    kw.setdefault("fill_null", FILL)
+    with shardfeed.Loader(
+        source,
+        batch_size=10_000,
+        shuffle=False,
+        drop_last=False,
+        output="numpy",
+        columns=columns,
+        **kw,
+    ) as ld:
+        batches = list(ld)
+    assert len(batches) == 1
+    return batches[0]
+
+
+def filled(column: pa.ChunkedArray, fill: float = FILL) -> np.ndarray:
+    return column.fill_null(pa.scalar(fill).cast(column.type)).to_numpy()
+
+
+def padded(column: pa.ChunkedArray, fill: float = FILL) -> tuple[np.ndarray, np.ndarray]:
+    rows = [[fill if v is None else v for v in (r or [])] for r in column.to_pylist()]
+    longest = max((len(r) for r in rows), default=0)
+    out = np.zeros((len(rows), longest), np.float32)
+    for i, r in enumerate(rows):
+        out[i, : len(r)] = r
+    return out, np.array([len(r) for r in rows])
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(rows=ROWS, rg=st.integers(1, 20), threads=st.sampled_from([1, 3]))
+def test_struct_fields_are_what_pyarrow_flattens(tmp_path: Path, rows: list, rg: int, threads: int):
+    table = pa.table({"top": pa.array(range(len(rows)), pa.int64()), "s": pa.array(rows, OUTER)})
+    path = tmp_path / f"t{rg}-{threads}-{len(rows)}.parquet"
+    pq.write_table(table, path, row_group_size=rg)
+    ref = flattened(table)
+    assert ref.column_names == ["top", "s.a", "s.b.c", "s.b.d", "s.e"]
+    got = loader_rows(
+        path,
+        ["top", "s.a", "s.b.c", "s.b.d", "s.e"],
+        transforms=[HashBucket("s.e", 1_000)],
+        num_threads=threads,
+    )
+    np.testing.assert_array_equal(got["top"], np.arange(len(rows)))
+    np.testing.assert_array_equal(got["s.a"], filled(ref.column("s.a")))
+    assert got["s.a"].dtype == np.int32
+    np.testing.assert_array_equal(got["s.b.c"], filled(ref.column("s.b.c")))
+    values, lengths = padded(ref.column("s.b.d"))
+    np.testing.assert_array_equal(got["s.b.d_lengths"], lengths)
+    np.testing.assert_array_equal(got["s.b.d"][:, : values.shape[1]], values)
+    # A null string (or a null struct above it) is HashBucket's fill, as in a plain column.
+    plain = tmp_path / f"plain{rg}-{threads}-{len(rows)}.parquet"
+    pq.write_table(pa.table({"e": ref.column("s.e")}), plain)
+    np.testing.assert_array_equal(
+        got["s.e"], loader_rows(plain, ["e"], transforms=[HashBucket("e", 1_000)])["e"]
+    )
+
+
+def nested_table(n: int, seed: int, parent_nulls: bool) -> pa.Table:
+    rng = np.random.default_rng(seed)
+    mask = rng.random(n) < 0.2 if parent_nulls else None
+    inner = pa.StructArray.from_arrays(
+        [pa.array(rng.random(n, dtype=np.float32)), pa.array(rng.random(n, dtype=np.float32))],
+        names=["p", "q"],
+    )
+    outer = pa.StructArray.from_arrays(
+        [pa.array(rng.random(n, dtype=np.float32)), inner],
+        fields=[
+            pa.field("r", pa.float32(), nullable=False),
+            pa.field("in", inner.type, nullable=False),
+        ],
+        mask=pa.array(mask) if mask is not None else None,
+    )
+    f = pa.array(rng.random(n, dtype=np.float32))
+    fields = [pa.field("f", pa.float32()), pa.field("s", outer.type, nullable=parent_nulls)]
+    return pa.Table.from_arrays([f, outer], schema=pa.schema(fields))
+
+
+@pytest.mark.parametrize("parent_nulls", [False, True])
+def test_a_stack_of_struct_fields_is_the_flattened_columns(tmp_path: Path, parent_nulls: bool):
+    """Required structs (one definition level) and nullable ones (nulls from
+    the struct above): the stack's rows are the flattened columns'."""
+    table = nested_table(5_000, 1, parent_nulls)
+    pq.write_table(table, tmp_path / "n.parquet", row_group_size=1_500)
+    members = ["s.in.q", "f", "s.r", "s.in.p"]
+    got = loader_rows(tmp_path / "n.parquet", [], stack={"v": members})
+    ref = flattened(table)
+    expected = np.stack([filled(ref.column(m)) for m in members], axis=1)
+    np.testing.assert_array_equal(got["v"], expected)
+    assert got["v"].dtype == np.float32
+    if parent_nulls:
+        assert (got["v"][:, 0] == FILL).sum() == pc.sum(pc.is_null(table.column("s"))).as_py()
+        with pytest.raises(shardfeed.InvalidDataError, match=r"s\.r"):
+            loader_rows(tmp_path / "n.parquet", ["s.r"], fill_null=None)
+
+
+def test_struct_fields_evolve_across_files_as_columns_do(tmp_path: Path):
+    """A field added to a struct later, a widened field, a file without the
+    struct: matched by path, promoted, missing fields null."""
+    pq.write_table(
+        pa.table({"s": pa.array([{"a": 1}, {"a": 2}], pa.struct([("a", pa.int32())]))}),
+        tmp_path / "0.parquet",
+    )
+    pq.write_table(
+        pa.table(
+            {
+                "s": pa.array(
+                    [{"a": 3, "z": 0.5}, None],
+                    pa.struct([("a", pa.int64()), ("z", pa.float64())]),
+                )
+            }
+        ),
+        tmp_path / "1.parquet",
+    )
+    pq.write_table(pa.table({"other": [9]}), tmp_path / "2.parquet")
+    got = loader_rows(tmp_path, ["s.a", "s.z"])
+    np.testing.assert_array_equal(got["s.a"], [1, 2, 3, FILL, FILL])
+    assert got["s.a"].dtype == np.int64
+    np.testing.assert_array_equal(got["s.z"], [FILL, FILL, 0.5, FILL, FILL])
+    pq.write_table(
+        pa.table({"s": pa.array([{"a": "x"}], pa.struct([("a", pa.string())]))}),
+        tmp_path / "3.parquet",
+    )
+    with pytest.raises(shardfeed.SchemaMismatchError, match=r"s\.a"):
+        loader_rows(tmp_path, ["s.a"])
+    np.testing.assert_array_equal(loader_rows(tmp_path, ["s.z"])["s.z"][2], 0.5)
+
+
+def test_filters_on_struct_fields_prune_and_keep_the_rows_pyarrow_keeps(tmp_path: Path):
+    n = 4_000
+    a = np.arange(n, dtype=np.int64)
+    s = pa.StructArray.from_arrays(
+        [pa.array(a), pa.array(a * 0.5)],
+        names=["a", "b"],
+        mask=pa.array(a % 7 == 0),
+    )
+    table = pa.table({"id": a, "s": s})
+    pq.write_table(table, tmp_path / "f.parquet", row_group_size=500)
+    flt = [("s.a", ">=", 1_000), ("s.b", "<", 1_500.0)]
+    with shardfeed.Loader(
+        tmp_path / "f.parquet",
+        batch_size=100_000,
+        shuffle=False,
+        drop_last=False,
+        output="numpy",
+        columns=["id"],
+        filter=flt,
+    ) as ld:
+        got = np.concatenate([b["id"] for b in ld])
+        stats = ld.stats()
+    ref = flattened(table).filter((pc.field("s.a") >= 1_000) & (pc.field("s.b") < 1_500.0))
+    np.testing.assert_array_equal(got, ref.column("id").to_numpy())
+    assert stats["row_groups_decoded"] <= 5  # the statistics of s.a pruned the others
+
+
+def test_the_stream_over_structs_is_one_for_threads_workers_and_the_decoded_tier(
+    tmp_path: Path,
+):
+    data = tmp_path / "d"
+    data.mkdir()
+    for i in range(3):
+        pq.write_table(nested_table(3_000, i, True), data / f"{i}.parquet", row_group_size=700)
+    kw: dict[str, Any] = dict(
+        batch_size=256, seed=3, fill_null=0.0, stack={"v": ["s.r", "s.in.p"]}, columns=["s.in.q"]
+    )
+    base = digest(shardfeed.Loader(data, num_threads=1, **kw))
+    assert digest(shardfeed.Loader(data, num_threads=3, **kw)) == base
+    cache = tmp_path / "cache"
+    for _ in range(2):  # cold, then warm
+        ld = shardfeed.Loader(data, num_threads=2, cache_dir=cache, cache_decoded=True, **kw)
+        assert digest(ld) == base
+    assert ld.stats()["decoded_hits"] > 0
+    torch = pytest.importorskip("torch")
+    ds = shardfeed.TorchDataset(data, **kw)
+    dl = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=2)
+    assert digest(dl) == base
+
+
+def test_categorical_strings_in_structs(tmp_path: Path):
+    users = pa.array(
+        [{"country": c, "age": i} for i, c in enumerate(["us", "de", None, "us", "fr"])] + [None],
+        pa.struct([("country", pa.string()), ("age", pa.int32())]),
+    )
+    pq.write_table(pa.table({"user": users}), tmp_path / "u.parquet")
+    assert shardfeed.vocabulary(tmp_path, "user.country") == ["us", "de", "fr"]
+    got = loader_rows(
+        tmp_path,
+        ["user.country"],
+        transforms=[Vocabulary("user.country", ["us", "de", "fr"])],
+    )
+    np.testing.assert_array_equal(got["user.country"], [1, 2, 0, 1, 3, 0])
+
+
+def test_a_column_named_as_a_struct_field_is_named_in_the_error(tmp_path: Path):
+    table = pa.table(
+        {
+            "s.a": [1, 2],
+            "s": pa.array([{"a": 3}, {"a": 4}], pa.struct([("a", pa.int64())])),
+            "ok": [5, 6],
+        }
+    )
+    pq.write_table(table, tmp_path / "c.parquet")
+    with pytest.raises(shardfeed.SchemaMismatchError, match=r"more than one column named 's\.a'"):
+        loader_rows(tmp_path, ["s.a"])
+    np.testing.assert_array_equal(loader_rows(tmp_path, ["ok"])["ok"], [5, 6])
+
+
+def test_fields_the_loader_cannot_hand_out_are_named_by_their_path(tmp_path: Path):
+    table = pa.table(
+        {
+            "s": pa.array(
+                [{"m": [("k", 1)], "x": 1.0}],
+                pa.struct([("m", pa.map_(pa.string(), pa.int64())), ("x", pa.float64())]),
+            )
+        }
+    )
+    pq.write_table(table, tmp_path / "m.parquet")
+    with pytest.raises(shardfeed.UnsupportedTypeError, match=r"'s\.m'"):
+        loader_rows(tmp_path, None)
+    np.testing.assert_array_equal(loader_rows(tmp_path, ["s.x"])["s.x"], [1.0])
