@@ -277,3 +277,61 @@ def test_fields_the_loader_cannot_hand_out_are_named_by_their_path(tmp_path: Pat
     with pytest.raises(shardfeed.UnsupportedTypeError, match=r"'s\.m'"):
         loader_rows(tmp_path, None)
     np.testing.assert_array_equal(loader_rows(tmp_path, ["s.x"])["s.x"], [1.0])
+
+
+ITEM = pa.struct([("id", pa.int64()), ("price", pa.float32()), ("tag", pa.string())])
+ITEMS = st.lists(
+    st.one_of(
+        st.none(),
+        st.lists(
+            st.one_of(
+                st.none(),
+                st.fixed_dictionaries(
+                    {
+                        "id": st.one_of(st.none(), st.integers(-(2**40), 2**40)),
+                        "price": st.one_of(st.none(), FLOATS),
+                        "tag": st.one_of(st.none(), st.sampled_from(["a", "b", "ü"])),
+                    }
+                ),
+            ),
+            max_size=4,
+        ),
+    ),
+    min_size=1,
+    max_size=40,
+)
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(rows=ITEMS, rg=st.integers(1, 15), large=st.booleans())
+def test_a_list_of_structs_is_a_list_per_field(tmp_path: Path, rows: list, rg: int, large: bool):
+    """items: list<struct<id, price, tag>> gives items.id, items.price, items.tag,
+    each a list with the rows' lengths; a null element's fields are null."""
+    list_type = pa.large_list(ITEM) if large else pa.list_(ITEM)
+    path = tmp_path / f"i{rg}-{large}-{len(rows)}.parquet"
+    pq.write_table(pa.table({"items": pa.array(rows, list_type)}), path, row_group_size=rg)
+    got = loader_rows(
+        path, ["items.id", "items.price", "items.tag"], transforms=[HashBucket("items.tag", 97)]
+    )
+
+    def field(name: str) -> list[list[Any]]:
+        return [[None if e is None else e[name] for e in (r or [])] for r in rows]
+
+    lengths = np.array([len(r or []) for r in rows])
+    longest = int(lengths.max())
+    for name, dtype in [("id", np.int64), ("price", np.float32)]:
+        expected = np.zeros((len(rows), longest), dtype)
+        for i, r in enumerate(field(name)):
+            expected[i, : len(r)] = [FILL if v is None else v for v in r]
+        np.testing.assert_array_equal(got[f"items.{name}_lengths"], lengths)
+        np.testing.assert_array_equal(got[f"items.{name}"][:, :longest], expected)
+        assert got[f"items.{name}"].dtype == dtype
+    # Its strings hash as a list<string> column of the same values does.
+    plain = tmp_path / f"tags{rg}-{large}-{len(rows)}.parquet"
+    tags = [None if r is None else t for r, t in zip(rows, field("tag"), strict=True)]
+    pq.write_table(pa.table({"t": pa.array(tags, pa.list_(pa.string()))}), plain)
+    want = loader_rows(plain, ["t"], transforms=[HashBucket("t", 97)])
+    np.testing.assert_array_equal(got["items.tag"], want["t"])
+    np.testing.assert_array_equal(got["items.tag_lengths"], want["t_lengths"])

@@ -88,7 +88,8 @@ def categorical(rows: int) -> pa.Table:
 
 
 def structs(rows: int) -> pa.Table:
-    """Structs in structs, nullable at every level, with a list and a string inside."""
+    """Structs in structs, nullable at every level, with a list and a string inside; a
+    list of structs with null lists and null elements."""
     inner = [None if i % 4 == 1 else {"v": None if i % 3 == 0 else float(i), "l": [i] * (i % 3)}
              for i in range(rows)]  # fmt: skip
     outer = [
@@ -98,7 +99,19 @@ def structs(rows: int) -> pa.Table:
     outer_type = pa.struct(
         [pa.field("id", pa.int64(), nullable=False), ("in", inner_type), ("tag", pa.string())]
     )
-    return pa.table({"s": pa.array(outer, outer_type), "x": np.arange(rows, dtype=np.float32)})
+
+    def elements(i: int) -> list[dict[str, object] | None]:
+        return [None if j == 1 else {"id": j, "tag": f"t{j}"} for j in range(i % 4)]
+
+    items = [None if i % 6 == 4 else elements(i) for i in range(rows)]
+    items_type = pa.list_(pa.struct([("id", pa.int64()), ("tag", pa.string())]))
+    return pa.table(
+        {
+            "s": pa.array(outer, outer_type),
+            "items": pa.array(items, items_type),
+            "x": np.arange(rows, dtype=np.float32),
+        }
+    )
 
 
 def lying_footers() -> dict[str, bytes]:

@@ -21,24 +21,72 @@ bool IsStruct(const parquet::arrow::SchemaField& node) {
   return node.field && node.field->type()->id() == arrow::Type::STRUCT && !node.children.empty();
 }
 
-// Appends the columns of `node` (below the top-level field `top`, at `path`).
-void Flatten(const parquet::arrow::SchemaField& node, int top, std::vector<std::string>* path,
-             const std::string& name, bool nullable, std::vector<FlatField>* out) {
-  const bool any_null = nullable || node.field->nullable();
-  if (IsStruct(node)) {
-    for (const auto& child : node.children) {
-      path->push_back(child.field->name());
-      Flatten(child, top, path, name + "." + child.field->name(), any_null, out);
-      path->pop_back();
-    }
-    return;
+// The struct elements of a list of structs, else null.
+const parquet::arrow::SchemaField* StructElements(const parquet::arrow::SchemaField& node) {
+  if (!node.field || node.children.size() != 1) return nullptr;
+  const auto id = node.field->type()->id();
+  if (id != arrow::Type::LIST && id != arrow::Type::LARGE_LIST) return nullptr;
+  return IsStruct(node.children[0]) ? &node.children[0] : nullptr;
+}
+
+// Where the flattening stands: below the top-level field `top`, at `path`,
+// inside the list `list` (a list of structs; its elements at path[list_at]).
+struct At {
+  int top = 0;
+  std::vector<std::string> path;
+  std::string name;
+  bool nullable = false;  // a struct above (or the list) may be null
+  const parquet::arrow::SchemaField* list = nullptr;
+  int list_at = -1;
+  bool element_null = false;  // inside the list: an element (or a struct in it) may be null
+};
+
+void Flatten(const parquet::arrow::SchemaField& node, At* at, std::vector<FlatField>* out);
+
+void FlattenChildren(const parquet::arrow::SchemaField& parent, At* at,
+                     std::vector<FlatField>* out) {
+  const std::string name = at->name;
+  for (const auto& child : parent.children) {
+    at->path.push_back(child.field->name());
+    at->name = name + "." + child.field->name();
+    Flatten(child, at, out);
+    at->path.pop_back();
   }
-  FlatField flat;
-  flat.node = &node;
-  flat.top = top;
-  flat.path = *path;
-  flat.field = path->empty() ? node.field : node.field->WithName(name)->WithNullable(any_null);
-  out->push_back(std::move(flat));
+  at->name = name;
+}
+
+// Appends the columns of `node`.
+void Flatten(const parquet::arrow::SchemaField& node, At* at, std::vector<FlatField>* out) {
+  const At saved = *at;
+  (at->list ? at->element_null : at->nullable) |= node.field->nullable();
+  if (IsStruct(node)) {
+    FlattenChildren(node, at, out);
+  } else if (const auto* elements = at->list ? nullptr : StructElements(node)) {
+    // A list of structs: each field of its elements a list of its own.
+    at->list = &node;
+    at->list_at = static_cast<int>(at->path.size());
+    at->element_null = elements->field->nullable();
+    FlattenChildren(*elements, at, out);
+  } else {
+    FlatField flat;
+    flat.node = &node;
+    flat.top = at->top;
+    flat.path = at->path;
+    flat.list_at = at->list_at;
+    if (at->path.empty()) {
+      flat.field = node.field;
+    } else if (!at->list) {
+      flat.field = node.field->WithName(at->name)->WithNullable(at->nullable);
+    } else {
+      auto element = node.field->WithName("element")->WithNullable(at->element_null);
+      auto type = at->list->field->type()->id() == arrow::Type::LARGE_LIST
+                      ? arrow::large_list(std::move(element))
+                      : arrow::list(std::move(element));
+      flat.field = arrow::field(at->name, std::move(type), at->nullable);
+    }
+    out->push_back(std::move(flat));
+  }
+  *at = saved;
 }
 
 // The child named `name` of a struct chunk, with the struct's nulls merged in.
@@ -58,16 +106,52 @@ arrow::Result<std::shared_ptr<arrow::Array>> Child(const std::shared_ptr<arrow::
   return st.GetFlattenedField(at[0]);
 }
 
+// Field `f` of a chunk of its top-level column: the struct steps of its path;
+// at a list of structs, the rest of the path from the elements, as a list
+// with the list's offsets and nulls.
+arrow::Result<std::shared_ptr<arrow::Array>> Extract(std::shared_ptr<arrow::Array> chunk,
+                                                     const FlatField& f) {
+  for (size_t k = 0; k < f.path.size(); ++k) {
+    if (static_cast<int>(k) != f.list_at) {
+      ARROW_ASSIGN_OR_RAISE(chunk, Child(chunk, f.path[k]));
+      continue;
+    }
+    const auto id = chunk->type_id();
+    if (id != arrow::Type::LIST && id != arrow::Type::LARGE_LIST) {
+      return Error(ErrorKind::kInvalidData,
+                   "'" + f.path[k] + "': its list was read as " + chunk->type()->ToString());
+    }
+    auto values = id == arrow::Type::LIST
+                      ? static_cast<const arrow::ListArray&>(*chunk).values()
+                      : static_cast<const arrow::LargeListArray&>(*chunk).values();
+    for (size_t j = k; j < f.path.size(); ++j) {
+      ARROW_ASSIGN_OR_RAISE(values, Child(values, f.path[j]));
+    }
+    const bool element_null =
+        !arrow::is_list(f.field->type()->id()) ||
+        static_cast<const arrow::BaseListType&>(*f.field->type()).value_field()->nullable();
+    auto element = arrow::field("element", values->type(), element_null);
+    auto data = chunk->data()->Copy();
+    data->type = id == arrow::Type::LIST ? arrow::list(std::move(element))
+                                         : arrow::large_list(std::move(element));
+    data->child_data = {values->data()};
+    return arrow::MakeArray(std::move(data));
+  }
+  return chunk;
+}
+
 }  // namespace
 
 std::vector<FlatField> FlattenStructs(const parquet::arrow::SchemaManifest& manifest) {
   std::vector<FlatField> out;
   out.reserve(manifest.schema_fields.size());
-  std::vector<std::string> path;
   for (size_t i = 0; i < manifest.schema_fields.size(); ++i) {
     const auto& node = manifest.schema_fields[i];
     if (!node.field) continue;
-    Flatten(node, static_cast<int>(i), &path, node.field->name(), false, &out);
+    At at;
+    at.top = static_cast<int>(i);
+    at.name = node.field->name();
+    Flatten(node, &at, &out);
   }
   return out;
 }
@@ -79,7 +163,8 @@ std::shared_ptr<arrow::Schema> FlatSchema(const parquet::arrow::SchemaManifest& 
 }
 
 bool HasStructs(const parquet::arrow::SchemaManifest& manifest) {
-  return std::any_of(manifest.schema_fields.begin(), manifest.schema_fields.end(), IsStruct);
+  return std::any_of(manifest.schema_fields.begin(), manifest.schema_fields.end(),
+                     [](const auto& node) { return IsStruct(node) || StructElements(node); });
 }
 
 arrow::Result<parquet::arrow::SchemaManifest> MakeManifest(const parquet::FileMetaData& metadata) {
@@ -127,11 +212,9 @@ arrow::Result<std::shared_ptr<arrow::Table>> ReadFlatFields(
                                                 table->field(static_cast<int>(pos))->name() + "'");
     }
     arrow::ArrayVector chunks;
-    for (auto chunk : column->chunks()) {
-      for (const auto& name : f->path) {
-        ARROW_ASSIGN_OR_RAISE(chunk, Child(chunk, name));
-      }
-      chunks.push_back(std::move(chunk));
+    for (const auto& chunk : column->chunks()) {
+      ARROW_ASSIGN_OR_RAISE(auto field, Extract(chunk, *f));
+      chunks.push_back(std::move(field));
     }
     // (As read: a string field read as a dictionary is one.)
     auto type = chunks.empty() ? f->field->type() : chunks[0]->type();

@@ -1,10 +1,14 @@
 // A Parquet file's columns with struct fields flattened (internal): each
 // field of a struct (`user` with `age`, `city`) is a column of its own,
 // named by its path (`user.age`, `user.city`), as Spark's `select("user.age")`
-// reads it.  Structs within structs are flattened too; a struct inside a list
-// or a map stays part of that column.  The catalog's schema, the files'
-// field maps and every reader index a file's columns this way, so a file
-// without structs has the columns it always had.
+// reads it.  Structs within structs are flattened too, and so is a list of
+// structs (`items`: list<struct<id, price>>): each field of its elements is a
+// list of its own (`items.id`: list<id>, with the list's nulls and lengths),
+// as Spark's `select("items.id")` reads it.  A struct deeper in lists (a list
+// inside a list of structs, a list of lists) or in a map stays part of that
+// column.  The catalog's schema, the files' field maps and every reader index
+// a file's columns this way, so a file without structs has the columns it
+// always had.
 #pragma once
 
 #include <memory>
@@ -27,7 +31,10 @@ namespace shardfeed {
 struct FlatField {
   const parquet::arrow::SchemaField* node = nullptr;  // in the manifest it was made from
   int top = 0;                                        // the file's top-level field it lies in
-  std::vector<std::string> path;        // the names below that field (none: a top-level column)
+  std::vector<std::string> path;  // the names below that field (none: a top-level column)
+  // Where a list of structs is crossed: path[list_at] is a field of its
+  // elements, and the column is a list of that field (-1: no list).
+  int list_at = -1;
   std::shared_ptr<arrow::Field> field;  // named by the dotted path; nullable when any step is
 };
 

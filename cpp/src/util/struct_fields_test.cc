@@ -77,6 +77,48 @@ TEST(StructFields, ReadsEachFieldWithTheNullsOfTheStructsAboveIt) {
             8);
 }
 
+TEST(StructFields, AListOfStructsIsAListPerField) {
+  auto element = arrow::struct_({arrow::field("id", arrow::int64()),
+                                 arrow::field("p", arrow::float32(), /*nullable=*/false)});
+  auto items_type = arrow::list(arrow::field("element", element));
+  // A list of two, a null list, a list with a null element, an empty list.
+  auto items = Json(items_type,
+                    R"([[{"id": 1, "p": 0.5}, {"id": null, "p": 1.5}], null,
+                        [null, {"id": 4, "p": 2.5}], []])");
+  auto schema = arrow::schema(arrow::FieldVector{arrow::field("items", items_type)});
+  auto table = arrow::Table::Make(schema, arrow::ArrayVector{items});
+  auto sink = arrow::io::BufferOutputStream::Create().ValueOrDie();
+  ASSERT_TRUE(parquet::arrow::WriteTable(*table, arrow::default_memory_pool(), sink, 4).ok());
+  auto reader = Open(sink->Finish().ValueOrDie());
+  EXPECT_TRUE(HasStructs(reader->manifest()));
+  const auto flat = FlattenStructs(reader->manifest());
+  ASSERT_EQ(flat.size(), 2u);
+  EXPECT_EQ(flat[0].field->name(), "items.id");
+  EXPECT_EQ(flat[0].field->type()->ToString(), "list<element: int64>");
+  EXPECT_EQ(flat[1].field->name(), "items.p");
+  EXPECT_EQ(flat[0].list_at, 0);
+  // Element nulls: a null struct element makes its not-null field null too.
+  EXPECT_TRUE(
+      static_cast<const arrow::ListType&>(*flat[1].field->type()).value_field()->nullable());
+  auto read = ReadFlatFields(*reader, 0, {&flat[1], &flat[0]});
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  const auto& ids = static_cast<const arrow::ListArray&>(*(*read)->column(1)->chunk(0));
+  ASSERT_EQ(ids.length(), 4);
+  EXPECT_TRUE(ids.IsNull(1));
+  EXPECT_EQ(ids.value_length(0), 2);
+  EXPECT_EQ(ids.value_length(2), 2);
+  EXPECT_EQ(ids.value_length(3), 0);
+  const auto& id_values = static_cast<const arrow::Int64Array&>(*ids.values());
+  EXPECT_EQ(id_values.Value(ids.value_offset(0)), 1);
+  EXPECT_TRUE(id_values.IsNull(ids.value_offset(0) + 1));  // a null field
+  EXPECT_TRUE(id_values.IsNull(ids.value_offset(2)));      // a null element
+  EXPECT_EQ(id_values.Value(ids.value_offset(2) + 1), 4);
+  const auto& ps = static_cast<const arrow::ListArray&>(*(*read)->column(0)->chunk(0));
+  EXPECT_TRUE(ps.values()->IsNull(ps.value_offset(2)));  // not null, but its element is
+  EXPECT_EQ(static_cast<const arrow::FloatArray&>(*ps.values()).Value(ps.value_offset(2) + 1),
+            2.5f);
+}
+
 TEST(StructFields, AFileWithoutStructsIsItsTopLevel) {
   auto x = Json(arrow::int64(), "[1, 2]");
   auto l = Json(arrow::list(arrow::int32()), "[[1], null]");
