@@ -16,6 +16,13 @@ std::shared_ptr<arrow::Array> Json(const std::shared_ptr<arrow::DataType>& type,
   return arrow::json::ArrayFromJSONString(type, json).ValueOrDie();
 }
 
+// The table as a Parquet file in memory, in row groups of `rows`.
+std::shared_ptr<arrow::Buffer> ToParquet(const arrow::Table& table, int64_t rows) {
+  auto sink = arrow::io::BufferOutputStream::Create().ValueOrDie();
+  EXPECT_TRUE(parquet::arrow::WriteTable(table, arrow::default_memory_pool(), sink, rows).ok());
+  return sink->Finish().ValueOrDie();
+}
+
 // s: struct<a: int32 not null, in: struct<b: float>> (nullable), x: int64;
 // s is null in row 1, s.in in row 2.
 std::shared_ptr<arrow::Buffer> StructFile() {
@@ -27,9 +34,7 @@ std::shared_ptr<arrow::Buffer> StructFile() {
   auto schema = arrow::schema(
       arrow::FieldVector{arrow::field("s", s_type), arrow::field("x", arrow::int64())});
   auto table = arrow::Table::Make(schema, arrow::ArrayVector{s, x});
-  auto sink = arrow::io::BufferOutputStream::Create().ValueOrDie();
-  EXPECT_TRUE(parquet::arrow::WriteTable(*table, arrow::default_memory_pool(), sink, 3).ok());
-  return sink->Finish().ValueOrDie();
+  return ToParquet(*table, 3);
 }
 
 std::unique_ptr<parquet::arrow::FileReader> Open(const std::shared_ptr<arrow::Buffer>& data) {
@@ -87,9 +92,7 @@ TEST(StructFields, AListOfStructsIsAListPerField) {
                         [null, {"id": 4, "p": 2.5}], []])");
   auto schema = arrow::schema(arrow::FieldVector{arrow::field("items", items_type)});
   auto table = arrow::Table::Make(schema, arrow::ArrayVector{items});
-  auto sink = arrow::io::BufferOutputStream::Create().ValueOrDie();
-  ASSERT_TRUE(parquet::arrow::WriteTable(*table, arrow::default_memory_pool(), sink, 4).ok());
-  auto reader = Open(sink->Finish().ValueOrDie());
+  auto reader = Open(ToParquet(*table, 4));
   EXPECT_TRUE(HasStructs(reader->manifest()));
   const auto flat = FlattenStructs(reader->manifest());
   ASSERT_EQ(flat.size(), 2u);
@@ -125,9 +128,7 @@ TEST(StructFields, AFileWithoutStructsIsItsTopLevel) {
   auto schema = arrow::schema(
       arrow::FieldVector{arrow::field("x", arrow::int64()), arrow::field("l", l->type())});
   auto table = arrow::Table::Make(schema, arrow::ArrayVector{x, l});
-  auto sink = arrow::io::BufferOutputStream::Create().ValueOrDie();
-  ASSERT_TRUE(parquet::arrow::WriteTable(*table, arrow::default_memory_pool(), sink, 2).ok());
-  auto reader = Open(sink->Finish().ValueOrDie());
+  auto reader = Open(ToParquet(*table, 2));
   EXPECT_FALSE(HasStructs(reader->manifest()));
   const auto flat = FlattenStructs(reader->manifest());
   ASSERT_EQ(flat.size(), 2u);
