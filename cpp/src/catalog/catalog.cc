@@ -28,6 +28,7 @@
 #include <parquet/file_reader.h>
 #include <parquet/metadata.h>
 
+#include "catalog/convert.h"
 #include "catalog/delta_log.h"
 #include "catalog/discover.h"
 #include "catalog/file_check.h"
@@ -185,6 +186,15 @@ arrow::Result<std::optional<Footer>> ReadFooter(arrow::fs::FileSystem& fs, const
     }
     footer.flat_schema = arrow::schema(std::move(flat_fields));
   }
+  // Extension types (a UUID, a tensor, JSON) are their storage (convert.h).
+  arrow::FieldVector stored;
+  bool extended = false;
+  for (const auto& field : footer.flat_schema->fields()) {
+    auto type = StorageType(field->type());
+    extended = extended || type != field->type();
+    stored.push_back(type == field->type() ? field : field->WithType(std::move(type)));
+  }
+  if (extended) footer.flat_schema = arrow::schema(std::move(stored));
   static const bool utf8_ready = (arrow::util::InitializeUTF8(), true);  // its tables, once
   (void)utf8_ready;
   for (const auto& field : footer.flat_schema->fields()) {

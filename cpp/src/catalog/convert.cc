@@ -9,6 +9,7 @@
 #include <arrow/array/builder_primitive.h>
 #include <arrow/compute/cast.h>
 #include <arrow/compute/initialize.h>
+#include <arrow/extension_type.h>
 #include <arrow/scalar.h>
 #include <arrow/type.h>
 #include <arrow/type_traits.h>
@@ -97,6 +98,25 @@ arrow::Result<std::shared_ptr<arrow::Array>> DecimalToDouble(const arrow::Array&
 
 }  // namespace
 
+std::shared_ptr<arrow::DataType> StorageType(const std::shared_ptr<arrow::DataType>& type) {
+  if (type->id() == arrow::Type::EXTENSION) {
+    return StorageType(static_cast<const arrow::ExtensionType&>(*type).storage_type());
+  }
+  const auto id = type->id();
+  if (id != arrow::Type::LIST && id != arrow::Type::LARGE_LIST &&
+      id != arrow::Type::FIXED_SIZE_LIST) {
+    return type;
+  }
+  const auto& list = static_cast<const arrow::BaseListType&>(*type);
+  auto value = StorageType(list.value_type());
+  if (value == list.value_type()) return type;
+  auto field = list.value_field()->WithType(std::move(value));
+  if (id == arrow::Type::LIST) return arrow::list(std::move(field));
+  if (id == arrow::Type::LARGE_LIST) return arrow::large_list(std::move(field));
+  return arrow::fixed_size_list(std::move(field),
+                                static_cast<const arrow::FixedSizeListType&>(*type).list_size());
+}
+
 std::shared_ptr<arrow::DataType> ReadType(const std::shared_ptr<arrow::DataType>& type) {
   switch (type->id()) {
     case arrow::Type::DICTIONARY:
@@ -129,6 +149,9 @@ arrow::Result<std::shared_ptr<arrow::Array>> ConformArray(
     const std::shared_ptr<arrow::Array>& array, const std::shared_ptr<arrow::DataType>& read_type) {
   // Equal up to the names of list elements ("item" / "element"): nothing to do.
   if (array->type()->Equals(*read_type, /*check_metadata=*/false)) return array;
+  if (array->type_id() == arrow::Type::EXTENSION) {  // read as its storage (StorageType)
+    return ConformArray(static_cast<const arrow::ExtensionArray&>(*array).storage(), read_type);
+  }
   // Strings are only ever hashed, and the hasher maps a dictionary's values
   // once (pandas and polars categoricals): decoding them would only cost.
   if (IsStringDictionary(*array) && IsStringLike(read_type->id())) return array;

@@ -14,6 +14,12 @@
 
 namespace shardfeed {
 
+// An extension type's storage type (the canonical arrow.uuid,
+// arrow.fixed_shape_tensor, arrow.json, arrow.bool8, pandas' period, ...),
+// inside lists too; every other type as it is.  A dataset column of such a
+// type is its storage: a fixed_shape_tensor its fixed-size list of values.
+std::shared_ptr<arrow::DataType> StorageType(const std::shared_ptr<arrow::DataType>& type);
+
 // The type a dataset column is read as: date64 -> date32 (days), decimals ->
 // float64, dictionaries -> their values, inside lists too; every other type
 // as it is (timestamps, times and durations are their integers already).

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include <arrow/array.h>
+#include <arrow/extension_type.h>
 #include <arrow/scalar.h>
 #include <arrow/table.h>
 #include <arrow/type.h>
@@ -48,6 +49,9 @@ void Add(Counts* counts, std::string_view value, int64_t n) {
 }
 
 arrow::Status CountArray(const arrow::Array& array, Counts* counts) {
+  if (array.type_id() == arrow::Type::EXTENSION) {  // arrow.json: its strings
+    return CountArray(*static_cast<const arrow::ExtensionArray&>(array).storage(), counts);
+  }
   if (arrow::is_list(array.type_id()) || array.type_id() == arrow::Type::FIXED_SIZE_LIST) {
     // A list of strings: its elements, those of null lists left out.
     arrow::Result<std::shared_ptr<arrow::Array>> values;

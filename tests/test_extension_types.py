@@ -1,0 +1,87 @@
+"""Columns of Arrow extension types (a UUID, a tensor, JSON, pandas' period) are
+read as their storage: the same values a column of the storage type gives."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import shardfeed
+from shardfeed.transforms import HashBucket, Vocabulary
+
+from .conftest import digest
+
+
+def rows(source: Any, columns: list[str], **kw: Any) -> dict[str, np.ndarray]:
+    with shardfeed.Loader(
+        source,
+        batch_size=10_000,
+        shuffle=False,
+        drop_last=False,
+        output="numpy",
+        columns=columns,
+        **kw,
+    ) as ld:
+        batches = list(ld)
+    assert len(batches) == 1
+    return batches[0]
+
+
+def test_a_fixed_shape_tensor_is_its_values_row_by_row(tmp_path: Path):
+    """Embeddings and images stored as arrow.fixed_shape_tensor: [batch, prod(shape)],
+    each row the tensor in row-major order, the stream the same for any thread count."""
+    data = np.random.default_rng(0).random((1_000, 4, 8), dtype=np.float32)
+    tensors = pa.FixedShapeTensorArray.from_numpy_ndarray(data)
+    pq.write_table(pa.table({"emb": tensors, "y": np.arange(1_000)}), tmp_path / "t.parquet",
+                   row_group_size=300)  # fmt: skip
+    got = rows(tmp_path, ["emb", "y"])
+    np.testing.assert_array_equal(got["emb"], data.reshape(1_000, -1))
+    assert got["emb"].dtype == np.float32
+    np.testing.assert_array_equal(got["emb"].reshape(-1, 4, 8), data)
+    kw: dict[str, Any] = dict(batch_size=64, seed=1, columns=["emb", "y"])
+    base = digest(shardfeed.Loader(tmp_path, num_threads=1, **kw))
+    assert digest(shardfeed.Loader(tmp_path, num_threads=3, **kw)) == base
+    for _ in range(2):  # the decoded tier, cold and warm
+        ld = shardfeed.Loader(tmp_path, cache_dir=tmp_path / "c", cache_decoded=True, **kw)
+        assert digest(ld) == base
+
+
+def test_uuids_and_json_hash_and_look_up_as_their_bytes_and_strings(tmp_path: Path):
+    ids = [uuid.UUID(int=i * 7919).bytes for i in range(50)]
+    docs = [f'{{"k": {i % 5}}}' for i in range(50)]
+    ext = tmp_path / "ext"
+    ext.mkdir()
+    pq.write_table(
+        pa.table({"u": pa.array(ids, pa.uuid()), "j": pa.array(docs, pa.json_())}),
+        ext / "e.parquet",
+    )
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    pq.write_table(pa.table({"u": pa.array(ids, pa.binary(16)), "j": docs}), plain / "p.parquet")
+    transforms = [HashBucket("u", 1_000), Vocabulary("j", docs[:3]), HashBucket("j", 77)]
+    got = rows(ext, ["u", "j"], transforms=transforms[:2])
+    want = rows(plain, ["u", "j"], transforms=transforms[:2])
+    for name in ("u", "j"):
+        np.testing.assert_array_equal(got[name], want[name])
+    assert set(np.unique(got["j"])) == {1, 2, 3, 0}
+    assert shardfeed.vocabulary(ext, "j") == sorted(set(docs))
+    # A UUID column written as an extension in one file and as plain bytes in another.
+    pq.write_table(pa.table({"u": pa.array(ids[:5], pa.binary(16))}), ext / "f.parquet")
+    both = rows(ext, ["u"], transforms=[Vocabulary("u", ids)], fill_null=0)
+    np.testing.assert_array_equal(both["u"], list(range(1, 51)) + list(range(1, 6)))
+
+
+def test_pandas_periods_and_bool8_are_their_integers(tmp_path: Path):
+    periods = pd.period_range("2020-01-01", periods=6, freq="D")
+    pd.DataFrame({"p": periods}).to_parquet(tmp_path / "p.parquet")
+    np.testing.assert_array_equal(rows(tmp_path / "p.parquet", ["p"])["p"], periods.asi8)
+    b8 = pa.ExtensionArray.from_storage(pa.bool8(), pa.array([1, 0, 1], pa.int8()))
+    pq.write_table(pa.table({"b": b8}), tmp_path / "b.parquet")
+    got = rows(tmp_path / "b.parquet", ["b"])["b"]
+    assert got.dtype == np.int8
+    np.testing.assert_array_equal(got, [1, 0, 1])
