@@ -15,21 +15,7 @@ import shardfeed
 from shardfeed.transforms import HashBucket, Vocabulary
 
 from .conftest import digest
-
-
-def rows(source: Any, columns: list[str], **kw: Any) -> dict[str, np.ndarray]:
-    with shardfeed.Loader(
-        source,
-        batch_size=10_000,
-        shuffle=False,
-        drop_last=False,
-        output="numpy",
-        columns=columns,
-        **kw,
-    ) as ld:
-        batches = list(ld)
-    assert len(batches) == 1
-    return batches[0]
+from .test_structs import loader_rows as rows
 
 
 def test_a_fixed_shape_tensor_is_its_values_row_by_row(tmp_path: Path):
