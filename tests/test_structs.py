@@ -265,18 +265,55 @@ def test_a_column_named_as_a_struct_field_is_named_in_the_error(tmp_path: Path):
 
 
 def test_fields_the_loader_cannot_hand_out_are_named_by_their_path(tmp_path: Path):
+    ll = pa.list_(pa.list_(pa.int64()))
     table = pa.table(
-        {
-            "s": pa.array(
-                [{"m": [("k", 1)], "x": 1.0}],
-                pa.struct([("m", pa.map_(pa.string(), pa.int64())), ("x", pa.float64())]),
-            )
-        }
+        {"s": pa.array([{"ll": [[1]], "x": 1.0}], pa.struct([("ll", ll), ("x", pa.float64())]))}
     )
     pq.write_table(table, tmp_path / "m.parquet")
-    with pytest.raises(shardfeed.UnsupportedTypeError, match=r"'s\.m'"):
+    with pytest.raises(shardfeed.UnsupportedTypeError, match=r"'s\.ll'.*nested lists"):
         loader_rows(tmp_path, None)
     np.testing.assert_array_equal(loader_rows(tmp_path, ["s.x"])["s.x"], [1.0])
+
+
+MAPS = st.lists(
+    st.one_of(
+        st.none(),
+        st.dictionaries(
+            st.sampled_from(["ctr", "views", "é", ""]),
+            st.one_of(st.none(), FLOATS),
+            max_size=4,
+        ),
+    ),
+    min_size=1,
+    max_size=40,
+)
+
+
+@settings(
+    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(rows=MAPS, rg=st.integers(1, 15))
+def test_a_map_is_its_keys_and_its_values(tmp_path: Path, rows: list, rg: int):
+    """Sparse features as map<string, float>: m.key (hashed) and m.value, aligned,
+    as Spark's map_keys and map_values give them."""
+    pairs = [None if r is None else list(r.items()) for r in rows]
+    path = tmp_path / f"m{rg}-{len(rows)}.parquet"
+    pq.write_table(
+        pa.table({"m": pa.array(pairs, pa.map_(pa.string(), pa.float32()))}),
+        path,
+        row_group_size=rg,
+    )
+    got = loader_rows(path, ["m.key", "m.value"], transforms=[HashBucket("m.key", 1_000)])
+    keys = [None if r is None else list(r) for r in rows]
+    plain = tmp_path / f"k{rg}-{len(rows)}.parquet"
+    pq.write_table(pa.table({"k": pa.array(keys, pa.list_(pa.string()))}), plain)
+    want = loader_rows(plain, ["k"], transforms=[HashBucket("k", 1_000)])
+    np.testing.assert_array_equal(got["m.key"], want["k"])
+    np.testing.assert_array_equal(got["m.key_lengths"], want["k_lengths"])
+    np.testing.assert_array_equal(got["m.value_lengths"], want["k_lengths"])
+    for i, r in enumerate(rows):
+        values = [FILL if v is None else v for v in (r or {}).values()]
+        np.testing.assert_array_equal(got["m.value"][i, : len(values)], np.float32(values))
 
 
 ITEM = pa.struct([("id", pa.int64()), ("price", pa.float32()), ("tag", pa.string())])

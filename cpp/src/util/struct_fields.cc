@@ -21,11 +21,16 @@ bool IsStruct(const parquet::arrow::SchemaField& node) {
   return node.field && node.field->type()->id() == arrow::Type::STRUCT && !node.children.empty();
 }
 
-// The struct elements of a list of structs, else null.
+// Whether arrays of type `id` are lists of their one child (a map is a list
+// of key-value structs).
+bool IsListOfOne(arrow::Type::type id) {
+  return id == arrow::Type::LIST || id == arrow::Type::LARGE_LIST || id == arrow::Type::MAP;
+}
+
+// The struct elements of a list of structs (or a map's entries), else null.
 const parquet::arrow::SchemaField* StructElements(const parquet::arrow::SchemaField& node) {
   if (!node.field || node.children.size() != 1) return nullptr;
-  const auto id = node.field->type()->id();
-  if (id != arrow::Type::LIST && id != arrow::Type::LARGE_LIST) return nullptr;
+  if (!IsListOfOne(node.field->type()->id())) return nullptr;
   return IsStruct(node.children[0]) ? &node.children[0] : nullptr;
 }
 
@@ -117,13 +122,13 @@ arrow::Result<std::shared_ptr<arrow::Array>> Extract(std::shared_ptr<arrow::Arra
       continue;
     }
     const auto id = chunk->type_id();
-    if (id != arrow::Type::LIST && id != arrow::Type::LARGE_LIST) {
+    if (!IsListOfOne(id)) {
       return Error(ErrorKind::kInvalidData,
                    "'" + f.path[k] + "': its list was read as " + chunk->type()->ToString());
     }
-    auto values = id == arrow::Type::LIST
-                      ? static_cast<const arrow::ListArray&>(*chunk).values()
-                      : static_cast<const arrow::LargeListArray&>(*chunk).values();
+    auto values = id == arrow::Type::LARGE_LIST  // (a MapArray is a ListArray)
+                      ? static_cast<const arrow::LargeListArray&>(*chunk).values()
+                      : static_cast<const arrow::ListArray&>(*chunk).values();
     for (size_t j = k; j < f.path.size(); ++j) {
       ARROW_ASSIGN_OR_RAISE(values, Child(values, f.path[j]));
     }
@@ -132,8 +137,8 @@ arrow::Result<std::shared_ptr<arrow::Array>> Extract(std::shared_ptr<arrow::Arra
         static_cast<const arrow::BaseListType&>(*f.field->type()).value_field()->nullable();
     auto element = arrow::field("element", values->type(), element_null);
     auto data = chunk->data()->Copy();
-    data->type = id == arrow::Type::LIST ? arrow::list(std::move(element))
-                                         : arrow::large_list(std::move(element));
+    data->type = id == arrow::Type::LARGE_LIST ? arrow::large_list(std::move(element))
+                                               : arrow::list(std::move(element));
     data->child_data = {values->data()};
     return arrow::MakeArray(std::move(data));
   }

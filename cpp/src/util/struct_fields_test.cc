@@ -122,6 +122,33 @@ TEST(StructFields, AListOfStructsIsAListPerField) {
             2.5f);
 }
 
+TEST(StructFields, AMapIsItsKeysAndItsValues) {
+  auto type = arrow::map(arrow::utf8(), arrow::float64());
+  auto m = Json(type, R"([[["a", 1.5], ["b", null]], null, []])");
+  auto table = arrow::Table::Make(arrow::schema(arrow::FieldVector{arrow::field("m", type)}),
+                                  arrow::ArrayVector{m});
+  auto reader = Open(ToParquet(*table, 3));
+  const auto flat = FlattenStructs(reader->manifest());
+  ASSERT_EQ(flat.size(), 2u);
+  EXPECT_EQ(flat[0].field->name(), "m.key");
+  EXPECT_EQ(flat[0].field->type()->ToString(), "list<element: string not null>");
+  EXPECT_EQ(flat[1].field->name(), "m.value");
+  auto read = ReadFlatFields(*reader, 0, {&flat[0], &flat[1]});
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  const auto& keys = static_cast<const arrow::ListArray&>(*(*read)->column(0)->chunk(0));
+  const auto& values = static_cast<const arrow::ListArray&>(*(*read)->column(1)->chunk(0));
+  EXPECT_EQ(keys.type_id(), arrow::Type::LIST);
+  EXPECT_EQ(keys.value_length(0), 2);
+  EXPECT_TRUE(keys.IsNull(1));
+  EXPECT_EQ(values.value_length(2), 0);
+  EXPECT_EQ(
+      static_cast<const arrow::StringArray&>(*keys.values()).GetView(keys.value_offset(0) + 1),
+      "b");
+  EXPECT_EQ(static_cast<const arrow::DoubleArray&>(*values.values()).Value(values.value_offset(0)),
+            1.5);
+  EXPECT_TRUE(values.values()->IsNull(values.value_offset(0) + 1));
+}
+
 TEST(StructFields, AFileWithoutStructsIsItsTopLevel) {
   auto x = Json(arrow::int64(), "[1, 2]");
   auto l = Json(arrow::list(arrow::int32()), "[[1], null]");
