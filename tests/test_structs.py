@@ -273,6 +273,9 @@ def test_fields_the_loader_cannot_hand_out_are_named_by_their_path(tmp_path: Pat
     with pytest.raises(shardfeed.UnsupportedTypeError, match=r"'s\.ll'.*nested lists"):
         loader_rows(tmp_path, None)
     np.testing.assert_array_equal(loader_rows(tmp_path, ["s.x"])["s.x"], [1.0])
+    # The struct by its own name: its fields are named.
+    with pytest.raises(shardfeed.ColumnNotFoundError, match=r"'s' is a struct.*'s\.ll', 's\.x'"):
+        loader_rows(tmp_path, ["s"])
 
 
 MAPS = st.lists(

@@ -161,6 +161,23 @@ class FieldResolver {
     const int field = schema_.GetFieldIndex(name);
     if (field < 0) {
       if (schema_.GetFieldByName(name) == nullptr) {
+        // A struct (a list of structs, a map) is its fields, named by their path.
+        std::string fields;
+        int count = 0;
+        for (const auto& f : schema_.fields()) {
+          if (f->name().size() <= name.size() + 1 || f->name().compare(0, name.size(), name) != 0 ||
+              f->name()[name.size()] != '.') {
+            continue;
+          }
+          if (count++ < 8) fields += (fields.empty() ? "'" : ", '") + f->name() + "'";
+        }
+        if (count > 0) {
+          return Error(ErrorKind::kColumnNotFound,
+                       "column '" + name +
+                           "' is a struct, a list of structs or a map, whose fields are columns "
+                           "of their own, named by their path: " +
+                           fields + (count > 8 ? ", ..." : ""));
+        }
         std::string names;
         for (int i = 0; i < std::min(schema_.num_fields(), 8); ++i) {
           names += (i ? ", " : "") + schema_.field(i)->name();
