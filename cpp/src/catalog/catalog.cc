@@ -162,21 +162,20 @@ arrow::Result<std::optional<Footer>> ReadFooter(arrow::fs::FileSystem& fs, const
     size = *maybe_size;
   }
   ARROW_RETURN_NOT_OK(ValidateFooter(*footer.metadata, size, file.rel));
-  const parquet::ArrowReaderProperties props = ArrowReadDefaults();
-  auto st = parquet::arrow::FromParquetSchema(
-      footer.metadata->schema(), props, footer.metadata->key_value_metadata(), &footer.schema);
-  if (!st.ok()) {
+  // The footer's Arrow fields (FromParquetSchema's), mapped once; without the
+  // schema-level metadata (pandas, ARROW:schema): it says nothing about the rows.
+  auto manifest = MakeManifest(*footer.metadata);
+  if (!manifest.ok()) {
     // The footer's schema (or its embedded Arrow schema) is bad data, not a
     // storage failure: a retry would read the same bytes.
+    const auto& st = manifest.status();
     return Error(st.IsNotImplemented() ? ErrorKind::kUnsupportedType : ErrorKind::kInvalidData,
                  context + ": cannot map the Parquet schema to Arrow: " + st.message());
   }
+  arrow::FieldVector top_fields;
+  for (const auto& node : manifest->schema_fields) top_fields.push_back(node.field);
+  footer.schema = arrow::schema(std::move(top_fields));
   footer.flat_schema = footer.schema;
-  auto manifest = MakeManifest(*footer.metadata);
-  if (!manifest.ok()) {
-    return Error(ErrorKind::kInvalidData, context + ": cannot map the Parquet schema to Arrow: " +
-                                              manifest.status().message());
-  }
   if (HasStructs(*manifest)) {
     arrow::FieldVector flat_fields;
     for (const auto& flat : FlattenStructs(*manifest)) {
@@ -204,8 +203,6 @@ arrow::Result<std::optional<Footer>> ReadFooter(arrow::fs::FileSystem& fs, const
                    context + ": a column name is not valid UTF-8 (a damaged footer?)");
     }
   }
-  // Drop schema-level metadata (pandas, ARROW:schema): it says nothing about the rows.
-  footer.schema = footer.schema->RemoveMetadata();
   // Split: each row group's part, serialized; the rest without row groups.
   // (Arrow's serializer needs an encryptor for such a footer and crashes
   // without one; reading one needs keys this loader does not take anyway.)
