@@ -375,3 +375,25 @@ def test_a_list_of_structs_is_a_list_per_field(tmp_path: Path, rows: list, rg: i
     want = loader_rows(plain, ["t"], transforms=[HashBucket("t", 97)])
     np.testing.assert_array_equal(got["items.tag"], want["t"])
     np.testing.assert_array_equal(got["items.tag_lengths"], want["t_lengths"])
+
+
+def test_structs_in_map_values_and_lists_of_structs_in_structs(tmp_path: Path):
+    """The rules compose: m.value.x for a map of structs, s.items.x for a list of
+    structs inside a struct; a null struct value, element or outer struct is null."""
+    value = pa.struct([("x", pa.int64()), ("y", pa.float64())])
+    maps = [[("a", {"x": 1, "y": 0.5})], [], None, [("b", None), ("c", {"x": 3, "y": None})]]
+    inner = pa.list_(pa.struct([("x", pa.int64())]))
+    outer = [{"items": [{"x": 5}, None]}, None, {"items": None}, {"items": [{"x": 6}]}]
+    table = pa.table(
+        {
+            "m": pa.array(maps, pa.map_(pa.string(), value)),
+            "s": pa.array(outer, pa.struct([("items", inner)])),
+        }
+    )
+    pq.write_table(table, tmp_path / "c.parquet")
+    got = loader_rows(tmp_path, ["m.value.x", "m.value.y", "s.items.x"])
+    np.testing.assert_array_equal(got["m.value.x_lengths"], [1, 0, 0, 2])
+    np.testing.assert_array_equal(got["m.value.x"], [[1, 0], [0, 0], [0, 0], [FILL, 3]])
+    np.testing.assert_array_equal(got["m.value.y"][[0, 3]], [[0.5, 0], [FILL, FILL]])
+    np.testing.assert_array_equal(got["s.items.x_lengths"], [2, 0, 0, 1])
+    np.testing.assert_array_equal(got["s.items.x"], [[5, FILL], [0, 0], [0, 0], [6, 0]])
