@@ -12,6 +12,7 @@
 #include <string>
 #include <tuple>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include <arrow/type.h>
@@ -141,16 +142,33 @@ void DefineViews(nb::class_<DatasetHandle>& dataset) {
           "vocabulary",
           [](const DatasetHandle& d, const std::string& column, int64_t min_count,
              std::optional<int64_t> max_size, int num_threads) {
-            ReleaseGil release;
             VocabularyOptions options;
             options.min_count = min_count;
             options.max_size = max_size;
             options.num_threads = num_threads;
-            return Unwrap(BuildVocabulary(*d.catalog, column, options));
+            arrow::Result<std::vector<std::string>> values;
+            {
+              ReleaseGil release;
+              values = BuildVocabulary(*d.catalog, column, options);
+            }
+            // Text for string columns, bytes for binary ones (UUIDs, hashes).
+            const auto& field = d.catalog->schema()->GetFieldByName(column);
+            auto strings = Unwrap(std::move(values));
+            std::variant<std::vector<std::string>, std::vector<nb::bytes>> out;
+            if (field && !VocabularyOfText(*field->type())) {
+              std::vector<nb::bytes> bytes;
+              bytes.reserve(strings.size());
+              for (const auto& v : strings) bytes.emplace_back(v.data(), v.size());
+              out = std::move(bytes);
+            } else {
+              out = std::move(strings);
+            }
+            return out;
           },
           "column"_a, "min_count"_a = 1, "max_size"_a = nb::none(),
           "num_threads"_a = VocabularyOptions{}.num_threads,
-          "The distinct values of a string column, most frequent first (ties by value).");
+          "The distinct values of a string (str) or binary (bytes) column, most frequent "
+          "first (ties by value).");
 }
 
 // filter=: the rows that pass, their counts, and the image kept in cache_dir.

@@ -4,6 +4,7 @@ read as their storage: the same values a column of the storage type gives."""
 from __future__ import annotations
 
 import uuid
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -71,3 +72,28 @@ def test_pandas_periods_and_bool8_are_their_integers(tmp_path: Path):
     got = rows(tmp_path / "b.parquet", ["b"])["b"]
     assert got.dtype == np.int8
     np.testing.assert_array_equal(got, [1, 0, 1])
+
+
+def test_the_vocabulary_of_binary_ids_is_bytes_ready_for_vocabulary(tmp_path: Path):
+    """UUIDs as arrow.uuid, fixed_size_binary or binary (and lists of them): the
+    builder lists bytes, most frequent first, which Vocabulary maps back."""
+    rng = np.random.default_rng(3)
+    pool = [uuid.UUID(int=int(i) * 104729).bytes for i in range(12)]
+    picks = [pool[int(i)] for i in rng.zipf(1.6, 400) % 12]
+    for name, array in [
+        ("uuid", pa.array(picks, pa.uuid())),
+        ("fsb", pa.array(picks, pa.binary(16))),
+        ("bin", pa.array(picks, pa.binary())),
+        ("list", pa.array([[p] for p in picks], pa.list_(pa.binary(16)))),
+    ]:
+        pq.write_table(pa.table({"u": array}), tmp_path / f"{name}.parquet")
+        values = shardfeed.vocabulary(tmp_path / f"{name}.parquet", "u")
+        counts = Counter(picks)
+        assert values == sorted(counts, key=lambda v: (-counts[v], v)), name
+        assert all(isinstance(v, bytes) for v in values)
+        got = rows(tmp_path / f"{name}.parquet", ["u"], transforms=[Vocabulary("u", values)])
+        ids = got["u"].reshape(len(picks))
+        assert [values[int(i) - 1] for i in ids] == picks, name
+    # A string column still gives str.
+    pq.write_table(pa.table({"s": ["b", "a", "b"]}), tmp_path / "s.parquet")
+    assert shardfeed.vocabulary(tmp_path / "s.parquet", "s") == ["b", "a"]

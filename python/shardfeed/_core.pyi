@@ -245,9 +245,9 @@ class Dataset:
 
     def describe_outputs(self, arg: OutputOptions, /) -> list[tuple[str, str, list[int], str, str]]: ...
 
-    def vocabulary(self, column: str, min_count: int = 1, max_size: int | None = None, num_threads: int = 4) -> list[str]:
+    def vocabulary(self, column: str, min_count: int = 1, max_size: int | None = None, num_threads: int = 4) -> list[str] | list[bytes]:
         """
-        The distinct values of a string column, most frequent first (ties by value).
+        The distinct values of a string (str) or binary (bytes) column, most frequent first (ties by value).
         """
 
     def filtered(self, dnf: Sequence[Sequence[tuple[str, str, Sequence[bool | int | float | str]]]], key: str, num_threads: int = 8, image: bytes | None = None) -> Dataset:

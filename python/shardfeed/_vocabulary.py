@@ -13,8 +13,8 @@ def vocabulary(
     max_size: int | None = None,
     *,
     num_threads: int | None = None,
-) -> list[str]:
-    """The distinct values of a string column, most frequent first.
+) -> list[str] | list[bytes]:
+    """The distinct values of a string or binary column, most frequent first.
 
     One pass in C++ over only that column of every row group (files counted in
     parallel).  Ties are broken by value, bytewise ascending (code point order),
@@ -25,14 +25,16 @@ def vocabulary(
     Args:
         source: as for ``Loader``: a directory, a file, or a list of files.
         column: a string, large_string, string_view or dictionary<string>
-            column (pandas and polars categoricals), or a list of them (its
-            elements are counted; null lists and elements are not).
+            column (pandas and polars categoricals): values are ``str``; a
+            binary, fixed_size_binary (UUIDs, hashes) or other binary column:
+            values are ``bytes``; or a list of them (its elements are counted;
+            null lists and elements are not).
         min_count: values seen fewer times are left out.
         max_size: keep at most this many (the most frequent) values.
         num_threads: files counted at once (default: the CPU count, at most 16).
 
     Raises ColumnNotFoundError for a column not in the dataset,
-    UnsupportedTypeError for a column that does not hold strings,
+    UnsupportedTypeError for a column that holds neither strings nor bytes,
     InvalidArgumentError for min_count < 1 or max_size < 0.
     """
     sources = check_source(source)
@@ -41,7 +43,7 @@ def vocabulary(
     size = check_opt_int("max_size", max_size)
     threads = check_opt_int("num_threads", num_threads, INT32)
     dataset = open_dataset(sources)
-    values: list[str] = dataset.vocabulary(
+    values: list[str] | list[bytes] = dataset.vocabulary(
         name, count, size, default_threads() if threads is None else threads
     )
     return values

@@ -49,10 +49,19 @@ struct VocabularyOptions {
   int num_threads = 4;              // files counted in parallel
 };
 
-// The distinct non-null values of string column `column` of the dataset, most
-// frequent first, ties by value (bytewise ascending): the same list on every
-// run and with any thread count.  Reads only that column (string, large_string,
-// string_view or dictionary of those; dictionaries counted by index).
+// The type of the values a vocabulary of a column of `type` holds: its own, a
+// list's elements', a dictionary's values'.  Text for string types, bytes for
+// binary ones (a UUID's 16 bytes).
+const arrow::DataType& VocabularyValueType(const arrow::DataType& type);
+
+// Whether that type is text (string, large_string, string_view), not bytes.
+bool VocabularyOfText(const arrow::DataType& type);
+
+// The distinct non-null values of string or binary column `column` of the
+// dataset, most frequent first, ties by value (bytewise ascending): the same
+// list on every run and with any thread count.  Reads only that column
+// (string, binary, their large, view and fixed-size twins, dictionaries of
+// those, counted by index, or lists of any of these).
 arrow::Result<std::vector<std::string>> BuildVocabulary(const Catalog& catalog,
                                                         const std::string& column,
                                                         const VocabularyOptions& options = {});

@@ -183,6 +183,21 @@ arrow::Status CountFile(const Catalog& catalog, int32_t f, int dataset_field, Co
 
 }  // namespace
 
+const arrow::DataType& VocabularyValueType(const arrow::DataType& type) {
+  const arrow::DataType* values_type = &type;
+  if (arrow::is_list(type.id()) || type.id() == arrow::Type::FIXED_SIZE_LIST) {
+    values_type = static_cast<const arrow::BaseListType&>(type).value_type().get();
+  }
+  if (values_type->id() == arrow::Type::DICTIONARY) {
+    values_type = static_cast<const arrow::DictionaryType&>(*values_type).value_type().get();
+  }
+  return *values_type;
+}
+
+bool VocabularyOfText(const arrow::DataType& type) {
+  return IsUtf8(VocabularyValueType(type).id());
+}
+
 arrow::Result<std::vector<std::string>> BuildVocabulary(const Catalog& catalog,
                                                         const std::string& column,
                                                         const VocabularyOptions& options) {
@@ -205,18 +220,11 @@ arrow::Result<std::vector<std::string>> BuildVocabulary(const Catalog& catalog,
     return Error(ErrorKind::kSchemaMismatch, metadata->Get(kConflictKey).ValueOr(""));
   }
   const auto& type = catalog.schema()->field(field)->type();
-  const arrow::DataType* values_type = type.get();
-  if (arrow::is_list(type->id()) || type->id() == arrow::Type::FIXED_SIZE_LIST) {
-    values_type = static_cast<const arrow::BaseListType&>(*type).value_type().get();
-  }
-  if (values_type->id() == arrow::Type::DICTIONARY) {
-    values_type = static_cast<const arrow::DictionaryType&>(*values_type).value_type().get();
-  }
-  if (!IsUtf8(values_type->id())) {
+  if (!IsStringLike(VocabularyValueType(*type).id())) {
     return Error(ErrorKind::kUnsupportedType,
                  "vocabulary: column '" + column + "' has type " + type->ToString() +
-                     "; a vocabulary is built from string, large_string or dictionary<string> "
-                     "columns, or lists of them");
+                     "; a vocabulary is built from string or binary columns (large, view, "
+                     "fixed-size or dictionary-encoded too), or lists of them");
   }
 
   // Files in parallel, each into its own counts; the sum does not depend on
