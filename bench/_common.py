@@ -360,6 +360,15 @@ def _children_cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def run_systems(
+    script: str, systems: Sequence[str], root: Path, runs: int, threads: int
+) -> list[dict[str, Any]]:
+    """Each system of ``script`` in a fresh process of its own (``script --child SYSTEM
+    --root ROOT --runs N --threads T``), one after the other; their results in order."""
+    shared = ["--root", str(root), "--runs", str(runs), "--threads", str(threads)]
+    return [run_child([script, "--child", system, *shared]) for system in systems]
+
+
 def run_child(
     argv: Sequence[str], timeout: float | None = None, env: dict[str, str] | None = None
 ) -> dict[str, Any]:

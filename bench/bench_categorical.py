@@ -154,22 +154,7 @@ def main() -> int:
         return 0
     root = common.DATA_DIR / f"categorical_tags_{args.rows}"
     dataset = make_dataset(root, args.rows)
-    results = [
-        common.run_child(
-            [
-                __file__,
-                "--child",
-                system,
-                "--root",
-                str(root),
-                "--runs",
-                str(args.runs),
-                "--threads",
-                str(args.threads),
-            ]
-        )
-        for system in SYSTEMS
-    ]
+    results = common.run_systems(__file__, SYSTEMS, root, args.runs, args.threads)
     notes = [
         f"tags: list<string>, 0-9 a row from {VALUES:,} values (Zipf), 2% null lists, 1% null tags",
         "vocabulary_loader and pyarrow_diy give the same ids (checksum of each batch's first tags)",

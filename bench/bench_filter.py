@@ -144,23 +144,8 @@ def main() -> int:
         return 0
     root = common.DATA_DIR / f"filter_{args.dates}d_{args.rows_per_file}"
     dataset = make_dataset(root, args.dates, args.rows_per_file)
-    results = []
-    for system in ("shardfeed_filter", "shardfeed_all", "pyarrow_dataset_filter"):
-        results.append(
-            common.run_child(
-                [
-                    __file__,
-                    "--child",
-                    system,
-                    "--root",
-                    str(root),
-                    "--runs",
-                    str(args.runs),
-                    "--threads",
-                    str(args.threads),
-                ]
-            )
-        )
+    systems = ("shardfeed_filter", "shardfeed_all", "pyarrow_dataset_filter")
+    results = common.run_systems(__file__, systems, root, args.runs, args.threads)
     firsts = {r["system"]: r["extra"]["first_batch_seconds_median"] for r in results}
     notes = [
         f"filter keeps {KEEP:.0%} of the dates: {date_filter(root)}",

@@ -251,6 +251,9 @@ arrow::Result<std::shared_ptr<arrow::Array>> DatasetColumn(
 // reads went, and the time spent waiting on them.
 struct RowGroupReader {
   std::unique_ptr<parquet::arrow::FileReader> reader;
+  // The file's fields, structs flattened as the catalog flattened them (what
+  // field_map indexes); into the reader's manifest, made once per open.
+  std::vector<FlatField> fields;
   std::shared_ptr<ReadFailure> failure;
   std::shared_ptr<std::atomic<int64_t>> io_ns;
 
@@ -325,6 +328,7 @@ arrow::Result<RowGroupReader> OpenRowGroup(const Catalog& catalog, int32_t rg_in
     auto maybe_reader = parquet::arrow::FileReader::Make(EnginePool(), std::move(pq), props);
     if (!maybe_reader.ok()) return out.Failed(maybe_reader.status(), where);
     out.reader = std::move(*maybe_reader);
+    out.fields = FlattenStructs(out.reader->manifest());
   } catch (...) {
     return out.Failed(ParquetExceptionStatus(std::current_exception(), {}, IoOutcome::kReadOk),
                       where);
@@ -344,7 +348,7 @@ arrow::Result<std::shared_ptr<arrow::Table>> ReadTable(
   const ErrorContext where{file.rel_path, rg.row_group, "", ""};
   // Dataset columns map onto the file's own by name (field_map), structs
   // flattened as the catalog flattened them.
-  const auto flat = FlattenStructs(opened.reader->manifest());
+  const auto& flat = opened.fields;
   std::vector<const FlatField*> fields(layout.fields.size(), nullptr);
   table_column->assign(layout.fields.size(), -1);
   std::vector<const FlatField*> all_fields;
@@ -460,13 +464,12 @@ std::vector<int> TileLeaves(const Catalog& catalog, int32_t rg_index, const Layo
   const auto& rg = catalog.row_groups()[static_cast<size_t>(rg_index)];
   const auto& file = catalog.files()[static_cast<size_t>(rg.file)];
   const auto metadata = opened.reader->parquet_reader()->metadata();
-  const auto fields = FlattenStructs(opened.reader->manifest());
   std::vector<int> leaves;
   for (int s : plan.sources) {
     const auto f = static_cast<size_t>(s);
     const int field = layout.fields[f];
     const int in_file = file.field_map.empty() ? field : file.field_map[static_cast<size_t>(field)];
-    const auto leaf = TileLeaf(layout, f, in_file, fields, *metadata, plan.matrix_dtype);
+    const auto leaf = TileLeaf(layout, f, in_file, opened.fields, *metadata, plan.matrix_dtype);
     leaves.push_back(leaf.value_or(-1));
   }
   return leaves;
