@@ -68,6 +68,7 @@ def seeds() -> dict[str, bytes]:
         "empty.parquet": parquet_bytes(t.slice(0, 0)),
         "categorical.parquet": parquet_bytes(categorical(10), row_group_size=4),
         "structs.parquet": parquet_bytes(structs(10), row_group_size=4),
+        "fixed_lists.parquet": parquet_bytes(fixed_lists(10), row_group_size=4),
     }
 
 
@@ -109,6 +110,31 @@ def structs(rows: int) -> pa.Table:
         {
             "s": pa.array(outer, outer_type),
             "items": pa.array(items, items_type),
+            "x": np.arange(rows, dtype=np.float32),
+        }
+    )
+
+
+def fixed_lists(rows: int) -> pa.Table:
+    """Fixed-size lists inside fixed-size and variable lists (collapsed into their
+    values), null at every level, one inside a struct, one of strings."""
+
+    def grid(i: int) -> list[list[float | None] | None] | None:
+        if i % 5 == 2:
+            return None
+        return [None if j == i % 3 else [float(i), None if i % 2 else float(j)] for j in range(3)]
+
+    points = [None if i % 4 == 1 else [[i, j] if j != 1 else None for j in range(i % 3)]
+              for i in range(rows)]  # fmt: skip
+    grid_type = pa.list_(pa.list_(pa.float32(), 2), 3)
+    return pa.table(
+        {
+            "grid": pa.array([grid(i) for i in range(rows)], grid_type),
+            "points": pa.array(points, pa.list_(pa.list_(pa.int32(), 2))),
+            "s": pa.array([{"g": grid(i + 1)} for i in range(rows)], pa.struct([("g", grid_type)])),
+            "tags": pa.array(
+                [[["a", None], ["b", "c"]]] * rows, pa.list_(pa.list_(pa.string(), 2), 2)
+            ),
             "x": np.arange(rows, dtype=np.float32),
         }
     )

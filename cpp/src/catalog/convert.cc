@@ -3,6 +3,7 @@
 #include <bit>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <string>
 
 #include <arrow/array.h>
@@ -13,7 +14,9 @@
 #include <arrow/scalar.h>
 #include <arrow/type.h>
 #include <arrow/type_traits.h>
+#include <arrow/util/bit_util.h>
 
+#include "shardfeed/status.h"
 #include "util/memory.h"
 #include "util/string_array.h"
 
@@ -96,6 +99,43 @@ arrow::Result<std::shared_ptr<arrow::Array>> DecimalToDouble(const arrow::Array&
   return builder.Finish();
 }
 
+// A fixed-size list's size; 0 for other lists.
+int64_t ListSize(const arrow::BaseListType& list) {
+  return list.id() == arrow::Type::FIXED_SIZE_LIST
+             ? static_cast<const arrow::FixedSizeListType&>(list).list_size()
+             : 0;
+}
+
+// A list (`id`: list, large list or fixed-size list of `size`) of `field`.
+std::shared_ptr<arrow::DataType> ListOf(arrow::Type::type id, std::shared_ptr<arrow::Field> field,
+                                        int64_t size) {
+  if (id == arrow::Type::LIST) return arrow::list(std::move(field));
+  if (id == arrow::Type::LARGE_LIST) return arrow::large_list(std::move(field));
+  return arrow::fixed_size_list(std::move(field), static_cast<int32_t>(size));
+}
+
+// A list's offsets (`Offset`: int32 or int64), each times `b`.
+template <typename Offset>
+arrow::Result<std::shared_ptr<arrow::Buffer>> ScaledOffsets(const arrow::ArrayData& list,
+                                                            int64_t b) {
+  const int64_t count = list.offset + list.length + 1;
+  ARROW_ASSIGN_OR_RAISE(
+      std::shared_ptr<arrow::Buffer> buffer,
+      arrow::AllocateBuffer(count * static_cast<int64_t>(sizeof(Offset)), EnginePool()));
+  auto* scaled = reinterpret_cast<Offset*>(buffer->mutable_data());
+  const Offset* offsets = list.buffers[1] ? list.GetValues<Offset>(1, 0) : nullptr;
+  for (int64_t i = 0; i < count; ++i) {
+    const int64_t value = offsets ? static_cast<int64_t>(offsets[i]) : 0;
+    if (value < 0 || (b > 0 && value > std::numeric_limits<Offset>::max() / b)) {
+      return Error(ErrorKind::kUnsupportedType,
+                   "a list of fixed-size lists holds more values in one row group than its "
+                   "offsets can count (write it as a large_list)");
+    }
+    scaled[i] = static_cast<Offset>(value * b);
+  }
+  return buffer;
+}
+
 }  // namespace
 
 std::shared_ptr<arrow::DataType> StorageType(const std::shared_ptr<arrow::DataType>& type) {
@@ -109,12 +149,86 @@ std::shared_ptr<arrow::DataType> StorageType(const std::shared_ptr<arrow::DataTy
   }
   const auto& list = static_cast<const arrow::BaseListType&>(*type);
   auto value = StorageType(list.value_type());
+  int64_t size = ListSize(list);
+  auto field = list.value_field();
+  if (value->id() == arrow::Type::FIXED_SIZE_LIST) {
+    // Fixed-size lists inside a list: one list of their values (CollapseFixedLists).
+    const auto& inner = static_cast<const arrow::FixedSizeListType&>(*value);
+    const int64_t collapsed = size * inner.list_size();
+    if (collapsed > std::numeric_limits<int32_t>::max()) return type;
+    size = collapsed;
+    field = inner.value_field();
+    value = inner.value_type();
+  }
   if (value == list.value_type()) return type;
-  auto field = list.value_field()->WithType(std::move(value));
-  if (id == arrow::Type::LIST) return arrow::list(std::move(field));
-  if (id == arrow::Type::LARGE_LIST) return arrow::large_list(std::move(field));
-  return arrow::fixed_size_list(std::move(field),
-                                static_cast<const arrow::FixedSizeListType&>(*type).list_size());
+  return ListOf(id, field->WithType(std::move(value)), size);
+}
+
+arrow::Result<std::shared_ptr<arrow::Array>> CollapseFixedLists(
+    const std::shared_ptr<arrow::Array>& array) {
+  const auto id = array->type_id();
+  if (id != arrow::Type::LIST && id != arrow::Type::LARGE_LIST &&
+      id != arrow::Type::FIXED_SIZE_LIST) {
+    return array;
+  }
+  const auto& data = *array->data();
+  std::shared_ptr<arrow::Array> elements = arrow::MakeArray(data.child_data[0]);
+  if (elements->type_id() == arrow::Type::EXTENSION) {
+    elements = static_cast<const arrow::ExtensionArray&>(*elements).storage();
+  }
+  ARROW_ASSIGN_OR_RAISE(elements, CollapseFixedLists(elements));  // the deepest first
+  const auto& list = static_cast<const arrow::BaseListType&>(*array->type());
+  if (elements->type_id() != arrow::Type::FIXED_SIZE_LIST) {
+    if (elements->data() == data.child_data[0]) return array;
+    auto out = data.Copy();
+    out->type = ListOf(id, list.value_field()->WithType(elements->type()), ListSize(list));
+    out->child_data[0] = elements->data();
+    return arrow::MakeArray(std::move(out));
+  }
+  // Element k of `inner` holds values [k * b, (k + 1) * b) of its values.
+  const auto& inner = static_cast<const arrow::FixedSizeListArray&>(*elements);
+  const auto& inner_type = static_cast<const arrow::FixedSizeListType&>(*inner.type());
+  const int64_t b = inner_type.list_size();
+  ARROW_ASSIGN_OR_RAISE(auto values,
+                        inner.values()->SliceSafe(inner.offset() * b, inner.length() * b));
+  if (inner.null_count() > 0 && b > 0 && values->type_id() != arrow::Type::NA) {
+    // A null element makes its b values null.
+    const int64_t at = values->offset();
+    ARROW_ASSIGN_OR_RAISE(auto bitmap,
+                          arrow::AllocateEmptyBitmap(at + values->length(), EnginePool()));
+    uint8_t* bits = bitmap->mutable_data();
+    for (int64_t k = 0; k < inner.length(); ++k) {
+      if (!inner.IsValid(k)) continue;
+      for (int64_t j = 0; j < b; ++j) {
+        if (values->IsValid(k * b + j)) arrow::bit_util::SetBit(bits, at + k * b + j);
+      }
+    }
+    auto masked = values->data()->Copy();
+    masked->buffers[0] = std::move(bitmap);
+    masked->null_count = arrow::kUnknownNullCount;
+    values = arrow::MakeArray(std::move(masked));
+  }
+  auto out = data.Copy();
+  out->child_data[0] = values->data();
+  auto field = inner_type.value_field()->WithType(values->type());
+  if (id == arrow::Type::FIXED_SIZE_LIST) {
+    const int64_t size = ListSize(list) * b;
+    if (size > std::numeric_limits<int32_t>::max()) {
+      return Error(ErrorKind::kUnsupportedType,
+                   "a fixed-size list of " + std::to_string(size) + " values is too long");
+    }
+    out->type = ListOf(id, std::move(field), size);
+    return arrow::MakeArray(std::move(out));
+  }
+  // A list's offsets count elements: times b, they count values.
+  if (id == arrow::Type::LIST) {
+    ARROW_ASSIGN_OR_RAISE(out->buffers[1], ScaledOffsets<int32_t>(data, b));
+    out->type = arrow::list(std::move(field));
+  } else {
+    ARROW_ASSIGN_OR_RAISE(out->buffers[1], ScaledOffsets<int64_t>(data, b));
+    out->type = arrow::large_list(std::move(field));
+  }
+  return arrow::MakeArray(std::move(out));
 }
 
 std::shared_ptr<arrow::DataType> ReadType(const std::shared_ptr<arrow::DataType>& type) {
@@ -151,6 +265,11 @@ arrow::Result<std::shared_ptr<arrow::Array>> ConformArray(
   if (array->type()->Equals(*read_type, /*check_metadata=*/false)) return array;
   if (array->type_id() == arrow::Type::EXTENSION) {  // read as its storage (StorageType)
     return ConformArray(static_cast<const arrow::ExtensionArray&>(*array).storage(), read_type);
+  }
+  if (arrow::is_list_like(array->type_id()) && array->type_id() != arrow::Type::MAP) {
+    // Fixed-size lists inside lists: one list of their values (StorageType).
+    ARROW_ASSIGN_OR_RAISE(auto collapsed, CollapseFixedLists(array));
+    if (collapsed != array) return ConformArray(collapsed, read_type);
   }
   // Strings are only ever hashed, and the hasher maps a dictionary's values
   // once (pandas and polars categoricals): decoding them would only cost.

@@ -18,7 +18,18 @@ namespace shardfeed {
 // arrow.fixed_shape_tensor, arrow.json, arrow.bool8, pandas' period, ...),
 // inside lists too; every other type as it is.  A dataset column of such a
 // type is its storage: a fixed_shape_tensor its fixed-size list of values.
+// Fixed-size lists inside a list, a large list or a fixed-size list (polars'
+// and DuckDB's multi-dimensional arrays, Hugging Face's nested Sequence) are
+// one list of their values, as CollapseFixedLists reads them: fixed_size_list<
+// fixed_size_list<float, 3>, 2> is fixed_size_list<float, 6>, list<
+// fixed_size_list<float, 3>> a list<float> of 3 values per element.
 std::shared_ptr<arrow::DataType> StorageType(const std::shared_ptr<arrow::DataType>& type);
+
+// `array` with its fixed-size lists inside lists collapsed into their values,
+// in order (StorageType): row r's values are its elements' values one after
+// the other, and a null element's values are null.  Other arrays as they are.
+arrow::Result<std::shared_ptr<arrow::Array>> CollapseFixedLists(
+    const std::shared_ptr<arrow::Array>& array);
 
 // The type a dataset column is read as: date64 -> date32 (days), decimals ->
 // float64, dictionaries -> their values, inside lists too; every other type

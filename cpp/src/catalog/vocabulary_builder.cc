@@ -19,6 +19,7 @@
 #include <parquet/file_reader.h>
 #include <parquet/metadata.h>
 
+#include "catalog/convert.h"
 #include "catalog/unify.h"
 #include "shardfeed/status.h"
 #include "shardfeed/vocabulary.h"
@@ -53,17 +54,19 @@ arrow::Status CountArray(const arrow::Array& array, Counts* counts) {
     return CountArray(*static_cast<const arrow::ExtensionArray&>(array).storage(), counts);
   }
   if (arrow::is_list(array.type_id()) || array.type_id() == arrow::Type::FIXED_SIZE_LIST) {
-    // A list of strings: its elements, those of null lists left out.
+    // A list of strings: its elements, those of null lists left out (fixed-size
+    // lists inside it are their strings, as the catalog types them).
+    ARROW_ASSIGN_OR_RAISE(auto list, CollapseFixedLists(arrow::MakeArray(array.data())));
     arrow::Result<std::shared_ptr<arrow::Array>> values;
-    switch (array.type_id()) {
+    switch (list->type_id()) {
       case arrow::Type::LIST:
-        values = static_cast<const arrow::ListArray&>(array).Flatten(EnginePool());
+        values = static_cast<const arrow::ListArray&>(*list).Flatten(EnginePool());
         break;
       case arrow::Type::LARGE_LIST:
-        values = static_cast<const arrow::LargeListArray&>(array).Flatten(EnginePool());
+        values = static_cast<const arrow::LargeListArray&>(*list).Flatten(EnginePool());
         break;
       default:
-        values = static_cast<const arrow::FixedSizeListArray&>(array).Flatten(EnginePool());
+        values = static_cast<const arrow::FixedSizeListArray&>(*list).Flatten(EnginePool());
     }
     ARROW_RETURN_NOT_OK(values.status());
     if (arrow::is_list_like((*values)->type_id())) {
@@ -147,10 +150,14 @@ arrow::Status CountFile(const Catalog& catalog, int32_t f, int dataset_field, Co
     if (static_cast<size_t>(field) >= flat.size()) {
       return Error(ErrorKind::kUnsupportedType, context + ": column is not a string column");
     }
-    // The column's leaf: its own, or a list's elements'.
+    // The column's leaf: its own, or a list's elements' (lists of fixed-size
+    // lists too, whose values CountArray counts).
     const FlatField& column = flat[static_cast<size_t>(field)];
     const parquet::arrow::SchemaField* node = column.node;
-    if (!node->is_leaf() && node->children.size() == 1) node = &node->children[0];
+    while (!node->is_leaf() && node->children.size() == 1 &&
+           arrow::is_list_like(node->field->type()->id())) {
+      node = &node->children[0];
+    }
     if (!node->is_leaf()) {
       return Error(ErrorKind::kUnsupportedType,
                    context + ": column is not a string column or a list of strings");

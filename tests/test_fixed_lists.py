@@ -1,0 +1,166 @@
+"""Fixed-size lists inside lists (polars' multi-dimensional arrays, Hugging Face's
+nested Sequence, pyarrow's nested fixed-size lists): one list of their values, in
+order, a null inner list's values null, checked against pyarrow's own values."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+import shardfeed
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from shardfeed.transforms import HashBucket
+
+from .conftest import digest
+from .test_structs import loader_rows as rows
+
+FILL = -7.0
+
+
+def values_of(value: Any, shape: tuple[int, ...]) -> list[Any]:
+    """One row's values in order: a null list at any level is its values, null."""
+    if not shape:
+        return [value]
+    if value is None:
+        return [None] * math.prod(shape)
+    return [v for item in value for v in values_of(item, shape[1:])]
+
+
+def fixed_type(shape: tuple[int, ...], outer: str) -> pa.DataType:
+    t: pa.DataType = pa.float32()
+    for size in reversed(shape):
+        t = pa.list_(t, size)
+    if outer == "list":
+        return pa.list_(t)
+    return pa.large_list(t) if outer == "large_list" else t
+
+
+def nested(draw: Any, shape: tuple[int, ...]) -> Any:
+    if not shape:
+        return draw(st.one_of(st.none(), st.floats(-1e6, 1e6, allow_nan=False, width=32)))
+    if draw(st.integers(0, 5)) == 0:
+        return None
+    return [nested(draw, shape[1:]) for _ in range(shape[0])]
+
+
+@st.composite
+def columns(draw: Any) -> tuple[pa.DataType, list[Any], tuple[int, ...], str]:
+    outer = draw(st.sampled_from(["fixed", "list", "large_list"]))
+    shape = tuple(draw(st.lists(st.integers(1, 3), min_size=2 if outer == "fixed" else 1,
+                                max_size=3)))  # fmt: skip
+    n = draw(st.integers(1, 40))
+    if outer == "fixed":
+        data = [nested(draw, shape) for _ in range(n)]
+    else:
+        data = [
+            None
+            if draw(st.integers(0, 6)) == 0
+            else [nested(draw, shape) for _ in range(draw(st.integers(0, 3)))]
+            for _ in range(n)
+        ]
+    return fixed_type(shape, outer), data, shape, outer
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(column=columns(), row_group=st.integers(1, 16))
+def test_nested_fixed_size_lists_are_their_values_in_order(
+    tmp_path_factory: Any, column: tuple[pa.DataType, list[Any], tuple[int, ...], str],
+    row_group: int,
+):  # fmt: skip
+    type_, data, shape, outer = column
+    root = tmp_path_factory.mktemp("fixed")
+    pq.write_table(pa.table({"v": pa.array(data, type_)}), root / "f.parquet",
+                   row_group_size=row_group)  # fmt: skip
+    got = rows(root, ["v"], fill_null=FILL)
+    width = math.prod(shape)
+    if outer == "fixed":
+        want = np.array(
+            [[FILL if v is None else v for v in values_of(r, shape)] for r in data], np.float32
+        ).reshape(len(data), width)
+        assert got["v"].shape == (len(data), width)
+        np.testing.assert_array_equal(got["v"], want)
+        return
+    # A list of k fixed-size lists is a list of k * width values.
+    lengths = [0 if r is None else len(r) * width for r in data]
+    np.testing.assert_array_equal(got["v_lengths"], lengths)
+    for i, r in enumerate(data):
+        values = [] if r is None else [v for item in r for v in values_of(item, shape)]
+        want_row = np.array([FILL if v is None else v for v in values], np.float32)
+        np.testing.assert_array_equal(got["v"][i, : lengths[i]], want_row)
+        assert not got["v"][i, lengths[i] :].any()  # padding
+
+
+def test_polars_arrays_read_as_their_values_row_major(tmp_path: Path):
+    """polars' Array of a 2-D shape is a nested fixed-size list: each row is its
+    array in row-major order, as numpy reshapes it."""
+    data = np.random.default_rng(0).random((500, 2, 3), dtype=np.float32)
+    pl.DataFrame({"a": pl.Series(data, dtype=pl.Array(pl.Float32, (2, 3))),
+                  "y": np.arange(500)}).write_parquet(tmp_path / "p.parquet",
+                                                      row_group_size=128)  # fmt: skip
+    got = rows(tmp_path / "p.parquet", ["a", "y"])
+    assert got["a"].shape == (500, 6)
+    np.testing.assert_array_equal(got["a"].reshape(-1, 2, 3), data)
+
+
+def test_the_stream_is_the_same_for_threads_and_the_decoded_tier(tmp_path: Path):
+    data = np.random.default_rng(1).random((2_000, 4, 2), dtype=np.float32)
+    pl.DataFrame({"a": pl.Series(data, dtype=pl.Array(pl.Float32, (4, 2)))}).write_parquet(
+        tmp_path / "p.parquet", row_group_size=300
+    )
+    kw: dict[str, Any] = dict(batch_size=64, seed=3, with_sample_id=True)
+    base = digest(shardfeed.Loader(tmp_path, num_threads=1, **kw))
+    assert digest(shardfeed.Loader(tmp_path, num_threads=3, **kw)) == base
+    for _ in range(2):  # the decoded tier, cold and warm
+        ld = shardfeed.Loader(tmp_path, cache_dir=tmp_path / "c", cache_decoded=True, **kw)
+        assert digest(ld) == base
+    with shardfeed.Loader(tmp_path, batch_size=64) as ld:
+        (info,) = ld.describe_outputs()
+    assert info["shape"] == [8] and info["dtype"] == "float32"
+
+
+def test_nested_fixed_size_lists_of_strings_hash_and_list_their_values(tmp_path: Path):
+    tags = [[["a", "b"], ["c", None]], None, [["b", "b"], None]]
+    t = pa.list_(pa.list_(pa.string(), 2), 2)
+    pq.write_table(pa.table({"t": pa.array(tags, t)}), tmp_path / "s.parquet")
+    flat = pa.table({"t": pa.array([["a", "b", "c", None], None, ["b", "b", None, None]],
+                                   pa.list_(pa.string(), 4))})  # fmt: skip
+    pq.write_table(flat, tmp_path / "flat.parquet")
+    hb = [HashBucket("t", 1_000)]
+    got = rows(tmp_path / "s.parquet", ["t"], transforms=hb, fill_null=0)
+    want = rows(tmp_path / "flat.parquet", ["t"], transforms=hb, fill_null=0)
+    np.testing.assert_array_equal(got["t"], want["t"])
+    assert shardfeed.vocabulary(tmp_path / "s.parquet", "t") == ["b", "a", "c"]
+
+
+def test_in_structs_lists_of_structs_and_lists_of_tensors(tmp_path: Path):
+    """A struct field, a list of structs' field and a list of fixed_shape_tensors
+    collapse as a top-level column does; a null struct nulls its field's values."""
+    fsl = pa.list_(pa.list_(pa.float32(), 2), 2)
+    s = pa.struct([("a", fsl), ("b", pa.int32())])
+    structs = [{"a": [[1, 2], [3, 4]], "b": 1}, None, {"a": [None, [5, 6]], "b": 2}]
+    items = [[{"a": [[1, 2], [3, 4]], "b": 1}, {"a": [[9, 9], None], "b": 5}], None, [None]]
+    tensor = pa.fixed_shape_tensor(pa.float32(), [2, 2])
+    storage = pa.array([[[1, 2, 3, 4]], None, [[5, 6, 7, 8], [9, 10, 11, 12]]],
+                       pa.list_(tensor.storage_type))  # fmt: skip
+    tensors = pa.ListArray.from_arrays(
+        storage.offsets, pa.ExtensionArray.from_storage(tensor, storage.values),
+        mask=storage.is_null(),
+    )  # fmt: skip
+    table = pa.table({"s": pa.array(structs, s), "items": pa.array(items, pa.list_(s)),
+                      "t": tensors})  # fmt: skip
+    pq.write_table(table, tmp_path / "x.parquet")
+    got = rows(tmp_path, ["s.a", "items.a", "t"], fill_null=-1)
+    np.testing.assert_array_equal(got["s.a"], [[1, 2, 3, 4], [-1] * 4, [-1, -1, 5, 6]])
+    np.testing.assert_array_equal(got["items.a_lengths"], [8, 0, 4])
+    np.testing.assert_array_equal(got["items.a"][0], [1, 2, 3, 4, 9, 9, -1, -1])
+    np.testing.assert_array_equal(got["items.a"][2, :4], [-1] * 4)
+    np.testing.assert_array_equal(got["t_lengths"], [4, 0, 8])
+    np.testing.assert_array_equal(got["t"][2], np.arange(5, 13))
