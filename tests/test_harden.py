@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -454,7 +455,8 @@ def test_a_forked_child_reads_with_its_copy_of_a_loader_and_exits_cleanly(datase
 
 def test_dataloader_workers_iterating_a_loader_made_in_the_parent(dataset):
     """Not TorchDataset's way (each worker yields the whole epoch), but it must not
-    hang: the Loader's next pass had started early in the parent."""
+    hang: the Loader's next pass had started early in the parent.  Each worker warns
+    that every batch comes once per worker."""
     import torch
 
     ld = shardfeed.Loader(dataset, batch_size=16, output="numpy", seed=3)
@@ -466,11 +468,24 @@ def test_dataloader_workers_iterating_a_loader_made_in_the_parent(dataset):
 
     class Each(torch.utils.data.IterableDataset):  # type: ignore[type-arg]
         def __iter__(self) -> Any:
-            return iter(ld)
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                yield from ld
+            said = [str(w.message) for w in caught if "each batch comes 2 times" in str(w.message)]
+            yield {"warnings": said}
 
     got = list(torch.utils.data.DataLoader(Each(), batch_size=None, num_workers=2, timeout=60))
     reference = digest(ld)  # epoch 2, in this process
-    assert digest(got[0::2]) == reference and digest(got[1::2]) == reference
+    for worker, part in enumerate((got[0::2], got[1::2])):
+        assert digest(part[:-1]) == reference
+        (said,) = part[-1]["warnings"]
+        assert f"DataLoader worker {worker} of 2" in said and "TorchDataset" in said
+    # One worker iterating it, or the process that made it: the stream once, no warning.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert digest(ld) == reference
+        one = list(torch.utils.data.DataLoader(Each(), batch_size=None, num_workers=1))
+    assert digest(one[:-1]) == reference and one[-1]["warnings"] == []
 
 
 # -- the remote deadline -------------------------------------------------------------

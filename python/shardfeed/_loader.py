@@ -6,8 +6,10 @@ import atexit
 import ctypes
 import functools
 import os
+import sys
 import threading
 import time
+import warnings
 import weakref
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
@@ -33,6 +35,24 @@ def abandon(inherited: Any) -> None:
     process that made it."""
     if inherited is not None:
         ctypes.pythonapi.Py_IncRef(ctypes.py_object(inherited))
+
+
+def _warn_if_copied_into_workers() -> None:
+    """A Loader made in the main process and iterated in DataLoader workers (wrapped in
+    an IterableDataset) is a copy in each: every worker hands out the whole stream, and
+    the DataLoader interleaves them, so each batch comes once per worker."""
+    data = sys.modules.get("torch.utils.data")
+    info = data.get_worker_info() if data is not None else None
+    if info is None or info.num_workers < 2:
+        return
+    warnings.warn(
+        f"this Loader was made in another process and is iterated in DataLoader worker "
+        f"{info.id} of {info.num_workers}: every worker that iterates it yields the whole "
+        f"stream, so each batch comes {info.num_workers} times. Use shardfeed.TorchDataset, "
+        "which gives the Loader's stream once for any number of workers",
+        UserWarning,
+        stacklevel=4,
+    )
 
 
 _IMPORTED_IN = os.getpid()
@@ -270,6 +290,7 @@ class Loader(Stream):
         self._last_engine = None
         self._started_early = False
         self._pid = os.getpid()
+        _warn_if_copied_into_workers()
 
     def _engine_maker(self, epoch: int, start: int) -> Callable[[], _core.Engine]:
         """Makes the engine of (epoch, start) when called; holds no reference to self."""
