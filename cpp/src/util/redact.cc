@@ -33,17 +33,31 @@ std::pair<size_t, size_t> UserInfo(const std::string& uri) {
   return {begin, at};
 }
 
+// Whether the user name of `uri`'s user info names something rather than
+// authenticates: Azure's container ("abfs://container@account.dfs..."), GCS's
+// "anonymous" ("gs://anonymous@bucket").  Only a password after it is secret.
+bool UserIsAName(const std::string& uri) {
+  std::string scheme = uri.substr(0, uri.find("://"));
+  std::transform(scheme.begin(), scheme.end(), scheme.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return scheme == "abfs" || scheme == "abfss" || scheme == "gs" || scheme == "gcs";
+}
+
 // The secret values in `uri`: user info parts and secret query values.
 std::vector<std::string> Secrets(const std::string& uri) {
   std::vector<std::string> out;
   const auto [begin, end] = UserInfo(uri);
   if (end > begin) {
     const std::string info = uri.substr(begin, end - begin);
-    out.push_back(info);
     const size_t colon = info.find(':');
-    if (colon != std::string::npos) {
-      out.push_back(info.substr(0, colon));
-      out.push_back(info.substr(colon + 1));
+    if (UserIsAName(uri)) {
+      if (colon != std::string::npos) out.push_back(info.substr(colon + 1));
+    } else {
+      out.push_back(info);
+      if (colon != std::string::npos) {
+        out.push_back(info.substr(0, colon));
+        out.push_back(info.substr(colon + 1));
+      }
     }
   }
   const size_t query = uri.find('?');
@@ -92,16 +106,31 @@ std::string RedactUri(const std::string& uri) {
     }
     out = rebuilt;
   }
-  const auto [begin, end] = UserInfo(out);
+  auto [begin, end] = UserInfo(out);
+  if (end > begin && UserIsAName(out)) {
+    const size_t colon = out.find(':', begin);
+    begin = colon < end ? colon + 1 : end;  // the name stays; a password goes
+  }
   if (end > begin) out.replace(begin, end - begin, kMask);
   return out;
 }
 
 std::string RedactSecrets(std::string message, const std::string& uri) {
+  // A short value ("c", "AK") is also part of many words: masked where it
+  // stands alone, so that a message keeps its words.  Longer ones wherever
+  // they are.
+  constexpr size_t kShort = 8;
+  const auto word = [&](size_t at) {
+    return at < message.size() && std::isalnum(static_cast<unsigned char>(message[at]));
+  };
   for (const auto& secret : Secrets(uri)) {
-    for (size_t at = message.find(secret); at != std::string::npos;
-         at = message.find(secret, at + sizeof(kMask) - 1)) {
+    for (size_t at = message.find(secret); at != std::string::npos;) {
+      if (secret.size() < kShort && ((at > 0 && word(at - 1)) || word(at + secret.size()))) {
+        at = message.find(secret, at + 1);
+        continue;
+      }
       message.replace(at, secret.size(), kMask);
+      at = message.find(secret, at + sizeof(kMask) - 1);
     }
   }
   return message;

@@ -32,5 +32,28 @@ TEST(RedactSecrets, MasksEveryCopyInAMessage) {
   EXPECT_EQ(RedactSecrets("nothing here", "/local/path"), "nothing here");
 }
 
+TEST(RedactUri, KeepsNamesThatAreNotCredentials) {
+  // Azure's container and GCS's anonymous user are names; a password is not.
+  EXPECT_EQ(RedactUri("abfs://c@acct.dfs.core.windows.net/x"),
+            "abfs://c@acct.dfs.core.windows.net/x");
+  EXPECT_EQ(RedactUri("abfss://data:pw@acct.dfs.core.windows.net/x"),
+            "abfss://data:***@acct.dfs.core.windows.net/x");
+  EXPECT_EQ(RedactUri("gs://anonymous@bucket/x"), "gs://anonymous@bucket/x");
+  EXPECT_EQ(RedactUri("S3://key:pw@bucket/x"), "S3://***@bucket/x");
+}
+
+TEST(RedactSecrets, LeavesWordsWholeAroundShortValues) {
+  // The container "c" masked every c of Arrow's message: "sour***e", "Che***k".
+  const std::string azure = "abfs://c@a.dfs.core.windows.net/x";
+  const std::string said = "source '" + azure + "': Check for Hierarchical Namespace support";
+  EXPECT_EQ(RedactSecrets(said, azure), said);
+  const std::string s3 = "s3://ab:cd@bucket/x";
+  EXPECT_EQ(RedactSecrets("about 'ab' and cdrom: ab, cd.", s3), "about '***' and cdrom: ***, ***.");
+  // A long secret goes wherever it is, inside a word too.
+  const std::string long_secret = "s3://AKIAEXAMPLE:wJalrXUtnFEMI@bucket/x";
+  EXPECT_EQ(RedactSecrets("xAKIAEXAMPLEx wJalrXUtnFEMI/", long_secret), "x***x ***/");
+  EXPECT_EQ(RedactSecrets("pw pw2 (pw)", "abfs://c:pw@a.dfs.core.windows.net/"), "*** pw2 (***)");
+}
+
 }  // namespace
 }  // namespace shardfeed
