@@ -12,6 +12,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 import shardfeed
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -164,3 +165,21 @@ def test_in_structs_lists_of_structs_and_lists_of_tensors(tmp_path: Path):
     np.testing.assert_array_equal(got["items.a"][2, :4], [-1] * 4)
     np.testing.assert_array_equal(got["t_lengths"], [4, 0, 8])
     np.testing.assert_array_equal(got["t"][2], np.arange(5, 13))
+
+
+def test_files_with_arrays_of_other_shapes_conflict_where_the_column_is_used(tmp_path: Path):
+    """Six values as 2 x 3 in one file and 3 x 2 in another would read as one
+    row-major order, wrong for one of them: using the column names both files."""
+    values = np.arange(60, dtype=np.float32).reshape(10, 6)
+    for name, shape in (("a.parquet", (2, 3)), ("b.parquet", (3, 2))):
+        pl.DataFrame({"g": pl.Series(values.reshape(10, *shape), dtype=pl.Array(pl.Float32, shape)),
+                      "y": np.arange(10)}).write_parquet(tmp_path / name)  # fmt: skip
+    with pytest.raises(shardfeed.SchemaMismatchError, match=r"shape \[2, 3\] in file 'a.parquet'"
+                       r" and \[3, 2\] in file 'b.parquet'"):  # fmt: skip
+        rows(tmp_path, ["g"])
+    np.testing.assert_array_equal(rows(tmp_path, ["y"])["y"], list(range(10)) * 2)
+    # A plain fixed-size list of six beside the 2 x 3 arrays: the same values.
+    (tmp_path / "b.parquet").unlink()
+    pq.write_table(pa.table({"g": pa.array(values.tolist(), pa.list_(pa.float32(), 6))}),
+                   tmp_path / "c.parquet")  # fmt: skip
+    np.testing.assert_array_equal(rows(tmp_path, ["g"])["g"], np.vstack([values, values]))

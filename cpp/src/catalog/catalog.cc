@@ -22,6 +22,7 @@
 #include <arrow/filesystem/path_util.h>
 #include <arrow/io/interfaces.h>
 #include <arrow/type.h>
+#include <arrow/util/key_value_metadata.h>
 #include <arrow/util/utf8.h>
 #include <parquet/arrow/schema.h>
 #include <parquet/exception.h>
@@ -191,7 +192,19 @@ arrow::Result<std::optional<Footer>> ReadFooter(arrow::fs::FileSystem& fs, const
   for (const auto& field : footer.flat_schema->fields()) {
     auto type = StorageType(field->type());
     extended = extended || type != field->type();
-    stored.push_back(type == field->type() ? field : field->WithType(std::move(type)));
+    if (type == field->type()) {
+      stored.push_back(field);
+      continue;
+    }
+    auto collapsed = field->WithType(std::move(type));
+    const std::string shape = CollapsedShape(*field->type());
+    if (!shape.empty()) {
+      auto metadata = field->metadata() ? field->metadata()->Copy()
+                                        : std::make_shared<arrow::KeyValueMetadata>();
+      metadata->Append(kShapeKey, shape);
+      collapsed = collapsed->WithMetadata(std::move(metadata));
+    }
+    stored.push_back(std::move(collapsed));
   }
   if (extended) footer.flat_schema = arrow::schema(std::move(stored));
   static const bool utf8_ready = (arrow::util::InitializeUTF8(), true);  // its tables, once

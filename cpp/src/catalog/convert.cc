@@ -164,6 +164,29 @@ std::shared_ptr<arrow::DataType> StorageType(const std::shared_ptr<arrow::DataTy
   return ListOf(id, field->WithType(std::move(value)), size);
 }
 
+std::string CollapsedShape(const arrow::DataType& type) {
+  std::string text;
+  int levels = 0;
+  bool collapses = false;  // a fixed-size list inside a list
+  for (const arrow::DataType* t = &type;;) {
+    if (t->id() == arrow::Type::EXTENSION) {
+      t = static_cast<const arrow::ExtensionType&>(*t).storage_type().get();
+      continue;
+    }
+    const auto id = t->id();
+    if (id != arrow::Type::LIST && id != arrow::Type::LARGE_LIST &&
+        id != arrow::Type::FIXED_SIZE_LIST) {
+      break;
+    }
+    const auto& list = static_cast<const arrow::BaseListType&>(*t);
+    collapses = collapses || (levels > 0 && id == arrow::Type::FIXED_SIZE_LIST);
+    text += (levels++ ? ", " : "[") +
+            (id == arrow::Type::FIXED_SIZE_LIST ? std::to_string(ListSize(list)) : "*");
+    t = list.value_type().get();
+  }
+  return collapses ? text + "]" : "";
+}
+
 arrow::Result<std::shared_ptr<arrow::Array>> CollapseFixedLists(
     const std::shared_ptr<arrow::Array>& array) {
   const auto id = array->type_id();

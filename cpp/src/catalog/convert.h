@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include <arrow/result.h>
 #include <arrow/type_fwd.h>
@@ -24,6 +25,16 @@ namespace shardfeed {
 // fixed_size_list<float, 3>, 2> is fixed_size_list<float, 6>, list<
 // fixed_size_list<float, 3>> a list<float> of 3 values per element.
 std::shared_ptr<arrow::DataType> StorageType(const std::shared_ptr<arrow::DataType>& type);
+
+// Field metadata key of a file's column whose fixed-size lists StorageType
+// collapsed: the sizes of its list levels, outermost first ("[2, 3]" for
+// fixed_size_list<fixed_size_list<float, 3>, 2>, "[*, 3]" for
+// list<fixed_size_list<float, 3>>), so that files whose arrays have other
+// shapes but the same number of values are told apart.
+inline constexpr char kShapeKey[] = "shardfeed.shape";
+
+// That text for `type`, or "" when StorageType collapses nothing in it.
+std::string CollapsedShape(const arrow::DataType& type);
 
 // `array` with its fixed-size lists inside lists collapsed into their values,
 // in order (StorageType): row r's values are its elements' values one after

@@ -99,5 +99,16 @@ TEST(CollapseFixedLists, ConformArrayCollapsesToTheReadType) {
       << conformed->ToString();
 }
 
+TEST(CollapsedShape, NamesTheLevelsOfWhatCollapses) {
+  const auto f = arrow::float32();
+  EXPECT_EQ(CollapsedShape(*arrow::fixed_size_list(arrow::fixed_size_list(f, 3), 2)), "[2, 3]");
+  EXPECT_EQ(CollapsedShape(*arrow::large_list(arrow::fixed_size_list(f, 3))), "[*, 3]");
+  EXPECT_EQ(CollapsedShape(*arrow::list(arrow::list(arrow::fixed_size_list(f, 3)))), "[*, *, 3]");
+  EXPECT_EQ(CollapsedShape(*arrow::fixed_size_list(f, 6)), "");
+  EXPECT_EQ(CollapsedShape(*arrow::list(f)), "");
+  EXPECT_EQ(CollapsedShape(*arrow::fixed_size_list(arrow::list(f), 2)), "");
+  EXPECT_EQ(CollapsedShape(*f), "");
+}
+
 }  // namespace
 }  // namespace shardfeed

@@ -8,6 +8,7 @@
 #include <arrow/type_traits.h>
 #include <arrow/util/key_value_metadata.h>
 
+#include "catalog/convert.h"
 #include "shardfeed/status.h"
 
 namespace shardfeed {
@@ -156,6 +157,16 @@ arrow::Result<TypePtr> PromoteTypes(const TypePtr& a, const TypePtr& b) {
   return Incompatible(a, b);
 }
 
+namespace {
+
+// A file column's collapsed shape (convert.h), or "".
+std::string ShapeOf(const arrow::Field& field) {
+  const auto& metadata = field.metadata();
+  return metadata && metadata->Contains(kShapeKey) ? metadata->Get(kShapeKey).ValueOr("") : "";
+}
+
+}  // namespace
+
 void SchemaUnifier::Add(const std::string& rel_path, const arrow::Schema& schema) {
   if (!first_) {
     first_ = std::make_shared<arrow::Schema>(schema.fields());
@@ -178,6 +189,8 @@ void SchemaUnifier::Add(const std::string& rel_path, const arrow::Schema& schema
       column.info.file_types.push_back(type->ToString());
       column.type_file = rel_path;
       column.present = 1;
+      column.shape = ShapeOf(*field);
+      if (!column.shape.empty()) column.shape_file = rel_path;
       index.emplace(field->name(), static_cast<int>(columns_.size()));
       columns_.push_back(std::move(column));
       map.push_back(f);
@@ -204,6 +217,19 @@ void SchemaUnifier::Add(const std::string& rel_path, const arrow::Schema& schema
     }
     bool nullable = info.field->nullable() || field->nullable();
     if (!info.conflict.empty()) continue;
+    const std::string shape = ShapeOf(*field);
+    if (!shape.empty() && column.shape.empty()) {
+      column.shape = shape;
+      column.shape_file = rel_path;
+    } else if (!shape.empty() && shape != column.shape) {
+      // The same number of values in arrays of other shapes: one row-major
+      // order would read one of them wrong.
+      info.conflict = "column '" + field->name() + "' holds arrays of shape " + column.shape +
+                      " in file '" + column.shape_file + "' and " + shape + " in file '" +
+                      rel_path +
+                      "' (leave the column out with columns=[...] or rewrite one of the files)";
+      continue;
+    }
     auto promoted = PromoteTypes(info.field->type(), type);
     if (!promoted.ok()) {
       info.conflict = "file '" + rel_path + "' has a schema that differs from file '" +

@@ -62,6 +62,9 @@ class SchemaUnifier {
     UnifiedColumn info;
     std::string type_file;  // a file that has the column's first type
     int64_t present = 0;
+    // The shape of its collapsed fixed-size lists (convert.h kShapeKey), from
+    // the first file that has one, and that file.
+    std::string shape, shape_file;
   };
   // For column c: the conflict message when another column of `same_lower`
   // (the columns whose lower-case names are c's) differs from it only in case

@@ -4,6 +4,8 @@
 #include <arrow/util/key_value_metadata.h>
 #include <gtest/gtest.h>
 
+#include "catalog/convert.h"
+
 namespace shardfeed {
 namespace {
 
@@ -118,6 +120,27 @@ TEST(Unify, TwoColumnsOfOneNameInAFileAreAConflict) {
       << columns[0].conflict;
   EXPECT_TRUE(columns[1].conflict.empty()) << columns[1].conflict;
   EXPECT_EQ(unifier.FieldMaps()[0], (std::vector<int>{0, 2}));
+}
+
+TEST(Unify, CollapsedArraysOfOtherShapesAreAConflict) {
+  // Files whose fixed-size lists collapsed (convert.h): six values as [2, 3]
+  // in one, [3, 2] in another, and a plain list of six (no shape) in a third.
+  const auto six = arrow::fixed_size_list(arrow::float32(), 6);
+  auto shaped = [&](const std::string& name, const std::string& shape) {
+    return arrow::field(name, six)->WithMetadata(arrow::key_value_metadata({kShapeKey}, {shape}));
+  };
+  SchemaUnifier unifier;
+  unifier.Add("a", *arrow::schema({shaped("g", "[2, 3]"), shaped("h", "[2, 3]")}));
+  unifier.Add("b", *arrow::schema({arrow::field("g", six), shaped("h", "[3, 2]")}));
+  unifier.Add("c", *arrow::schema({shaped("g", "[2, 3]"), shaped("h", "[2, 3]")}));
+  auto columns = unifier.Columns();
+  ASSERT_EQ(columns.size(), 2u);
+  EXPECT_TRUE(columns[0].conflict.empty()) << columns[0].conflict;
+  EXPECT_EQ(columns[1].conflict,
+            "column 'h' holds arrays of shape [2, 3] in file 'a' and [3, 2] in file 'b' (leave "
+            "the column out with columns=[...] or rewrite one of the files)");
+  ASSERT_NE(columns[1].field->metadata(), nullptr);
+  EXPECT_TRUE(columns[1].field->metadata()->Contains(kConflictKey));
 }
 
 TEST(Unify, NamesDifferingOnlyInCaseInDisjointFilesAreAConflict) {
