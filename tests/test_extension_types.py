@@ -19,23 +19,35 @@ from .conftest import digest
 from .test_structs import loader_rows as rows
 
 
-def test_a_fixed_shape_tensor_is_its_values_row_by_row(tmp_path: Path):
-    """Embeddings and images stored as arrow.fixed_shape_tensor: [batch, prod(shape)],
-    each row the tensor in row-major order, the stream the same for any thread count."""
+def test_a_fixed_shape_tensor_is_a_batch_of_tensors(tmp_path: Path):
+    """Embeddings and images stored as arrow.fixed_shape_tensor: [batch, *shape], the
+    tensors as numpy holds them, the stream the same for any thread count."""
     data = np.random.default_rng(0).random((1_000, 4, 8), dtype=np.float32)
     tensors = pa.FixedShapeTensorArray.from_numpy_ndarray(data)
     pq.write_table(pa.table({"emb": tensors, "y": np.arange(1_000)}), tmp_path / "t.parquet",
                    row_group_size=300)  # fmt: skip
     got = rows(tmp_path, ["emb", "y"])
-    np.testing.assert_array_equal(got["emb"], data.reshape(1_000, -1))
-    assert got["emb"].dtype == np.float32
-    np.testing.assert_array_equal(got["emb"].reshape(-1, 4, 8), data)
+    assert got["emb"].dtype == np.float32 and got["emb"].shape == (1_000, 4, 8)
+    np.testing.assert_array_equal(got["emb"], data)
     kw: dict[str, Any] = dict(batch_size=64, seed=1, columns=["emb", "y"])
     base = digest(shardfeed.Loader(tmp_path, num_threads=1, **kw))
     assert digest(shardfeed.Loader(tmp_path, num_threads=3, **kw)) == base
     for _ in range(2):  # the decoded tier, cold and warm
         ld = shardfeed.Loader(tmp_path, cache_dir=tmp_path / "c", cache_decoded=True, **kw)
         assert digest(ld) == base
+
+
+def test_a_permuted_tensor_comes_in_its_physical_shape(tmp_path: Path):
+    """The permutation transposes the stored tensor into the logical view pyarrow gives."""
+    data = np.random.default_rng(2).random((100, 4, 8), dtype=np.float32)
+    t = pa.fixed_shape_tensor(pa.float32(), [4, 8], permutation=[1, 0])
+    permuted = pa.ExtensionArray.from_storage(
+        t, pa.array(data.reshape(100, -1).tolist(), t.storage_type)
+    )
+    pq.write_table(pa.table({"emb": permuted}), tmp_path / "p.parquet")
+    got = rows(tmp_path, ["emb"])["emb"]
+    np.testing.assert_array_equal(got, data)
+    np.testing.assert_array_equal(got.transpose(0, 2, 1), permuted.to_numpy_ndarray())
 
 
 def test_uuids_and_json_hash_and_look_up_as_their_bytes_and_strings(tmp_path: Path):

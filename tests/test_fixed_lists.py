@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import shardfeed
+import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from shardfeed.transforms import HashBucket
@@ -85,8 +86,8 @@ def test_nested_fixed_size_lists_are_their_values_in_order(
     if outer == "fixed":
         want = np.array(
             [[FILL if v is None else v for v in values_of(r, shape)] for r in data], np.float32
-        ).reshape(len(data), width)
-        assert got["v"].shape == (len(data), width)
+        ).reshape(len(data), *shape)
+        assert got["v"].shape == (len(data), *shape)  # the arrays, not their values in a row
         np.testing.assert_array_equal(got["v"], want)
         return
     # A list of k fixed-size lists is a list of k * width values.
@@ -100,15 +101,15 @@ def test_nested_fixed_size_lists_are_their_values_in_order(
 
 
 def test_polars_arrays_read_as_their_values_row_major(tmp_path: Path):
-    """polars' Array of a 2-D shape is a nested fixed-size list: each row is its
-    array in row-major order, as numpy reshapes it."""
+    """polars' Array of a 2-D shape is a nested fixed-size list: a batch is
+    [batch, 2, 3], the arrays as numpy holds them."""
     data = np.random.default_rng(0).random((500, 2, 3), dtype=np.float32)
     pl.DataFrame({"a": pl.Series(data, dtype=pl.Array(pl.Float32, (2, 3))),
                   "y": np.arange(500)}).write_parquet(tmp_path / "p.parquet",
                                                       row_group_size=128)  # fmt: skip
     got = rows(tmp_path / "p.parquet", ["a", "y"])
-    assert got["a"].shape == (500, 6)
-    np.testing.assert_array_equal(got["a"].reshape(-1, 2, 3), data)
+    assert got["a"].shape == (500, 2, 3)
+    np.testing.assert_array_equal(got["a"], data)
 
 
 def test_the_stream_is_the_same_for_threads_and_the_decoded_tier(tmp_path: Path):
@@ -122,9 +123,13 @@ def test_the_stream_is_the_same_for_threads_and_the_decoded_tier(tmp_path: Path)
     for _ in range(2):  # the decoded tier, cold and warm
         ld = shardfeed.Loader(tmp_path, cache_dir=tmp_path / "c", cache_decoded=True, **kw)
         assert digest(ld) == base
+    # Through DataLoader workers' shared memory, [batch, 4, 2] as it is.
+    ds = shardfeed.TorchDataset(tmp_path, **kw)
+    batches = list(torch.utils.data.DataLoader(ds, batch_size=None, num_workers=2, timeout=60))
+    assert batches[0]["a"].shape == (64, 4, 2) and digest(batches) == base
     with shardfeed.Loader(tmp_path, batch_size=64) as ld:
         (info,) = ld.describe_outputs()
-    assert info["shape"] == [8] and info["dtype"] == "float32"
+    assert info["shape"] == [4, 2] and info["dtype"] == "float32"
 
 
 def test_nested_fixed_size_lists_of_strings_hash_and_list_their_values(tmp_path: Path):
@@ -137,7 +142,8 @@ def test_nested_fixed_size_lists_of_strings_hash_and_list_their_values(tmp_path:
     hb = [HashBucket("t", 1_000)]
     got = rows(tmp_path / "s.parquet", ["t"], transforms=hb, fill_null=0)
     want = rows(tmp_path / "flat.parquet", ["t"], transforms=hb, fill_null=0)
-    np.testing.assert_array_equal(got["t"], want["t"])
+    assert got["t"].shape == (3, 2, 2)
+    np.testing.assert_array_equal(got["t"].reshape(3, 4), want["t"])
     assert shardfeed.vocabulary(tmp_path / "s.parquet", "t") == ["b", "a", "c"]
 
 
@@ -159,7 +165,10 @@ def test_in_structs_lists_of_structs_and_lists_of_tensors(tmp_path: Path):
                       "t": tensors})  # fmt: skip
     pq.write_table(table, tmp_path / "x.parquet")
     got = rows(tmp_path, ["s.a", "items.a", "t"], fill_null=-1)
-    np.testing.assert_array_equal(got["s.a"], [[1, 2, 3, 4], [-1] * 4, [-1, -1, 5, 6]])
+    np.testing.assert_array_equal(
+        got["s.a"].reshape(3, 4), [[1, 2, 3, 4], [-1] * 4, [-1, -1, 5, 6]]
+    )
+    assert got["s.a"].shape == (3, 2, 2)
     np.testing.assert_array_equal(got["items.a_lengths"], [8, 0, 4])
     np.testing.assert_array_equal(got["items.a"][0], [1, 2, 3, 4, 9, 9, -1, -1])
     np.testing.assert_array_equal(got["items.a"][2, :4], [-1] * 4)
@@ -178,8 +187,9 @@ def test_files_with_arrays_of_other_shapes_conflict_where_the_column_is_used(tmp
                        r" and \[3, 2\] in file 'b.parquet'"):  # fmt: skip
         rows(tmp_path, ["g"])
     np.testing.assert_array_equal(rows(tmp_path, ["y"])["y"], list(range(10)) * 2)
-    # A plain fixed-size list of six beside the 2 x 3 arrays: the same values.
+    # A plain fixed-size list of six beside the 2 x 3 arrays: its rows as 2 x 3 too.
     (tmp_path / "b.parquet").unlink()
     pq.write_table(pa.table({"g": pa.array(values.tolist(), pa.list_(pa.float32(), 6))}),
                    tmp_path / "c.parquet")  # fmt: skip
-    np.testing.assert_array_equal(rows(tmp_path, ["g"])["g"], np.vstack([values, values]))
+    got = rows(tmp_path, ["g"])["g"]
+    np.testing.assert_array_equal(got, np.vstack([values, values]).reshape(20, 2, 3))

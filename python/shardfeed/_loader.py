@@ -186,7 +186,8 @@ class Loader(Stream):
 
     Iterating yields ``dict[str, Tensor | ndarray]``.  Variable-length list
     columns give ``name`` (zero-padded ``[batch, max_len]``) and
-    ``name_lengths``; fixed-size lists give ``[batch, size]``.
+    ``name_lengths``; fixed-size lists give ``[batch, size]``, and fixed-size lists of
+    them and fixed-shape tensors ``[batch, *shape]``.
     """
 
     def _opened(self, dataset: _core.Dataset) -> None:

@@ -1,20 +1,24 @@
 #include "catalog/convert.h"
 
+#include <algorithm>
 #include <bit>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include <arrow/array.h>
 #include <arrow/array/builder_primitive.h>
 #include <arrow/compute/cast.h>
 #include <arrow/compute/initialize.h>
+#include <arrow/extension/fixed_shape_tensor.h>
 #include <arrow/extension_type.h>
 #include <arrow/scalar.h>
 #include <arrow/type.h>
 #include <arrow/type_traits.h>
 #include <arrow/util/bit_util.h>
+#include <arrow/util/key_value_metadata.h>
 
 #include "shardfeed/status.h"
 #include "util/memory.h"
@@ -165,12 +169,18 @@ std::shared_ptr<arrow::DataType> StorageType(const std::shared_ptr<arrow::DataTy
 }
 
 std::string CollapsedShape(const arrow::DataType& type) {
-  std::string text;
-  int levels = 0;
-  bool collapses = false;  // a fixed-size list inside a list
+  std::vector<std::string> dims;
   for (const arrow::DataType* t = &type;;) {
     if (t->id() == arrow::Type::EXTENSION) {
-      t = static_cast<const arrow::ExtensionType&>(*t).storage_type().get();
+      const auto& extension = static_cast<const arrow::ExtensionType&>(*t);
+      const auto* tensor = dynamic_cast<const arrow::extension::FixedShapeTensorType*>(t);
+      if (tensor != nullptr) {
+        // Its values in storage order: `shape` is the physical shape (a
+        // permutation says how the logical view transposes it).
+        for (const int64_t d : tensor->shape()) dims.push_back(std::to_string(d));
+        break;
+      }
+      t = extension.storage_type().get();
       continue;
     }
     const auto id = t->id();
@@ -179,12 +189,32 @@ std::string CollapsedShape(const arrow::DataType& type) {
       break;
     }
     const auto& list = static_cast<const arrow::BaseListType&>(*t);
-    collapses = collapses || (levels > 0 && id == arrow::Type::FIXED_SIZE_LIST);
-    text += (levels++ ? ", " : "[") +
-            (id == arrow::Type::FIXED_SIZE_LIST ? std::to_string(ListSize(list)) : "*");
+    if (id != arrow::Type::FIXED_SIZE_LIST && !dims.empty()) return "";  // stays nested
+    dims.push_back(id == arrow::Type::FIXED_SIZE_LIST ? std::to_string(ListSize(list)) : "*");
     t = list.value_type().get();
   }
-  return collapses ? text + "]" : "";
+  if (dims.size() < 2) return "";
+  std::string text = "[";
+  for (size_t k = 0; k < dims.size(); ++k) text += (k ? ", " : "") + dims[k];
+  return text + "]";
+}
+
+std::vector<int64_t> FixedShape(const arrow::Field& field) {
+  const auto& metadata = field.metadata();
+  if (!metadata || !metadata->Contains(kShapeKey)) return {};
+  const std::string text = metadata->Get(kShapeKey).ValueOr("");
+  std::vector<int64_t> dims;
+  for (size_t at = 1; at < text.size();) {
+    const size_t end = std::min(text.find_first_of(",]", at), text.size());
+    const std::string dim = text.substr(at, end - at);
+    char* stop = nullptr;
+    const long long value = std::strtoll(dim.c_str(), &stop, 10);
+    if (dim.empty() || stop == dim.c_str() || *stop != '\0' || value < 0) return {};
+    dims.push_back(value);
+    at = end + 1;
+    while (at < text.size() && text[at] == ' ') ++at;
+  }
+  return dims.size() >= 2 ? dims : std::vector<int64_t>{};
 }
 
 arrow::Result<std::shared_ptr<arrow::Array>> CollapseFixedLists(

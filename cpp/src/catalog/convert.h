@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <arrow/result.h>
 #include <arrow/type_fwd.h>
@@ -26,15 +27,22 @@ namespace shardfeed {
 // fixed_size_list<float, 3>> a list<float> of 3 values per element.
 std::shared_ptr<arrow::DataType> StorageType(const std::shared_ptr<arrow::DataType>& type);
 
-// Field metadata key of a file's column whose fixed-size lists StorageType
-// collapsed: the sizes of its list levels, outermost first ("[2, 3]" for
-// fixed_size_list<fixed_size_list<float, 3>, 2>, "[*, 3]" for
-// list<fixed_size_list<float, 3>>), so that files whose arrays have other
-// shapes but the same number of values are told apart.
+// Field metadata key of a column whose values StorageType laid out flat from
+// arrays of several dimensions: the sizes of its levels, outermost first
+// ("[2, 3]" for fixed_size_list<fixed_size_list<float, 3>, 2> and for a
+// fixed_shape_tensor of shape [2, 3], "[*, 3]" for list<fixed_size_list<float,
+// 3>>).  On a file's column it tells apart files whose arrays have other shapes
+// but the same number of values; on a dataset column it gives the shape a
+// batch hands out ([batch, 2, 3]).
 inline constexpr char kShapeKey[] = "shardfeed.shape";
 
-// That text for `type`, or "" when StorageType collapses nothing in it.
+// That text for `type`, or "" when it has fewer than two levels of lists
+// (or a variable-length one below the first, which stays nested).
 std::string CollapsedShape(const arrow::DataType& type);
+
+// The dimensions of `field`'s kShapeKey when every one is fixed ([2, 3]); else
+// empty (no key, or a variable-length first level).
+std::vector<int64_t> FixedShape(const arrow::Field& field);
 
 // `array` with its fixed-size lists inside lists collapsed into their values,
 // in order (StorageType): row r's values are its elements' values one after

@@ -3,8 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <arrow/api.h>
+#include <arrow/extension/fixed_shape_tensor.h>
 #include <arrow/json/from_string.h>
 #include <arrow/util/bit_util.h>
+#include <arrow/util/key_value_metadata.h>
 
 namespace shardfeed {
 namespace {
@@ -103,11 +105,37 @@ TEST(CollapsedShape, NamesTheLevelsOfWhatCollapses) {
   const auto f = arrow::float32();
   EXPECT_EQ(CollapsedShape(*arrow::fixed_size_list(arrow::fixed_size_list(f, 3), 2)), "[2, 3]");
   EXPECT_EQ(CollapsedShape(*arrow::large_list(arrow::fixed_size_list(f, 3))), "[*, 3]");
-  EXPECT_EQ(CollapsedShape(*arrow::list(arrow::list(arrow::fixed_size_list(f, 3)))), "[*, *, 3]");
+  EXPECT_EQ(CollapsedShape(*arrow::fixed_size_list(arrow::fixed_size_list(f, 3), 1)), "[1, 3]");
+  // A variable-length level below the first stays nested: no shape.
+  EXPECT_EQ(CollapsedShape(*arrow::list(arrow::list(arrow::fixed_size_list(f, 3)))), "");
   EXPECT_EQ(CollapsedShape(*arrow::fixed_size_list(f, 6)), "");
   EXPECT_EQ(CollapsedShape(*arrow::list(f)), "");
   EXPECT_EQ(CollapsedShape(*arrow::fixed_size_list(arrow::list(f), 2)), "");
   EXPECT_EQ(CollapsedShape(*f), "");
+}
+
+TEST(CollapsedShape, ATensorIsItsShapeInStorageOrder) {
+  auto tensor = arrow::extension::fixed_shape_tensor(arrow::float32(), {2, 3, 4});
+  EXPECT_EQ(CollapsedShape(*tensor), "[2, 3, 4]");
+  EXPECT_EQ(CollapsedShape(*arrow::list(tensor)), "[*, 2, 3, 4]");
+  auto permuted = arrow::extension::fixed_shape_tensor(arrow::float32(), {2, 3, 4}, {2, 0, 1});
+  EXPECT_EQ(CollapsedShape(*permuted), "[2, 3, 4]");  // the physical shape, as stored
+  auto flat = arrow::extension::fixed_shape_tensor(arrow::float32(), {6});
+  EXPECT_EQ(CollapsedShape(*flat), "");
+}
+
+TEST(FixedShape, ReadsTheKeyWhenEveryLevelIsFixed) {
+  auto with = [](const std::string& text) {
+    return FixedShape(*arrow::field("a", arrow::float32())
+                           ->WithMetadata(arrow::key_value_metadata({kShapeKey}, {text})));
+  };
+  EXPECT_EQ(with("[2, 3]"), (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(with("[4, 2, 3]"), (std::vector<int64_t>{4, 2, 3}));
+  EXPECT_TRUE(with("[*, 3]").empty());
+  EXPECT_TRUE(with("[6]").empty());
+  EXPECT_TRUE(with("garbage").empty());
+  EXPECT_TRUE(with("[2, -3]").empty());
+  EXPECT_TRUE(FixedShape(*arrow::field("a", arrow::float32())).empty());
 }
 
 }  // namespace

@@ -305,6 +305,8 @@ std::vector<UnifiedColumn> SchemaUnifier::Columns() const {
     if (!info.conflict.empty()) {
       info.field =
           info.field->WithMetadata(arrow::key_value_metadata({kConflictKey}, {info.conflict}));
+    } else if (!column.shape.empty()) {
+      info.field = info.field->WithMetadata(arrow::key_value_metadata({kShapeKey}, {column.shape}));
     }
     out.push_back(std::move(info));
   }

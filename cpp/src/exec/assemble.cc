@@ -273,7 +273,12 @@ arrow::Result<std::shared_ptr<Batch>> Assemble(const Layout& layout, const Gathe
         ARROW_ASSIGN_OR_RAISE(auto buffer,
                               NewBuffer(n * plan.width, plan.dtype, plan.name, batch_index, arena));
         GatherFixedList(in, plan, buffer->data());
-        batch->arrays.push_back({plan.name, plan.dtype, {n, plan.width}, buffer});
+        std::vector<int64_t> shape{n, plan.width};
+        if (!plan.inner_shape.empty()) {
+          shape.resize(1);
+          shape.insert(shape.end(), plan.inner_shape.begin(), plan.inner_shape.end());
+        }
+        batch->arrays.push_back({plan.name, plan.dtype, std::move(shape), buffer});
         break;
       }
       case OutputKind::kList:

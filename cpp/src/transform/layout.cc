@@ -8,6 +8,7 @@
 #include <arrow/type.h>
 #include <arrow/util/key_value_metadata.h>
 
+#include "catalog/convert.h"
 #include "catalog/unify.h"
 #include "shardfeed/status.h"
 #include "transform/stack.h"
@@ -423,6 +424,10 @@ arrow::Result<Layout> MakeLayout(const arrow::Schema& schema, const OutputOption
     if (type.id() == arrow::Type::FIXED_SIZE_LIST) {
       out.kind = OutputKind::kFixedList;
       out.width = static_cast<const arrow::FixedSizeListType&>(type).list_size();
+      auto shape = FixedShape(*schema.field(layout.fields[static_cast<size_t>(index)]));
+      int64_t values = 1;
+      for (const int64_t d : shape) values *= d;
+      if (!shape.empty() && values == out.width) out.inner_shape = std::move(shape);
     } else if (IsListType(type.id())) {
       out.kind = OutputKind::kList;
       ARROW_RETURN_NOT_OK(
@@ -506,7 +511,8 @@ arrow::Result<std::vector<OutputInfo>> DescribeOutputs(const arrow::Schema& sche
         break;
       case OutputKind::kStack:
       case OutputKind::kFixedList:
-        info.inner_shape = {out.width};
+        info.inner_shape =
+            out.inner_shape.empty() ? std::vector<int64_t>{out.width} : out.inner_shape;
         infos.push_back(std::move(info));
         break;
       case OutputKind::kList:

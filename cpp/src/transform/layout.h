@@ -24,6 +24,10 @@ struct OutputPlan {
   DType dtype = DType::kFloat32;  // output element type
   std::vector<int> sources;       // indices into Layout::fields
   int64_t width = 1;              // stack: number of columns; fixed list: list size
+  // Fixed lists: the shape of a row's `width` values when they are an array
+  // of several dimensions (a fixed_shape_tensor, nested fixed-size lists;
+  // convert.h kShapeKey); empty: [width].
+  std::vector<int64_t> inner_shape;
   // Stacks: the matrix's dtype before the stack's own transforms, those
   // transforms (indices into Layout::transforms, in list order, FillNull
   // excluded) and the per-feature values of its FillNull (empty: none).
