@@ -21,7 +21,7 @@ namespace shardfeed {
 // inside lists too; every other type as it is.  A dataset column of such a
 // type is its storage: a fixed_shape_tensor its fixed-size list of values.
 // Fixed-size lists inside a list, a large list or a fixed-size list (polars'
-// and DuckDB's multi-dimensional arrays, Hugging Face's nested Sequence) are
+// multi-dimensional arrays, Hugging Face's nested Sequence) are
 // one list of their values, as CollapseFixedLists reads them: fixed_size_list<
 // fixed_size_list<float, 3>, 2> is fixed_size_list<float, 6>, list<
 // fixed_size_list<float, 3>> a list<float> of 3 values per element.

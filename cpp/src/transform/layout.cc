@@ -424,10 +424,12 @@ arrow::Result<Layout> MakeLayout(const arrow::Schema& schema, const OutputOption
     if (type.id() == arrow::Type::FIXED_SIZE_LIST) {
       out.kind = OutputKind::kFixedList;
       out.width = static_cast<const arrow::FixedSizeListType&>(type).list_size();
+      // (Read from a footer's types: its product must be the width, without overflow.)
       auto shape = FixedShape(*schema.field(layout.fields[static_cast<size_t>(index)]));
       int64_t values = 1;
-      for (const int64_t d : shape) values *= d;
-      if (!shape.empty() && values == out.width) out.inner_shape = std::move(shape);
+      bool fits = true;
+      for (const int64_t d : shape) fits = fits && !__builtin_mul_overflow(values, d, &values);
+      if (!shape.empty() && fits && values == out.width) out.inner_shape = std::move(shape);
     } else if (IsListType(type.id())) {
       out.kind = OutputKind::kList;
       ARROW_RETURN_NOT_OK(
