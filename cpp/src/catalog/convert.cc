@@ -147,10 +147,7 @@ std::shared_ptr<arrow::DataType> StorageType(const std::shared_ptr<arrow::DataTy
     return StorageType(static_cast<const arrow::ExtensionType&>(*type).storage_type());
   }
   const auto id = type->id();
-  if (id != arrow::Type::LIST && id != arrow::Type::LARGE_LIST &&
-      id != arrow::Type::FIXED_SIZE_LIST) {
-    return type;
-  }
+  if (!IsListType(id)) return type;
   const auto& list = static_cast<const arrow::BaseListType&>(*type);
   auto value = StorageType(list.value_type());
   int64_t size = ListSize(list);
@@ -184,10 +181,7 @@ std::string CollapsedShape(const arrow::DataType& type) {
       continue;
     }
     const auto id = t->id();
-    if (id != arrow::Type::LIST && id != arrow::Type::LARGE_LIST &&
-        id != arrow::Type::FIXED_SIZE_LIST) {
-      break;
-    }
+    if (!IsListType(id)) break;
     const auto& list = static_cast<const arrow::BaseListType&>(*t);
     if (id != arrow::Type::FIXED_SIZE_LIST && !dims.empty()) return "";  // stays nested
     dims.push_back(id == arrow::Type::FIXED_SIZE_LIST ? std::to_string(ListSize(list)) : "*");
@@ -220,10 +214,7 @@ std::vector<int64_t> FixedShape(const arrow::Field& field) {
 arrow::Result<std::shared_ptr<arrow::Array>> CollapseFixedLists(
     const std::shared_ptr<arrow::Array>& array) {
   const auto id = array->type_id();
-  if (id != arrow::Type::LIST && id != arrow::Type::LARGE_LIST &&
-      id != arrow::Type::FIXED_SIZE_LIST) {
-    return array;
-  }
+  if (!IsListType(id)) return array;
   const auto& data = *array->data();
   std::shared_ptr<arrow::Array> elements = arrow::MakeArray(data.child_data[0]);
   if (elements->type_id() == arrow::Type::EXTENSION) {

@@ -16,6 +16,12 @@
 
 namespace shardfeed {
 
+// A list, a large list or a fixed-size list (not a map).
+inline bool IsListType(arrow::Type::type id) {
+  return id == arrow::Type::LIST || id == arrow::Type::LARGE_LIST ||
+         id == arrow::Type::FIXED_SIZE_LIST;
+}
+
 // An extension type's storage type (the canonical arrow.uuid,
 // arrow.fixed_shape_tensor, arrow.json, arrow.bool8, pandas' period, ...),
 // inside lists too; every other type as it is.  A dataset column of such a

@@ -57,11 +57,6 @@ const char* UnitName(arrow::TimeUnit::type unit) {
   return "";
 }
 
-bool IsListType(arrow::Type::type id) {
-  return id == arrow::Type::LIST || id == arrow::Type::LARGE_LIST ||
-         id == arrow::Type::FIXED_SIZE_LIST;
-}
-
 // Each field's null fill (the per-column value, else the scalar), checked
 // against the field's type after its transforms: nulls are filled there.
 arrow::Status SetFillValues(const OutputOptions& options, Layout* layout) {
