@@ -258,3 +258,30 @@ def test_a_column_missing_from_a_file_says_so_when_its_nulls_stop_a_batch(tmp_pa
         rows(tmp_path, stack={"x": ["a", "b"]}, columns=[])
     got = rows(tmp_path, stack={"x": ["a", "b"]}, columns=[], fill_null=0.0)["x"]
     assert got.tolist() == [[3.0, 4.0], [1.0, 0.0], [2.0, 0.0]]
+
+
+def test_timestamps_written_in_two_zones_are_one_column_of_utc_instants(tmp_path):
+    """Files written from sessions in different time zones (pandas, Spark with a session zone)
+    hold the same kind of value, UTC instants: they read as one column in UTC, each value the
+    instant it was. A naive (wall-clock) timestamp next to a zoned one stays an error."""
+    utc = pd.date_range("2024-03-01 12:00", periods=3, freq="h", tz="UTC")
+    zone = "America/New_York"
+    ny = pd.date_range("2024-03-01 08:00", periods=2, freq="h", tz=zone)
+    pq.write_table(pa.table({"x": [0, 1, 2], "t": pa.array(utc, pa.timestamp("ms", tz="UTC"))}),
+                   tmp_path / "a.parquet")  # fmt: skip
+    pq.write_table(pa.table({"x": [3, 4], "t": pa.array(ny, pa.timestamp("us", zone))}),
+                   tmp_path / "b.parquet")  # fmt: skip
+    got = rows(tmp_path, columns=["x", "t"])
+    order = np.argsort(got["x"])
+    want = [t.value // 1000 for t in list(utc) + list(ny)]  # microseconds since the epoch
+    assert got["t"][order].tolist() == want
+    noon = pd.Timestamp("2024-03-01 13:00", tz="Europe/London")  # 13:00 UTC
+    assert sorted(rows(tmp_path, columns=["x"], filter=[("t", ">=", noon)])["x"]) == [1, 2, 3, 4]
+    naive = tmp_path / "naive"
+    naive.mkdir()
+    pq.write_table(pa.table({"t": pa.array(utc.tz_localize(None), pa.timestamp("ms"))}),
+                   naive / "a.parquet")  # fmt: skip
+    pq.write_table(pa.table({"t": pa.array(ny, pa.timestamp("us", zone))}),
+                   naive / "b.parquet")  # fmt: skip
+    with pytest.raises(shardfeed.SchemaMismatchError, match="no common type"):
+        shardfeed.Loader(naive, columns=["t"])

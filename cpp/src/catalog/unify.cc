@@ -96,8 +96,14 @@ arrow::Result<TypePtr> PromoteTemporal(const TypePtr& a, const TypePtr& b) {
   if (ia == Type::TIMESTAMP && ib == Type::TIMESTAMP) {
     const auto& ta = static_cast<const arrow::TimestampType&>(*a);
     const auto& tb = static_cast<const arrow::TimestampType&>(*b);
-    if (ta.timezone() != tb.timezone()) return Incompatible(a, b);
-    return arrow::timestamp(Finer(ta.unit(), tb.unit()), ta.timezone());
+    if (ta.timezone() == tb.timezone()) {
+      return arrow::timestamp(Finer(ta.unit(), tb.unit()), ta.timezone());
+    }
+    // Zoned timestamps are instants stored in UTC whatever the zone names (files written
+    // from sessions in different zones): UTC is their common type, with the same values.
+    // A zoned and a naive (wall-clock) one have none.
+    if (ta.timezone().empty() || tb.timezone().empty()) return Incompatible(a, b);
+    return arrow::timestamp(Finer(ta.unit(), tb.unit()), "UTC");
   }
   if ((ia == Type::DATE32 || ia == Type::DATE64) && (ib == Type::DATE32 || ib == Type::DATE64)) {
     return arrow::date32();

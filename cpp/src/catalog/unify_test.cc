@@ -68,6 +68,13 @@ TEST(Promote, TimesAndNulls) {
   EXPECT_EQ(Promote(arrow::timestamp(arrow::TimeUnit::MILLI, "UTC"),
                     arrow::timestamp(arrow::TimeUnit::MILLI)),
             "error");
+  // Two zones: the same instants, in UTC.
+  EXPECT_EQ(Promote(arrow::timestamp(arrow::TimeUnit::MILLI, "UTC"),
+                    arrow::timestamp(arrow::TimeUnit::MICRO, "America/New_York")),
+            "timestamp[us, tz=UTC]");
+  EXPECT_EQ(Promote(arrow::timestamp(arrow::TimeUnit::SECOND, "+01:00"),
+                    arrow::timestamp(arrow::TimeUnit::SECOND, "Asia/Tokyo")),
+            "timestamp[s, tz=UTC]");
   EXPECT_EQ(Promote(arrow::date32(), arrow::date64()), "date32[day]");
   EXPECT_EQ(
       Promote(arrow::duration(arrow::TimeUnit::SECOND), arrow::duration(arrow::TimeUnit::NANO)),
