@@ -426,6 +426,9 @@ def _child_argv(
     ]  # fmt: skip
 
 
+_FAILURE_REASONS: list[str] = []  # why each failed child failed, in order (for the notes)
+
+
 def _run_one(
     args: argparse.Namespace, system: str, phase: str, dataset: dict[str, Any], tag: str
 ) -> dict[str, Any] | None:
@@ -435,6 +438,11 @@ def _run_one(
         result = common.run_child(_child_argv(args, system, phase, dataset), timeout=args.timeout)
     except (RuntimeError, subprocess.TimeoutExpired) as e:
         log(f"  {system:<24} {tag:<10} FAILED ({e})")
+        _FAILURE_REASONS.append(
+            f"timed out after {args.timeout:g} s"
+            if isinstance(e, subprocess.TimeoutExpired)
+            else str(e).rpartition(" failed with ")[2]
+        )
         return None
     share = result.get("background", {}).get("other_cpu_share", float("nan"))
     if phase == "weff":
@@ -877,14 +885,14 @@ def main(argv: list[str] | None = None) -> int:
             for system in systems:
                 r = _run_one(args, system, "throughput", datasets[rg], f"rg {rg}")
                 if r is None:
-                    failures.append(f"{system} rg {rg} round {rep + 1}")
+                    failures.append(f"{system} rg {rg} round {rep + 1} ({_FAILURE_REASONS[-1]})")
                 else:
                     through.setdefault((system, rg), []).append(r)
         if sorted_ds is not None:
             for system in systems:
                 r = _run_one(args, system, "weff", sorted_ds, "W_eff")
                 if r is None:
-                    failures.append(f"{system} W_eff round {rep + 1}")
+                    failures.append(f"{system} W_eff round {rep + 1} ({_FAILURE_REASONS[-1]})")
                 else:
                     weff.setdefault(system, []).append(r)
     if failures:
