@@ -421,3 +421,59 @@ def test_a_row_group_read_from_the_store_is_checked_twice_not_once_per_part(s3):
         counting.clear()
     assert np.array_equal(ids, np.arange(2000))
     assert len(heads) == 2 * 4, heads  # 4 row groups: before and after each one's reads
+
+
+GLOB_TREE = [
+    "day=1/part-0.parquet",
+    "day=1/part-1.parquet",
+    "day=2/part-0.parquet",
+    "day=2/sub/part-9.parquet",
+    "day=12/part-0.parquet",
+    "_temporary/0/part-5.parquet",
+    ".hidden/part-6.parquet",
+    "top.parquet",
+    "other[1]/part-0.parquet",
+]
+GLOBS = [
+    "day=*/*.parquet",
+    "day=[0-9]/part-0.parquet",
+    "day=[12]",
+    "day=[!2]*/*",
+    "*",
+    "**/*.parquet",
+    "**/part-[0-1].parquet",
+    "day=2/**",
+    "_temporary/*/*.parquet",
+    ".hidden/*.parquet",
+    "other[[]1]/*.parquet",
+]
+
+
+def test_a_uris_glob_reads_what_the_same_glob_reads_on_a_local_disk(s3, tmp_path):
+    """Object stores have no glob: a URI whose path does not exist and has a pattern
+    character is matched against a listing of the folder above its first pattern
+    component, as Python's glob(recursive=True) and the local rules match paths
+    (`*`, `?`, `[set]` within a component, `**` across them, hidden names only when
+    named).  Every pattern gives the rows, columns and partitions it gives locally.
+    (A '?' would start the URI's query: `[...]` stands for one character there.)"""
+    tree = tmp_path / "lake"
+    for i, rel in enumerate(GLOB_TREE):
+        (tree / rel).parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(pa.table({"v": np.arange(3) + 10 * i}), tree / rel)
+    root = s3.upload_folder(tree, "globs", "lake")
+    base, query = root.split("?")
+    kw = dict(batch_size=1000, shuffle=False, drop_last=False, output="numpy", partitioning=None)
+    for pattern in GLOBS:
+        local = next(iter(shardfeed.Loader(str(tree / pattern), **kw)))
+        remote = next(iter(shardfeed.Loader(f"{base}/{pattern}?{query}", **kw)))
+        assert sorted(remote["v"].tolist()) == sorted(local["v"].tolist()), pattern
+        as_uri = next(iter(shardfeed.Loader(f"file://{tree}/{pattern}", **kw)))
+        assert sorted(as_uri["v"].tolist()) == sorted(local["v"].tolist()), pattern
+    hive = dict(kw, partitioning="hive", columns=["v", "day"])
+    local = next(iter(shardfeed.Loader(str(tree / "day=*"), **hive)))
+    remote = next(iter(shardfeed.Loader(f"{base}/day=*?{query}", **hive)))
+    assert {k: v.tolist() for k, v in remote.items()} == {k: v.tolist() for k, v in local.items()}
+    with pytest.raises(shardfeed.DatasetNotFoundError, match="matches no file or folder"):
+        shardfeed.Loader(f"{base}/day=3*/*.parquet?{query}")
+    with pytest.raises(shardfeed.DatasetNotFoundError, match="matches no file or folder"):
+        shardfeed.Loader(f"{base}/nowhere/*.parquet?{query}")

@@ -34,6 +34,7 @@
 #include "catalog/discover.h"
 #include "catalog/file_check.h"
 #include "catalog/footer.h"
+#include "catalog/glob.h"
 #include "catalog/listing.h"
 #include "catalog/partition.h"
 #include "catalog/remote_fs.h"
@@ -337,7 +338,15 @@ struct CatalogBuilder {
   std::vector<std::string> dir_sources;   // per source: its text when a folder, else empty
   std::vector<std::string> source_paths;  // per source: its path on the filesystem
 
+  std::optional<DeltaLookup> delta_files;  // the tables explicitly named files lie in
+
   arrow::Status List(const std::vector<std::string>& sources);
+  // Lists one path of a source (`raw` names it in errors): a file, or a folder's files.
+  arrow::Status AddPath(const std::string& path, const std::string& raw,
+                        const arrow::fs::FileInfo& info);
+  // The paths a remote source's glob pattern matches (glob.h), with their infos.
+  arrow::Result<std::vector<std::pair<std::string, arrow::fs::FileInfo>>> Expand(
+      const std::string& pattern, const std::string& raw);
   arrow::Result<std::vector<std::optional<Footer>>> ReadFooters();
   arrow::Status Build(std::vector<std::optional<Footer>> footers);
   arrow::Status SetSchema(const SchemaUnifier& unifier, const std::vector<int32_t>& kept);
@@ -345,8 +354,6 @@ struct CatalogBuilder {
 
 // 1. Resolves every source on one filesystem and lists the candidate files.
 arrow::Status CatalogBuilder::List(const std::vector<std::string>& sources) {
-  bool single_dir = false;
-  std::optional<DeltaLookup> delta_files;  // the tables explicitly named files lie in
   for (const auto& raw : sources) {
     const std::string source = Normalize(raw);
     std::string path;
@@ -378,64 +385,19 @@ arrow::Status CatalogBuilder::List(const std::vector<std::string>& sources) {
     auto maybe_info = FileInfoWithin(*catalog.fs_, path, options.remote_timeout);
     if (!maybe_info.ok()) return WithContext(maybe_info.status(), "source '" + raw + "'");
     const auto& info = *maybe_info;
-    if (info.type() == arrow::fs::FileType::NotFound) {
-      return Error(ErrorKind::kNotFound, "source '" + raw + "' does not exist");
-    }
-    source_paths.push_back(path);
-    const int source_index = static_cast<int>(dir_sources.size());
-    dir_sources.emplace_back();
-    if (info.type() != arrow::fs::FileType::Directory) {
-      // A FIFO would block the open forever, a device read without end.
-      struct stat st;
-      if (catalog.fs_->type_name() == "local" && ::stat(path.c_str(), &st) == 0 &&
-          !S_ISREG(st.st_mode)) {
-        const char* what = S_ISFIFO(st.st_mode)   ? "a named pipe (FIFO)"
-                           : S_ISCHR(st.st_mode)  ? "a character device"
-                           : S_ISBLK(st.st_mode)  ? "a block device"
-                           : S_ISSOCK(st.st_mode) ? "a socket"
-                                                  : "not a regular file";
-        return Error(ErrorKind::kInvalidArgument,
-                     "source '" + raw + "' is " + what + ", not a Parquet file");
-      }
-      // A file of a Delta table is read only if the table's latest version holds it.
-      if (!delta_files) delta_files.emplace(*catalog.fs_, options.remote_timeout);
-      ARROW_RETURN_NOT_OK(delta_files->CheckLive(path, raw));
-      listed.push_back(
-          {"", info, false, source_index, {}});  // a file named explicitly: always read
+    if (info.type() != arrow::fs::FileType::NotFound) {
+      ARROW_RETURN_NOT_OK(AddPath(path, raw, info));
       continue;
     }
-    single_dir = sources.size() == 1;
-    dir_sources.back() = raw;
-    // Directory symlinks followed at most once (a loop reads nothing twice).
-    ARROW_ASSIGN_OR_RAISE(auto files, ListFiles(*catalog.fs_, path, raw));
-    std::string base = path;
-    while (base.size() > 1 && base.back() == '/') base.pop_back();
-    ARROW_ASSIGN_OR_RAISE(auto tables,
-                          ReadDeltaTables(*catalog.fs_, base, files, raw, options.remote_timeout));
-    std::vector<std::string> delta_roots;
-    for (const auto& table : tables) {
-      catalog.delta_tables_.push_back(
-          {table.root, table.version, static_cast<int64_t>(table.files.size())});
-      delta_roots.push_back(table.root);
+    if (!HasGlobMagic(path)) {  // (a local path's glob was expanded in Python: file://)
+      return Error(ErrorKind::kNotFound, "source '" + raw + "' does not exist");
     }
-    ARROW_RETURN_NOT_OK(
-        CheckTableFormats(*catalog.fs_, base, files, delta_roots, raw, options.remote_timeout));
-    DeltaFilter delta(tables);
-    for (auto& child : files) {
-      if (!child.IsFile()) continue;
-      if (const auto in_table = delta.Contains(child.path())) {
-        // A Delta table's live files, and nothing else of it (removed versions, its log).
-        if (*in_table) listed.push_back({"", std::move(child), false, source_index, {}});
-        continue;
-      }
-      // Hidden below the folder given, as Spark, Hive and pyarrow.dataset skip them.
-      // (Keys with "." or ".." components are hidden too: never read, never aliased.)
-      if (IsHiddenPath(Relative(base, child.path()))) continue;
-      const bool sniff = !HasParquetExtension(child.path());
-      listed.push_back({"", std::move(child), sniff, source_index, {}});
+    ARROW_ASSIGN_OR_RAISE(auto matches, Expand(path, raw));
+    for (const auto& [match, match_info] : matches) {
+      ARROW_RETURN_NOT_OK(AddPath(match, raw + " (" + match + ")", match_info));
     }
-    ARROW_RETURN_NOT_OK(delta.CheckAllFound(raw, base));
   }
+  const bool single_dir = dir_sources.size() == 1 && !dir_sources.front().empty();
   if (single_dir) {
     catalog.root_ = source_paths.front();
     while (catalog.root_.size() > 1 && catalog.root_.back() == '/') catalog.root_.pop_back();
@@ -489,6 +451,93 @@ arrow::Status CatalogBuilder::List(const std::vector<std::string>& sources) {
     listed = std::move(chosen);
   }
   return arrow::Status::OK();
+}
+
+arrow::Status CatalogBuilder::AddPath(const std::string& path, const std::string& raw,
+                                      const arrow::fs::FileInfo& info) {
+  source_paths.push_back(path);
+  const int source_index = static_cast<int>(dir_sources.size());
+  dir_sources.emplace_back();
+  if (info.type() != arrow::fs::FileType::Directory) {
+    // A FIFO would block the open forever, a device read without end.
+    struct stat st;
+    if (catalog.fs_->type_name() == "local" && ::stat(path.c_str(), &st) == 0 &&
+        !S_ISREG(st.st_mode)) {
+      const char* what = S_ISFIFO(st.st_mode)   ? "a named pipe (FIFO)"
+                         : S_ISCHR(st.st_mode)  ? "a character device"
+                         : S_ISBLK(st.st_mode)  ? "a block device"
+                         : S_ISSOCK(st.st_mode) ? "a socket"
+                                                : "not a regular file";
+      return Error(ErrorKind::kInvalidArgument,
+                   "source '" + raw + "' is " + what + ", not a Parquet file");
+    }
+    // A file of a Delta table is read only if the table's latest version holds it.
+    if (!delta_files) delta_files.emplace(*catalog.fs_, options.remote_timeout);
+    ARROW_RETURN_NOT_OK(delta_files->CheckLive(path, raw));
+    listed.push_back({"", info, false, source_index, {}});  // a file named explicitly: always read
+    return arrow::Status::OK();
+  }
+  dir_sources.back() = raw;
+  // Directory symlinks followed at most once (a loop reads nothing twice).
+  ARROW_ASSIGN_OR_RAISE(auto files, ListFiles(*catalog.fs_, path, raw));
+  std::string base = path;
+  while (base.size() > 1 && base.back() == '/') base.pop_back();
+  ARROW_ASSIGN_OR_RAISE(auto tables,
+                        ReadDeltaTables(*catalog.fs_, base, files, raw, options.remote_timeout));
+  std::vector<std::string> delta_roots;
+  for (const auto& table : tables) {
+    catalog.delta_tables_.push_back(
+        {table.root, table.version, static_cast<int64_t>(table.files.size())});
+    delta_roots.push_back(table.root);
+  }
+  ARROW_RETURN_NOT_OK(
+      CheckTableFormats(*catalog.fs_, base, files, delta_roots, raw, options.remote_timeout));
+  DeltaFilter delta(tables);
+  for (auto& child : files) {
+    if (!child.IsFile()) continue;
+    if (const auto in_table = delta.Contains(child.path())) {
+      // A Delta table's live files, and nothing else of it (removed versions, its log).
+      if (*in_table) listed.push_back({"", std::move(child), false, source_index, {}});
+      continue;
+    }
+    // Hidden below the folder given, as Spark, Hive and pyarrow.dataset skip them.
+    // (Keys with "." or ".." components are hidden too: never read, never aliased.)
+    if (IsHiddenPath(Relative(base, child.path()))) continue;
+    const bool sniff = !HasParquetExtension(child.path());
+    listed.push_back({"", std::move(child), sniff, source_index, {}});
+  }
+  ARROW_RETURN_NOT_OK(delta.CheckAllFound(raw, base));
+  return arrow::Status::OK();
+}
+
+arrow::Result<std::vector<std::pair<std::string, arrow::fs::FileInfo>>> CatalogBuilder::Expand(
+    const std::string& pattern, const std::string& raw) {
+  const std::string fixed = GlobFixedPart(pattern);
+  std::map<std::string, arrow::fs::FileInfo> files;  // every file below the fixed part
+  if (!fixed.empty()) {
+    auto maybe_info = FileInfoWithin(*catalog.fs_, fixed, options.remote_timeout);
+    if (!maybe_info.ok()) return WithContext(maybe_info.status(), "source '" + raw + "'");
+    if (maybe_info->type() == arrow::fs::FileType::Directory) {
+      ARROW_ASSIGN_OR_RAISE(auto listing, ListFiles(*catalog.fs_, fixed, raw));
+      for (auto& file : listing) {
+        if (file.IsFile()) files.emplace(file.path(), std::move(file));
+      }
+    }
+  }
+  std::vector<std::string> paths;
+  for (const auto& [path, _] : files) paths.push_back(path);
+  std::vector<std::pair<std::string, arrow::fs::FileInfo>> out;
+  for (auto& match : MatchGlob(pattern, paths)) {
+    const auto file = files.find(match);
+    // Not a file: a folder above some (object stores have no folders of their own).
+    auto info = file != files.end() ? file->second
+                                    : arrow::fs::FileInfo(match, arrow::fs::FileType::Directory);
+    out.emplace_back(std::move(match), std::move(info));
+  }
+  if (out.empty()) {
+    return Error(ErrorKind::kNotFound, "source '" + raw + "' matches no file or folder");
+  }
+  return out;
 }
 
 // 2. Reads the footers in parallel; the first error (in file order) wins.
@@ -661,7 +710,7 @@ arrow::Result<std::shared_ptr<Catalog>> Catalog::OpenUnredacted(
     const std::vector<std::string>& sources, const CatalogOptions& options) {
   if (sources.empty()) return Error(ErrorKind::kInvalidArgument, "no source given");
   auto catalog = std::make_shared<Catalog>();
-  CatalogBuilder builder{*catalog, options, {}, {}, {}};
+  CatalogBuilder builder{*catalog, options, {}, {}, {}, {}};
   ARROW_RETURN_NOT_OK(builder.List(sources));
   ARROW_ASSIGN_OR_RAISE(auto footers, builder.ReadFooters());
   ARROW_RETURN_NOT_OK(builder.Build(std::move(footers)));
