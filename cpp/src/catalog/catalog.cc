@@ -369,13 +369,8 @@ arrow::Status CatalogBuilder::List(const std::vector<std::string>& sources) {
       catalog.fs_ = *maybe_fs;
       // Without secrets: the id is stored in cache entries, and credentials do
       // not change which objects a URI names.
-      const std::string redacted = RedactUri(source);
-      const auto query = redacted.find('?');
-      catalog.storage_id_ = catalog.fs_->type_name() + "|" +
-                            (query == std::string::npos ? "" : redacted.substr(query + 1));
-      const char* endpoint = std::getenv("AWS_ENDPOINT_URL");
-      if (catalog.fs_->type_name() == "s3" && endpoint)
-        catalog.storage_id_.append("|").append(endpoint);
+      catalog.storage_id_ =
+          StorageId(catalog.fs_->type_name(), RedactUri(source), std::getenv("AWS_ENDPOINT_URL"));
     } else if ((*maybe_fs)->type_name() != catalog.fs_->type_name()) {
       return Error(ErrorKind::kInvalidArgument, "sources must live on one filesystem: '" + raw +
                                                     "' is on " + (*maybe_fs)->type_name() +

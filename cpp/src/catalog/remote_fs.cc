@@ -114,4 +114,23 @@ arrow::Result<std::shared_ptr<arrow::fs::FileSystem>> MakeRemoteFileSystem(const
   return arrow::fs::FileSystemFromUriOrPath(uri, path);
 }
 
+std::string StorageId(const std::string& fs_type, const std::string& redacted_uri,
+                      const char* aws_endpoint) {
+  const auto query = redacted_uri.find('?');
+  std::string id =
+      fs_type + "|" + (query == std::string::npos ? "" : redacted_uri.substr(query + 1));
+  if (fs_type == "s3" && aws_endpoint) id.append("|").append(aws_endpoint);
+  const auto scheme = redacted_uri.find("://");
+  if ((fs_type == "abfs" || fs_type == "hdfs") && scheme != std::string::npos) {
+    const auto begin = scheme + 3;
+    auto end = redacted_uri.find_first_of("/?#", begin);
+    if (end == std::string::npos) end = redacted_uri.size();
+    std::string authority = redacted_uri.substr(begin, end - begin);
+    const auto at = authority.rfind('@');
+    if (at != std::string::npos) authority.erase(0, at + 1);
+    id.append("|host=").append(authority);
+  }
+  return id;
+}
+
 }  // namespace shardfeed

@@ -34,4 +34,14 @@ arrow::Result<std::shared_ptr<arrow::fs::FileSystem>> MakeRemoteFileSystem(const
                                                                            double remote_timeout,
                                                                            std::string* path);
 
+// Which storage a catalog's files are on, for the keys of cache entries (no
+// secret in it): the filesystem type, the URI's query (S3's endpoint_override,
+// Azure's account_name, ...) and `aws_endpoint` (AWS_ENDPOINT_URL, or null) for
+// S3.  For Azure and HDFS also the URI's host (after any `user@`), which Arrow's
+// path leaves out (`abfs://container@ACCOUNT.dfs.core.windows.net/key` has the
+// path `container/key`): two accounts or clusters never share entries.
+// `redacted_uri`: the source with its secrets masked (RedactUri).
+std::string StorageId(const std::string& fs_type, const std::string& redacted_uri,
+                      const char* aws_endpoint);
+
 }  // namespace shardfeed

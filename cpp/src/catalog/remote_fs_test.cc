@@ -95,5 +95,23 @@ TEST(RemoteFileSystem, GcsRetriesForHalfTheRemoteTimeoutAtMost10sUnlessTheUriSay
   EXPECT_DOUBLE_EQ(GcsRetryLimit(base + "?scheme=http#retry_limit_seconds=900", 3, &path), 1.5);
 }
 
+TEST(StorageId, AzureAccountsAndHdfsClustersAreApart) {
+  const std::string a = StorageId("abfs", "abfs://data@alpha.dfs.core.windows.net/ds", nullptr);
+  const std::string b = StorageId("abfs", "abfs://data@beta.dfs.core.windows.net/ds", nullptr);
+  EXPECT_NE(a, b);  // the same path, container/ds, in two accounts
+  EXPECT_EQ(a, "abfs||host=alpha.dfs.core.windows.net");
+  EXPECT_EQ(StorageId("abfs", "abfs://data@alpha.dfs.core.windows.net/other?x=1", nullptr),
+            "abfs|x=1|host=alpha.dfs.core.windows.net");
+  EXPECT_NE(StorageId("hdfs", "hdfs://nn1:8020/ds", nullptr),
+            StorageId("hdfs", "hdfs://nn2:8020/ds", nullptr));
+  EXPECT_EQ(StorageId("hdfs", "hdfs://user@nn1:8020/ds", nullptr), "hdfs||host=nn1:8020");
+  // S3 and GCS keep the bucket in the path: their ids are as before (caches stay warm).
+  EXPECT_EQ(StorageId("s3", "s3://bucket/ds?endpoint_override=h:1", nullptr),
+            "s3|endpoint_override=h:1");
+  EXPECT_EQ(StorageId("s3", "s3://bucket/ds", "http://h:2"), "s3||http://h:2");
+  EXPECT_EQ(StorageId("gcs", "gs://bucket/ds", nullptr), "gcs|");
+  EXPECT_EQ(StorageId("local", "/data/ds", nullptr), "local|");
+}
+
 }  // namespace
 }  // namespace shardfeed
