@@ -508,14 +508,28 @@ arrow::Status CatalogBuilder::AddPath(const std::string& path, const std::string
 arrow::Result<std::vector<std::pair<std::string, arrow::fs::FileInfo>>> CatalogBuilder::Expand(
     const std::string& pattern, const std::string& raw) {
   const std::string fixed = GlobFixedPart(pattern);
-  std::map<std::string, arrow::fs::FileInfo> files;  // every file below the fixed part
+  std::map<std::string, arrow::fs::FileInfo> files;  // what is listed below the fixed part
   if (!fixed.empty()) {
     auto maybe_info = FileInfoWithin(*catalog.fs_, fixed, options.remote_timeout);
     if (!maybe_info.ok()) return WithContext(maybe_info.status(), "source '" + raw + "'");
-    if (maybe_info->type() == arrow::fs::FileType::Directory) {
+    const int depth = GlobDepth(pattern);
+    if (maybe_info->type() == arrow::fs::FileType::Directory && depth == -1) {
       ARROW_ASSIGN_OR_RAISE(auto listing, ListFiles(*catalog.fs_, fixed, raw));
       for (auto& file : listing) {
         if (file.IsFile()) files.emplace(file.path(), std::move(file));
+      }
+    } else if (maybe_info->type() == arrow::fs::FileType::Directory) {
+      // Only as deep as the pattern reaches: `table/*.parquet` lists one level of the
+      // table, not every key below it (a thousand keys a request).  Folders come too:
+      // a match may be a folder whose files lie deeper.
+      arrow::fs::FileSelector selector;
+      selector.base_dir = fixed;
+      selector.recursive = depth > 1;
+      selector.max_recursion = depth - 1;
+      auto maybe_list = catalog.fs_->GetFileInfo(selector);
+      if (!maybe_list.ok()) return WithContext(maybe_list.status(), "listing '" + raw + "'");
+      for (auto& entry : *maybe_list) {
+        if (entry.IsFile() || entry.IsDirectory()) files.emplace(entry.path(), std::move(entry));
       }
     }
   }
@@ -524,7 +538,7 @@ arrow::Result<std::vector<std::pair<std::string, arrow::fs::FileInfo>>> CatalogB
   std::vector<std::pair<std::string, arrow::fs::FileInfo>> out;
   for (auto& match : MatchGlob(pattern, paths)) {
     const auto file = files.find(match);
-    // Not a file: a folder above some (object stores have no folders of their own).
+    // Not listed: a folder above some file (object stores have no folders of their own).
     auto info = file != files.end() ? file->second
                                     : arrow::fs::FileInfo(match, arrow::fs::FileType::Directory);
     out.emplace_back(std::move(match), std::move(info));

@@ -133,6 +133,16 @@ std::string GlobFixedPart(const std::string& pattern) {
   return fixed;
 }
 
+int GlobDepth(const std::string& pattern) {
+  const auto all = Components(pattern);
+  size_t fixed = 0;
+  while (fixed < all.size() && !HasGlobMagic(all[fixed])) ++fixed;
+  for (size_t i = fixed; i < all.size(); ++i) {
+    if (all[i] == "**") return -1;
+  }
+  return static_cast<int>(all.size() - fixed);
+}
+
 std::vector<std::string> MatchGlob(const std::string& pattern,
                                    const std::vector<std::string>& files) {
   const auto all = Components(pattern);

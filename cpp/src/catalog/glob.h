@@ -27,6 +27,10 @@ bool MatchComponent(std::string_view pattern, std::string_view name);
 // joined by '/': the folder to list.
 std::string GlobFixedPart(const std::string& pattern);
 
+// How many components below its fixed part `pattern` can match: -1 when it has
+// a "**" (any number).
+int GlobDepth(const std::string& pattern);
+
 // The paths `pattern` matches, given every file below its fixed part: those
 // files it matches, and the folders above them (below the fixed part) it
 // matches, sorted, each once, without those below another match (read with

@@ -49,6 +49,9 @@ TEST(Glob, MagicAndFixedPart) {
   EXPECT_EQ(GlobFixedPart("bucket/ds/day=*/x/*.parquet"), "bucket/ds");
   EXPECT_EQ(GlobFixedPart("/data/ds/**/*.parquet"), "/data/ds");
   EXPECT_EQ(GlobFixedPart("*/x"), "");
+  EXPECT_EQ(GlobDepth("bucket/ds/*.parquet"), 1);
+  EXPECT_EQ(GlobDepth("bucket/ds/day=*/x/*.parquet"), 3);
+  EXPECT_EQ(GlobDepth("bucket/ds/**/*.parquet"), -1);
 }
 
 const std::vector<std::string> kFiles = {
