@@ -344,7 +344,8 @@ struct CatalogBuilder {
   // Lists one path of a source (`raw` names it in errors): a file, or a folder's files.
   arrow::Status AddPath(const std::string& path, const std::string& raw,
                         const arrow::fs::FileInfo& info);
-  // The paths a remote source's glob pattern matches (glob.h), with their infos.
+  // The paths a URI's glob pattern matches (glob.h), with their infos (a local
+  // path's glob was expanded in Python).
   arrow::Result<std::vector<std::pair<std::string, arrow::fs::FileInfo>>> Expand(
       const std::string& pattern, const std::string& raw);
   arrow::Result<std::vector<std::optional<Footer>>> ReadFooters();
