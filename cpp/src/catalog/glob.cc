@@ -19,6 +19,13 @@ std::vector<std::string_view> Components(std::string_view path) {
   return out;
 }
 
+// How many of a pattern's leading components have no pattern character.
+size_t FixedCount(const std::vector<std::string_view>& parts) {
+  size_t fixed = 0;
+  while (fixed < parts.size() && !HasGlobMagic(parts[fixed])) ++fixed;
+  return fixed;
+}
+
 // A `[...]` set at pattern[i] (i at '['): whether it matches `c`, and where it
 // ends (one past ']'); npos when unclosed (then '[' is a plain character).
 size_t MatchSet(std::string_view pattern, size_t i, char c, bool* matched) {
@@ -124,19 +131,18 @@ bool MatchComponent(std::string_view pattern, std::string_view name) {
 }
 
 std::string GlobFixedPart(const std::string& pattern) {
+  const auto parts = Components(pattern);
   std::string fixed;
-  for (const auto part : Components(pattern)) {
-    if (HasGlobMagic(part)) break;
-    if (!fixed.empty() || (!pattern.empty() && pattern.front() == '/')) fixed += '/';
-    fixed.append(part);
+  for (size_t i = 0; i < FixedCount(parts); ++i) {
+    if (i > 0 || (!pattern.empty() && pattern.front() == '/')) fixed += '/';
+    fixed.append(parts[i]);
   }
   return fixed;
 }
 
 int GlobDepth(const std::string& pattern) {
   const auto all = Components(pattern);
-  size_t fixed = 0;
-  while (fixed < all.size() && !HasGlobMagic(all[fixed])) ++fixed;
+  const size_t fixed = FixedCount(all);
   for (size_t i = fixed; i < all.size(); ++i) {
     if (all[i] == "**") return -1;
   }
@@ -146,8 +152,7 @@ int GlobDepth(const std::string& pattern) {
 std::vector<std::string> MatchGlob(const std::string& pattern,
                                    const std::vector<std::string>& files) {
   const auto all = Components(pattern);
-  size_t fixed = 0;
-  while (fixed < all.size() && !HasGlobMagic(all[fixed])) ++fixed;
+  const size_t fixed = FixedCount(all);
   const std::vector<std::string_view> wanted(all.begin() + static_cast<std::ptrdiff_t>(fixed),
                                              all.end());
   const std::set<std::string_view> named(wanted.begin(), wanted.end());
