@@ -225,6 +225,7 @@ void DefineFilter(nb::class_<DatasetHandle>& dataset) {
             out["rows_pruned_by_partition"] = c.rows_pruned_by_partition;
             out["rows_pruned_by_statistics"] = c.rows_pruned_by_statistics;
             out["rows_pruned_by_rows"] = c.rows_pruned_by_rows;
+            out["rows_deleted"] = c.rows_deleted;
             out["rows_kept"] = c.rows_kept;
             out["bytes_read"] = c.bytes_read;
             return out;
@@ -274,7 +275,13 @@ void RegisterDataset(nb::module_& m) {
             std::shared_ptr<Catalog> catalog =
                 Unwrap(RunInterruptible<arrow::Result<std::shared_ptr<Catalog>>>(
                     [sources, options] { return Catalog::Open(sources, options); }));
-            new (self) DatasetHandle{std::move(catalog), nullptr};
+            // A Delta table's deleted rows are left out of every stream: as a
+            // filter of its own (reading nothing), under any filter= too.
+            std::shared_ptr<const FilteredRows> deleted;
+            if (catalog->has_deletions()) {
+              deleted = Unwrap(FilteredRows::Make(*catalog, {}, "", num_threads));
+            }
+            new (self) DatasetHandle{std::move(catalog), std::move(deleted)};
           },
           "sources"_a, "num_threads"_a = CatalogOptions{}.num_threads, "partitioning"_a = "hive",
           "remote_timeout"_a = CatalogOptions{}.remote_timeout,

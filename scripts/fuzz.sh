@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 seconds=${1:-20}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(catalog_fuzz decode_fuzz decoded_tier_fuzz delta_log_fuzz)
+[ ${#targets[@]} -gt 0 ] || targets=(catalog_fuzz decode_fuzz decoded_tier_fuzz deletion_vector_fuzz delta_log_fuzz)
 
 # Arrow's buffers from malloc, so that ASan sees them too (not from mimalloc).
 export ARROW_DEFAULT_MEMORY_POOL=system

@@ -21,8 +21,9 @@ python -m pip install -q "torch==2.13.0" "pyarrow>=26,<27" "numpy>=1.24" \
   "moto[server]>=5" boto3 "xxhash>=3"
 # Writers of test data only (pandas and polars categoricals, as users have them;
 # DuckDB's partitioned COPY in tests/test_lake.py; Delta Lake tables and their
-# reference reader in tests/test_delta.py).
-python -m pip install -q pandas polars duckdb "deltalake==1.6.6"
+# reference reader in tests/test_delta.py; Roaring bitmaps for the deletion
+# vectors of tests/test_deletion_vectors.py and cpp/fuzz/make_corpus.py).
+python -m pip install -q pandas polars duckdb "deltalake==1.6.6" "pyroaring==1.2.0"
 # output="jax" (tests/test_jax.py); the CPU build.
 python -m pip install -q "jax[cpu]==0.10.2"
 # --no-build-isolation: build against the pyarrow installed above, so the

@@ -1,12 +1,14 @@
 // Fuzz target: bytes -> a Delta Lake commit -> its replay.  Whatever the bytes,
 // parsing and replaying return actions or an error (a log is read from
 // storage the loader does not control); live files are sorted, inside the
-// table and without deletion vectors.
+// table, one deletion vector slot per file.
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "catalog/delta_log.h"
 
@@ -17,8 +19,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   shardfeed::DeltaReplay replay;
   // Twice: a second commit of the same actions (removes, then adds) must hold too.
   if (!replay.ApplyCommit(**actions).ok() || !replay.ApplyCommit(**actions).ok()) return 0;
-  auto files = replay.LiveFiles("fuzz");
+  std::vector<std::optional<shardfeed::DeletionVectorDescriptor>> dvs;
+  auto files = replay.LiveFiles("fuzz", &dvs);
   if (!files.ok()) return 0;
+  if (dvs.size() != files->size()) std::abort();
   if (!std::is_sorted(files->begin(), files->end())) std::abort();
   // Inside the table: relative, and no component "", "." or ".." (a name that
   // only begins with "..", such as the folder "..=a b", is a name).

@@ -178,12 +178,42 @@ def damaged_entries() -> dict[str, bytes]:
     return out
 
 
+def deletion_vectors() -> dict[str, bytes]:
+    """Serialized deletion vectors (the Delta magic, then pyroaring's portable 64-bit
+    format): array, run and bitmap containers, two buckets; and the protocol's own
+    inline example (the native format)."""
+    import pyroaring
+
+    magic = struct.pack("<I", 1681511377)
+    sets = {
+        "array": [3, 4, 7, 11, 18, 29],
+        "runs": list(range(10, 5000)) + list(range(70000, 70010)),
+        "bitmap": [r for r in range(20000) if r % 3],
+        "two-buckets": [1, 2, (1 << 32) + 5],
+        "empty": [],
+    }
+    out = {}
+    for name, values in sets.items():
+        bitmap = pyroaring.BitMap64(values)
+        bitmap.run_optimize()
+        out[name] = magic + bitmap.serialize()
+    # PROTOCOL.md's "JSON Example 3 — Inline", Z85-decoded.
+    out["native"] = bytes.fromhex(
+        "6439d3d0000000010000001c3a3000000100000000000500100000000300040007000b0012001d00"
+    )
+    return out
+
+
 def main() -> None:
     for target in ("catalog_fuzz", "decode_fuzz"):
         folder = HERE / "corpus" / target
         folder.mkdir(parents=True, exist_ok=True)
         for name, data in seeds().items():
             (folder / name).write_bytes(data)
+    folder = HERE / "corpus" / "deletion_vector_fuzz"
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, data in deletion_vectors().items():
+        (folder / name).write_bytes(data)
     for target, inputs in [
         ("catalog_fuzz", lying_footers()),
         ("decode_fuzz", lying_footers()),

@@ -397,7 +397,8 @@ def open_filtered(
         settings.sources, settings.partitioning, settings.remote_timeout, only_files
     )
     if settings.filter_arg is None:
-        return dataset, {}
+        # A Delta table's deletion vectors are a filter of their own (counts included).
+        return dataset, dict(dataset.filter_counts())
     settings.filter = _filter.canonicalize(settings.filter_arg, dataset.schema())
     dataset = _filter.apply(
         dataset, settings.filter, settings.num_threads, settings.cache.dir, image

@@ -250,7 +250,8 @@ class Stream:
         self._empty_why: str | None = None
         if self._len == 0:
             rows = self._filter_counts.get("rows_kept", int(dataset.num_rows))
-            self._empty_why = _no_batches_reason(self._settings, rows)
+            deleted = self._filter_counts.get("rows_deleted", 0)
+            self._empty_why = _no_batches_reason(self._settings, rows, deleted)
             if self._WARN_EMPTY_AT_INIT:
                 self._warn_if_empty()
         self._epoch = 0
@@ -346,11 +347,14 @@ class Stream:
         self._seek(*check_state(state, self._settings, self._fingerprint, self._len))
 
 
-def _no_batches_reason(settings: Settings, rows: int) -> str:
-    """Why an epoch of a loader with these settings and rows has no batches. Legal (a
-    training loop then does nothing), but rarely what was meant."""
+def _no_batches_reason(settings: Settings, rows: int, deleted: int = 0) -> str:
+    """Why an epoch of a loader with these settings and rows (``deleted`` more left
+    out by Delta deletion vectors) has no batches. Legal (a training loop then does
+    nothing), but rarely what was meant."""
     if settings.filter is not None and rows == 0:
         return "no rows pass the filter"
+    if rows == 0 and deleted:
+        return f"the Delta table's deletion vectors delete all {deleted:,} of its rows"
     if not settings.drop_last:
         return f"the dataset has {rows:,} rows"
     return (

@@ -60,6 +60,11 @@ def _info(args: argparse.Namespace) -> int:
         "fingerprint": ds.fingerprint,
         "schema": dict(ds.schema()),
     }
+    deleted = dict(ds.filter_counts()).get("rows_deleted", 0)
+    if deleted:
+        # Rows a Delta table's deletion vectors delete: in the files, never delivered.
+        info["rows"] = ds.num_rows - deleted
+        info["rows_deleted"] = deleted
     info.update(_evolution(ds.columns()))
     delta = [
         {"table": table, "version": version, "files": files}

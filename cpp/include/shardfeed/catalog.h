@@ -27,6 +27,19 @@ class FileMetaData;
 
 namespace shardfeed {
 
+// Rows [begin, end) of a file, counted from its first row (all row groups).
+struct RowRun {
+  int64_t begin = 0;
+  int64_t end = 0;
+};
+
+// The rows of a file that a Delta Lake deletion vector deletes (catalog/deletion_vector.h).
+struct DeletedRows {
+  std::string id;            // the deletion vector's unique id (part of the fingerprint)
+  std::vector<RowRun> runs;  // sorted, disjoint, not adjacent
+  int64_t count = 0;         // rows in the runs
+};
+
 struct FileEntry {
   std::string path;      // path on `filesystem` (what OpenInputFile takes)
   std::string rel_path;  // path relative to the dataset root; decides the order
@@ -46,6 +59,9 @@ struct FileEntry {
   // One value per Catalog::partition_schema() field (a null scalar for
   // __HIVE_DEFAULT_PARTITION__); what filters on partitions prune by.
   std::vector<std::shared_ptr<arrow::Scalar>> partition_values;
+  // A Delta table's file with a deletion vector: its deleted rows, which no
+  // stream delivers (FilteredRows drops them); null for every other file.
+  std::shared_ptr<const DeletedRows> deleted;
 };
 
 // What the dataset schema says about one column beyond its type.
@@ -124,13 +140,16 @@ class Catalog {
   // Hex digest of (relative paths, row-group row counts, schema): what the
   // sample order depends on.  Stable across roots and machines.  Datasets whose
   // files all have one schema and no partitions keep the digest of earlier
-  // versions; promoted types and partition keys are added only when present.
+  // versions; promoted types, partition keys and deletion vectors' ids are
+  // added only when present.
   const std::string& fingerprint() const { return fingerprint_; }
   // Which storage the files live on, beyond their paths: the filesystem type,
   // the source URI's options (endpoint_override, ...) and, for S3, the
   // AWS_ENDPOINT_URL in effect.  Part of every cache key.
   const std::string& storage_id() const { return storage_id_; }
   bool is_local() const;
+  // True when some file has deleted rows (FileEntry::deleted).
+  bool has_deletions() const { return has_deletions_; }
 
   // Row counts of the row groups, in catalog order: the input of the plan.
   std::vector<int64_t> RowGroupRows() const;
@@ -151,6 +170,7 @@ class Catalog {
   std::string fingerprint_;
   std::string storage_id_;
   std::vector<DeltaVersion> delta_tables_;
+  bool has_deletions_ = false;
 };
 
 // The identity of catalog file `file` for every cache (the file cache and the

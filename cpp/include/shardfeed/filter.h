@@ -15,6 +15,10 @@
 // pass), then reads only the filter columns of the remaining row groups, in
 // parallel, and keeps per row group the passing rows (none kept when all or no
 // rows pass; else a sorted index list or a bitmap, whichever is smaller).
+//
+// The rows a Delta deletion vector deletes (FileEntry::deleted) never pass:
+// Make leaves them out under any filter, and with an empty spec (no filter)
+// keeps every other row, reading nothing.
 #pragma once
 
 #include <cstdint>
@@ -55,6 +59,7 @@ struct FilterCounts {
   int64_t rows_pruned_by_partition = 0;
   int64_t rows_pruned_by_statistics = 0;
   int64_t rows_pruned_by_rows = 0;
+  int64_t rows_deleted = 0;  // passed the filter, deleted by a Delta deletion vector
   int64_t rows_kept = 0;
   int64_t bytes_read = 0;  // compressed bytes of the filter column chunks read
 };
@@ -63,6 +68,7 @@ class FilteredRows {
  public:
   // `key`: the filter's canonical text (part of cache keys).  Errors name the
   // column (missing, nested, a value of the wrong type) or the file and row group.
+  // An empty `spec`: only the catalog's deleted rows are left out.
   static arrow::Result<std::shared_ptr<const FilteredRows>> Make(const Catalog& catalog,
                                                                  const FilterSpec& spec,
                                                                  std::string key,

@@ -137,6 +137,7 @@ struct Listed {
   bool sniff = false;     // no .parquet extension: read only when the magic says Parquet
   int source = 0;         // index of the source that listed it
   std::vector<int> also;  // other sources that listed the same file
+  std::shared_ptr<const DeletedRows> deleted;  // a Delta file's deletion vector
 };
 
 // The footer, or nullopt for a sniffed file that is not Parquet.
@@ -469,8 +470,10 @@ arrow::Status CatalogBuilder::AddPath(const std::string& path, const std::string
     }
     // A file of a Delta table is read only if the table's latest version holds it.
     if (!delta_files) delta_files.emplace(*catalog.fs_, options.remote_timeout);
-    ARROW_RETURN_NOT_OK(delta_files->CheckLive(path, raw));
-    listed.push_back({"", info, false, source_index, {}});  // a file named explicitly: always read
+    std::shared_ptr<const DeletedRows> deleted;
+    ARROW_RETURN_NOT_OK(delta_files->CheckLive(path, raw, &deleted));
+    // A file named explicitly: always read.
+    listed.push_back({"", info, false, source_index, {}, std::move(deleted)});
     return arrow::Status::OK();
   }
   dir_sources.back() = raw;
@@ -491,16 +494,19 @@ arrow::Status CatalogBuilder::AddPath(const std::string& path, const std::string
   DeltaFilter delta(tables);
   for (auto& child : files) {
     if (!child.IsFile()) continue;
-    if (const auto in_table = delta.Contains(child.path())) {
+    std::shared_ptr<const DeletedRows> deleted;
+    if (const auto in_table = delta.Contains(child.path(), &deleted)) {
       // A Delta table's live files, and nothing else of it (removed versions, its log).
-      if (*in_table) listed.push_back({"", std::move(child), false, source_index, {}});
+      if (*in_table) {
+        listed.push_back({"", std::move(child), false, source_index, {}, std::move(deleted)});
+      }
       continue;
     }
     // Hidden below the folder given, as Spark, Hive and pyarrow.dataset skip them.
     // (Keys with "." or ".." components are hidden too: never read, never aliased.)
     if (IsHiddenPath(Relative(base, child.path()))) continue;
     const bool sniff = !HasParquetExtension(child.path());
-    listed.push_back({"", std::move(child), sniff, source_index, {}});
+    listed.push_back({"", std::move(child), sniff, source_index, {}, nullptr});
   }
   ARROW_RETURN_NOT_OK(delta.CheckAllFound(raw, base));
   return arrow::Status::OK();
@@ -685,6 +691,18 @@ arrow::Status CatalogBuilder::Build(std::vector<std::optional<Footer>> footers) 
       hash.Update(part.num_rows);
     }
     hash.Update("\n");
+    if (const auto& deleted = listed[i].deleted) {
+      if (!deleted->runs.empty() && deleted->runs.back().end > footer.num_rows) {
+        return Error(ErrorKind::kInvalidData,
+                     "file '" + rel + "': its Delta deletion vector deletes row " +
+                         std::to_string(deleted->runs.back().end - 1) + ", but the file has " +
+                         std::to_string(footer.num_rows) + " rows");
+      }
+      // Other deleted rows are another dataset (without a vector the digest is as before).
+      hash.Update("deleted:" + deleted->id + "\n");
+      entry.deleted = deleted;
+      catalog.has_deletions_ = true;
+    }
     entry.metadata = std::move(footer.metadata);
     entry.struct_leaves = std::move(footer.struct_leaves);
     catalog.files_.push_back(std::move(entry));

@@ -25,7 +25,7 @@ constexpr int64_t kMaxReaderVersion = 3;
 
 // Reader features whose tables read correctly here: those that change only
 // how files are written or named, and those checked below (columnMapping:
-// mode "none" only; deletionVectors: no live file may have one; v2Checkpoint:
+// mode "none" only; deletionVectors: applied (deletion_vector.h); v2Checkpoint:
 // classic checkpoints without sidecars only).
 constexpr std::string_view kReaderFeatures[] = {
     "columnMapping",       "deletionVectors",      "timestampNtz",
@@ -167,6 +167,21 @@ std::string ColumnMappingAt(const std::shared_ptr<arrow::Array>& configuration, 
   return "";
 }
 
+// Row i's deletion vector (nullopt when null); checked when it is read, since
+// a later commit may remove its file.
+std::optional<DeletionVectorDescriptor> DescriptorAt(const std::shared_ptr<arrow::Array>& array,
+                                                     int64_t i) {
+  if (!array || array->IsNull(i) || array->type_id() != arrow::Type::STRUCT) return std::nullopt;
+  const auto& dv = static_cast<const arrow::StructArray&>(*array);
+  DeletionVectorDescriptor out;
+  out.storage_type = StringAt(dv.GetFieldByName("storageType"), i).value_or("");
+  out.path_or_inline = StringAt(dv.GetFieldByName("pathOrInlineDv"), i).value_or("");
+  out.offset = IntegerAt(dv.GetFieldByName("offset"), i);
+  out.size_in_bytes = IntegerAt(dv.GetFieldByName("sizeInBytes"), i).value_or(-1);
+  out.cardinality = IntegerAt(dv.GetFieldByName("cardinality"), i).value_or(-1);
+  return out;
+}
+
 // A log path is relative and URL-escaped ("part=a/x%20y.parquet").  Absolute
 // paths (shallow clones) and ".." components would read outside the table.
 arrow::Result<std::string> LivePath(const std::string& table, const std::string& logged) {
@@ -264,8 +279,19 @@ arrow::Result<DeltaTable> ReadTable(arrow::fs::FileSystem& fs, const std::string
     if (!actions.ok()) return WithContext(actions.status(), context(it->second));
     ARROW_RETURN_NOT_OK(WithContext(replay.ApplyCommit(**actions), context(it->second)));
   }
-  ARROW_ASSIGN_OR_RAISE(table.files, replay.LiveFiles(shown));
+  std::vector<std::optional<DeletionVectorDescriptor>> dvs;
+  ARROW_ASSIGN_OR_RAISE(table.files, replay.LiveFiles(shown, &dvs));
   table.version = latest;
+  DeletionVectorReader reader(fs, root, remote_timeout);
+  table.deleted.resize(table.files.size());
+  for (size_t f = 0; f < dvs.size(); ++f) {
+    if (!dvs[f]) continue;
+    auto rows = reader.Read(*dvs[f]);
+    if (!rows.ok()) {
+      return WithContext(rows.status(), Named(shown) + ", file '" + table.files[f] + "'");
+    }
+    table.deleted[f] = std::move(*rows);
+  }
   return table;
 }
 
@@ -317,7 +343,17 @@ arrow::Result<std::optional<DeltaTable>> EnclosingTable(arrow::fs::FileSystem& f
     ARROW_ASSIGN_OR_RAISE(auto table, TableAt(fs, dir, remote_timeout));
     if (!table) continue;
     const std::string below = base.substr(dir.size() + 1) + "/";
-    std::erase_if(table->files, [&](const std::string& f) { return !f.starts_with(below); });
+    size_t kept = 0;
+    for (size_t f = 0; f < table->files.size(); ++f) {
+      if (!table->files[f].starts_with(below)) continue;
+      if (kept != f) {  // (a self-move would empty the string)
+        table->files[kept] = std::move(table->files[f]);
+        table->deleted[kept] = std::move(table->deleted[f]);
+      }
+      ++kept;
+    }
+    table->files.resize(kept);
+    table->deleted.resize(kept);
     return table;
   }
   return std::nullopt;
@@ -328,10 +364,16 @@ arrow::Result<std::optional<DeltaTable>> EnclosingTable(arrow::fs::FileSystem& f
 std::shared_ptr<arrow::Schema> DeltaActionSchema() {
   const auto text = arrow::utf8();
   return arrow::schema({
-      arrow::field("add", arrow::struct_(
-                              {arrow::field("path", text),
-                               arrow::field("deletionVector",
-                                            arrow::struct_({arrow::field("storageType", text)}))})),
+      arrow::field("add",
+                   arrow::struct_({arrow::field("path", text),
+                                   arrow::field("deletionVector",
+                                                arrow::struct_({
+                                                    arrow::field("storageType", text),
+                                                    arrow::field("pathOrInlineDv", text),
+                                                    arrow::field("offset", arrow::int64()),
+                                                    arrow::field("sizeInBytes", arrow::int64()),
+                                                    arrow::field("cardinality", arrow::int64()),
+                                                }))})),
       arrow::field("remove", arrow::struct_({arrow::field("path", text)})),
       arrow::field("protocol", arrow::struct_({arrow::field("minReaderVersion", arrow::int64()),
                                                arrow::field("readerFeatures", arrow::list(text))})),
@@ -401,7 +443,7 @@ arrow::Status DeltaReplay::Apply(const arrow::Table& actions, bool commit) {
       if (chunk->IsNull(i)) continue;
       auto p = StringAt(path, i);
       if (!p) return Error(ErrorKind::kInvalidData, "an add action without a path");
-      live_[*p] = dv && dv->IsValid(i);
+      live_[*p] = DescriptorAt(dv, i);
     }
   }
   for (const auto& chunk : StructChunks(actions, "protocol")) {
@@ -427,7 +469,8 @@ arrow::Status DeltaReplay::Apply(const arrow::Table& actions, bool commit) {
   return arrow::Status::OK();
 }
 
-arrow::Result<std::vector<std::string>> DeltaReplay::LiveFiles(const std::string& table) const {
+arrow::Result<std::vector<std::string>> DeltaReplay::LiveFiles(
+    const std::string& table, std::vector<std::optional<DeletionVectorDescriptor>>* dvs) const {
   const auto refuse = [&](const std::string& why) {
     return Error(ErrorKind::kInvalidData, Named(table) + ": " + why);
   };
@@ -451,15 +494,10 @@ arrow::Result<std::vector<std::string>> DeltaReplay::LiveFiles(const std::string
   if (sidecars_) {
     return refuse("its checkpoint keeps its files in sidecars (a V2 checkpoint), not read here");
   }
-  std::vector<std::string> files;
+  std::vector<std::pair<std::string, const std::optional<DeletionVectorDescriptor>*>> files;
   files.reserve(live_.size());
   for (const auto& [logged, deletion_vector] : live_) {
     ARROW_ASSIGN_OR_RAISE(auto path, LivePath(table, logged));
-    if (deletion_vector) {
-      return refuse("rows of its file '" + path +
-                    "' are deleted by a deletion vector, which this loader does not apply; "
-                    "rewrite them (REORG TABLE ... APPLY (PURGE)) or read a copy without them");
-    }
     // Partition values are read from the key=value folders the writers use;
     // a table written otherwise (random file prefixes) would lose them.
     const auto pairs = ParseHivePath(path);
@@ -471,13 +509,22 @@ arrow::Result<std::vector<std::string>> DeltaReplay::LiveFiles(const std::string
                       "' from; tables with other file layouts are not read");
       }
     }
-    files.push_back(std::move(path));
+    files.emplace_back(std::move(path), &deletion_vector);
   }
-  std::sort(files.begin(), files.end());
-  return files;
+  std::sort(files.begin(), files.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<std::string> paths;
+  paths.reserve(files.size());
+  if (dvs) dvs->clear();
+  for (auto& [path, dv] : files) {
+    if (dvs) dvs->push_back(*dv);
+    paths.push_back(std::move(path));
+  }
+  return paths;
 }
 
-std::optional<bool> DeltaFilter::Contains(const std::string& path) {
+std::optional<bool> DeltaFilter::Contains(const std::string& path,
+                                          std::shared_ptr<const DeletedRows>* deleted) {
   size_t best = tables_.size();
   for (size_t t = 0; t < tables_.size(); ++t) {
     const std::string& root = tables_[t].root;
@@ -492,7 +539,9 @@ std::optional<bool> DeltaFilter::Contains(const std::string& path) {
   const std::string rel = path.substr(tables_[best].root.size() + 1);
   const auto it = std::lower_bound(files.begin(), files.end(), rel);
   if (it == files.end() || *it != rel) return false;
-  found_[best][static_cast<size_t>(it - files.begin())] = true;
+  const auto at = static_cast<size_t>(it - files.begin());
+  found_[best][at] = true;
+  if (deleted) *deleted = tables_[best].deleted[at];
   return true;
 }
 
@@ -513,7 +562,8 @@ arrow::Status DeltaFilter::CheckAllFound(const std::string& shown, const std::st
   return arrow::Status::OK();
 }
 
-arrow::Status DeltaLookup::CheckLive(const std::string& file, const std::string& shown) {
+arrow::Status DeltaLookup::CheckLive(const std::string& file, const std::string& shown,
+                                     std::shared_ptr<const DeletedRows>* deleted) {
   std::string dir = file;
   while (ToParent(&dir)) {
     auto found = tables_.find(dir);
@@ -524,7 +574,11 @@ arrow::Status DeltaLookup::CheckLive(const std::string& file, const std::string&
     if (!found->second) continue;
     const auto& live = found->second->files;
     const std::string rel = file.substr(dir.size() + 1);
-    if (std::binary_search(live.begin(), live.end(), rel)) return arrow::Status::OK();
+    const auto it = std::lower_bound(live.begin(), live.end(), rel);
+    if (it != live.end() && *it == rel) {
+      if (deleted) *deleted = found->second->deleted[static_cast<size_t>(it - live.begin())];
+      return arrow::Status::OK();
+    }
     return Error(ErrorKind::kInvalidArgument,
                  "source '" + shown + "' is a file of the " + Named(dir) + " that its version " +
                      std::to_string(found->second->version) +

@@ -9,11 +9,14 @@
 // checkpoint (`N.checkpoint.parquet`, or its parts), then every JSON commit
 // after it, in order; each commit's `remove` actions before its `add` actions.
 //
+// A live file's deletion vector (catalog/deletion_vector.h) is read with the
+// log: its rows are left out of every stream.
+//
 // Refused, with an error naming the table and the reason (reading on would
 // give other rows than the table holds): a reader protocol above 3, a reader
-// feature not listed in delta_log.cc, column mapping by name or id, a live
-// file with a deletion vector, a file path outside the table, a gap in the
-// log, a live file missing from the folder (checked by the catalog).
+// feature not listed in delta_log.cc, column mapping by name or id, a
+// deletion vector that cannot be read, a file path outside the table, a gap
+// in the log, a live file missing from the folder (checked by the catalog).
 #pragma once
 
 #include <cstdint>
@@ -26,6 +29,8 @@
 #include <arrow/result.h>
 #include <arrow/type_fwd.h>
 
+#include "catalog/deletion_vector.h"
+
 namespace shardfeed {
 
 // One table: its folder and the files its latest version holds.
@@ -33,6 +38,8 @@ struct DeltaTable {
   std::string root;                // the table's folder (a path of the filesystem)
   int64_t version = -1;            // the log's latest version
   std::vector<std::string> files;  // live data files, relative to root, URL-decoded, sorted
+  // Per file: the rows its deletion vector deletes; null without one.
+  std::vector<std::shared_ptr<const DeletedRows>> deleted;
 };
 
 // The Delta tables among `listed` (every file below a folder source): each
@@ -51,8 +58,9 @@ class DeltaFilter {
   }
   // nullopt: `path` is in no table; true: a live file of its table (noted as
   // found); false: a file of a table that its latest version does not hold
-  // (a removed version, the log itself).
-  std::optional<bool> Contains(const std::string& path);
+  // (a removed version, the log itself).  `deleted`: a live file's deleted rows.
+  std::optional<bool> Contains(const std::string& path,
+                               std::shared_ptr<const DeletedRows>* deleted = nullptr);
   // A NotFound error naming a live file that was not listed.
   arrow::Status CheckAllFound(const std::string& shown, const std::string& base) const;
 
@@ -69,7 +77,9 @@ class DeltaLookup {
       : fs_(fs), remote_timeout_(remote_timeout) {}
   // Ok when `file` is in no table or is a live file of its table; else an
   // InvalidArgument error naming it (a removed version, or the log itself).
-  arrow::Status CheckLive(const std::string& file, const std::string& shown);
+  // `deleted`: a live file's deleted rows.
+  arrow::Status CheckLive(const std::string& file, const std::string& shown,
+                          std::shared_ptr<const DeletedRows>* deleted = nullptr);
 
  private:
   arrow::fs::FileSystem& fs_;
@@ -86,13 +96,17 @@ class DeltaReplay {
   // Applies one commit: its removes, then its adds.
   arrow::Status ApplyCommit(const arrow::Table& actions);
   // The live files, sorted, after checking what the table needs.  `table`
-  // names the table in errors.
-  arrow::Result<std::vector<std::string>> LiveFiles(const std::string& table) const;
+  // names the table in errors; `dvs`, when given, gets each file's deletion
+  // vector (nullopt: none).
+  arrow::Result<std::vector<std::string>> LiveFiles(
+      const std::string& table,
+      std::vector<std::optional<DeletionVectorDescriptor>>* dvs = nullptr) const;
 
  private:
   arrow::Status Apply(const arrow::Table& actions, bool commit);
 
-  std::map<std::string, bool> live_;  // path as the log wrote it -> has a deletion vector
+  // Path as the log wrote it -> its deletion vector, if any.
+  std::map<std::string, std::optional<DeletionVectorDescriptor>> live_;
   std::optional<int64_t> min_reader_version_;
   std::vector<std::string> reader_features_;
   std::string column_mapping_;

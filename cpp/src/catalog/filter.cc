@@ -9,6 +9,7 @@
 
 #include <arrow/array.h>
 #include <arrow/array/builder_base.h>
+#include <arrow/array/builder_primitive.h>
 #include <arrow/array/concatenate.h>
 #include <arrow/compute/api.h>
 #include <arrow/compute/initialize.h>
@@ -282,6 +283,7 @@ struct RgOutcome {
   bool read = false;
   int64_t bytes = 0;
   int64_t pass = 0;
+  int64_t deleted = 0;                        // rows that passed, left out by a deletion vector
   std::shared_ptr<arrow::BooleanArray> mask;  // set when some but not all rows pass
 };
 
@@ -480,9 +482,56 @@ struct FilterRunner {
     return std::static_pointer_cast<arrow::BooleanArray>(any.make_array());
   }
 
-  arrow::Result<RgOutcome> RowGroup(int32_t index) {
+  // Drops the rows of `rg` (its first row is row `file_row` of its file) that
+  // the file's deletion vector deletes.
+  arrow::Status ApplyDeletions(const RowGroupEntry& rg, int64_t file_row, RgOutcome* out) {
+    const auto& deleted = catalog.files()[static_cast<size_t>(rg.file)].deleted;
+    if (!deleted || out->pass == 0) return arrow::Status::OK();
+    const auto& runs = deleted->runs;
+    const int64_t end = file_row + rg.num_rows;
+    auto run = std::lower_bound(runs.begin(), runs.end(), file_row,
+                                [](const RowRun& r, int64_t row) { return r.end <= row; });
+    if (run == runs.end() || run->begin >= end) return arrow::Status::OK();
+    std::vector<bool> keep(static_cast<size_t>(rg.num_rows), true);
+    if (out->mask) {
+      for (int64_t r = 0; r < rg.num_rows; ++r) {
+        keep[static_cast<size_t>(r)] = out->mask->IsValid(r) && out->mask->Value(r);
+      }
+    }
+    int64_t dropped = 0;
+    for (; run != runs.end() && run->begin < end; ++run) {
+      for (int64_t r = std::max(run->begin, file_row); r < std::min(run->end, end); ++r) {
+        const auto k = static_cast<size_t>(r - file_row);
+        dropped += keep[k];
+        keep[k] = false;
+      }
+    }
+    out->deleted = dropped;
+    out->pass -= dropped;
+    out->mask.reset();
+    if (out->pass == 0) return arrow::Status::OK();
+    arrow::BooleanBuilder builder;
+    ARROW_RETURN_NOT_OK(builder.AppendValues(keep));
+    ARROW_ASSIGN_OR_RAISE(auto mask, builder.Finish());
+    out->mask = std::static_pointer_cast<arrow::BooleanArray>(mask);
+    return arrow::Status::OK();
+  }
+
+  arrow::Result<RgOutcome> RowGroup(int32_t index, int64_t file_row) {
+    ARROW_ASSIGN_OR_RAISE(RgOutcome out, Evaluate(index));
+    ARROW_RETURN_NOT_OK(
+        ApplyDeletions(catalog.row_groups()[static_cast<size_t>(index)], file_row, &out));
+    return out;
+  }
+
+  // The row group's outcome under the filter alone (every row without one).
+  arrow::Result<RgOutcome> Evaluate(int32_t index) {
     const auto& rg = catalog.row_groups()[static_cast<size_t>(index)];
     RgOutcome out;
+    if (conj.empty()) {  // no filter: only deletion vectors select rows
+      out.pass = rg.num_rows;
+      return out;
+    }
     std::vector<std::vector<const Bound*>> alive;
     bool all_by_partition = true, everything = false;
     std::shared_ptr<parquet::FileMetaData> footer;
@@ -531,11 +580,19 @@ arrow::Result<std::shared_ptr<const FilteredRows>> FilteredRows::Make(const Cata
   FilterRunner runner{catalog, {}};
   ARROW_RETURN_NOT_OK(runner.Bind(spec));
   const auto n = catalog.row_groups().size();
+  // Each row group's first row in its file: where its deletion vector rows start.
+  std::vector<int64_t> file_rows(n, 0);
+  for (size_t i = 1; i < n; ++i) {
+    const auto& previous = catalog.row_groups()[i - 1];
+    if (previous.file == catalog.row_groups()[i].file) {
+      file_rows[i] = file_rows[i - 1] + previous.num_rows;
+    }
+  }
   std::vector<arrow::Result<RgOutcome>> results(n, arrow::Status::Cancelled("unread"));
   std::atomic<size_t> next{0};
   auto work = [&] {
     for (size_t i = next++; i < n; i = next++) {
-      results[i] = runner.RowGroup(static_cast<int32_t>(i));
+      results[i] = runner.RowGroup(static_cast<int32_t>(i), file_rows[i]);
     }
   };
   const size_t nthreads = std::min<size_t>(n, static_cast<size_t>(std::max(1, num_threads)));
@@ -575,7 +632,8 @@ arrow::Result<std::shared_ptr<const FilteredRows>> FilteredRows::Make(const Cata
       ++c.row_groups_pruned_by_statistics;
       c.rows_pruned_by_statistics += rg.num_rows;
     } else {
-      c.rows_pruned_by_rows += rg.num_rows - o.pass;
+      c.rows_pruned_by_rows += rg.num_rows - o.pass - o.deleted;
+      c.rows_deleted += o.deleted;
     }
     if (!o.mask) continue;
     if (o.pass * 32 < rg.num_rows) {

@@ -10,7 +10,8 @@ namespace shardfeed {
 
 namespace {
 
-constexpr char kMagic[8] = {'S', 'F', 'F', 'I', 'L', 'T', '1', '\n'};
+// 2: FilterCounts::rows_deleted.
+constexpr char kMagic[8] = {'S', 'F', 'F', 'I', 'L', 'T', '2', '\n'};
 constexpr int kNumCounts = sizeof(FilterCounts) / sizeof(int64_t);
 
 void Put(std::string* out, int64_t v) { out->append(reinterpret_cast<const char*>(&v), 8); }

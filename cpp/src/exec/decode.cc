@@ -553,6 +553,8 @@ arrow::Result<std::shared_ptr<const DecodedRowGroup>> DecodeRowGroupBody(const C
     tier_key = DecodedTier::Impl::Key(catalog, rg_index, layout) + entry.key_suffix;
     // A filtered row group holds other rows than the whole one.
     if (filtered) tier_key += "|filter:" + hooks.filter->key();
+    // (Deleted rows follow the table's log, not the file: part of the key too.)
+    if (filtered && file.deleted) tier_key += "|deleted:" + file.deleted->id;
     // Whoever else on the node decodes this row group now, it is waited for
     // and then mapped: each row group is decoded once.
     ARROW_ASSIGN_OR_RAISE(entry_lock,
