@@ -372,3 +372,38 @@ def test_vectors_kept_in_a_checkpoint_and_files_named_one_by_one(deleted_table):
         commit.unlink()  # the checkpoint alone says what the table holds
     assert delivered(path) == expected
     assert delivered([path / p for p in sorted(live)]) == expected
+
+
+def test_a_vocabulary_leaves_out_deleted_rows(tmp_path):
+    """Values only deleted rows held (a user erased by a DELETE) are not in the list,
+    and counts are over live rows; a partition value whose rows are all deleted too."""
+    path = tmp_path / "t"
+    ids = np.arange(400, dtype=np.int64)
+    users = np.array([f"u{i % 9}" for i in ids])
+    users[ids % 100 == 7] = "erased"
+    table = pa.table({"id": ids, "user": users, "p": np.where(ids < 200, "a", "b")})
+    deltalake.write_deltalake(str(path), table, partition_by=["p"])
+    deleted: dict[str, set[int]] = {}
+    for file in sorted(live_adds(path)):
+        users_in = pq.read_table(path / file, columns=["user"])["user"].to_pylist()
+        gone = {i for i, u in enumerate(users_in) if u in ("erased", "u3")}
+        if "p=b" in file:
+            gone = set(range(len(users_in)))  # the whole partition deleted
+        deleted[file] = gone
+    delete_rows(path, deleted, "u")
+    live = pa.concat_tables(
+        pq.read_table(path / f, columns=["user"]).take(
+            pa.array(
+                [i for i in range(pq.read_metadata(path / f).num_rows) if i not in gone],
+                pa.int64(),
+            )
+        )
+        for f, gone in deleted.items()
+    )["user"].to_pylist()
+    counts: dict[str, int] = {}
+    for u in live:
+        counts[u] = counts.get(u, 0) + 1
+    expected = sorted(counts, key=lambda u: (-counts[u], u))
+    assert shardfeed.vocabulary(path, "user") == expected
+    assert "erased" not in expected and "u3" not in expected
+    assert shardfeed.vocabulary(path, "p") == ["a"]

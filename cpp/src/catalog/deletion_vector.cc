@@ -268,6 +268,21 @@ arrow::Result<std::vector<RowRun>> ParseDeletionVector(std::string_view bytes) {
   return runs.Take();
 }
 
+std::vector<RowRun> LiveRuns(const DeletedRows* deleted, int64_t begin, int64_t end) {
+  std::vector<RowRun> live;
+  if (deleted) {
+    const auto& runs = deleted->runs;
+    auto run = std::lower_bound(runs.begin(), runs.end(), begin,
+                                [](const RowRun& r, int64_t row) { return r.end <= row; });
+    for (; run != runs.end() && run->begin < end; ++run) {
+      if (run->begin > begin) live.push_back({begin, run->begin});
+      begin = run->end;
+    }
+  }
+  if (begin < end) live.push_back({begin, end});
+  return live;
+}
+
 arrow::Result<std::string> DeletionVectorFile(const arrow::fs::FileSystem& fs,
                                               const std::string& root,
                                               const DeletionVectorDescriptor& dv) {

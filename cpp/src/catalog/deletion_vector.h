@@ -52,6 +52,9 @@ arrow::Result<std::string> Z85Decode(std::string_view text);
 // runs (adjacent runs merged).
 arrow::Result<std::vector<RowRun>> ParseDeletionVector(std::string_view bytes);
 
+// The runs of rows [begin, end) of a file that `deleted` (null: none) leaves.
+std::vector<RowRun> LiveRuns(const DeletedRows* deleted, int64_t begin, int64_t end);
+
 // The path on `fs` of a DV's file ('u': below `root`, 'p': its URI); an error
 // for an inline DV or a path that leaves the table.
 arrow::Result<std::string> DeletionVectorFile(const arrow::fs::FileSystem& fs,

@@ -194,6 +194,22 @@ TEST(DeletionVector, BitmapContainersGiveEveryRunEdge) {
   }
 }
 
+TEST(DeletionVector, LiveRunsAreTheRowsBetweenDeletions) {
+  const auto runs = [](const std::vector<RowRun>& v) {
+    std::vector<std::pair<int64_t, int64_t>> out;
+    for (const auto& r : v) out.emplace_back(r.begin, r.end);
+    return out;
+  };
+  using Pairs = std::vector<std::pair<int64_t, int64_t>>;
+  DeletedRows deleted{"x", {{2, 4}, {10, 12}, {20, 30}}, 14};
+  EXPECT_EQ(runs(LiveRuns(nullptr, 5, 9)), (Pairs{{5, 9}}));
+  EXPECT_EQ(runs(LiveRuns(&deleted, 0, 40)), (Pairs{{0, 2}, {4, 10}, {12, 20}, {30, 40}}));
+  EXPECT_EQ(runs(LiveRuns(&deleted, 3, 11)), (Pairs{{4, 10}}));  // cut runs at both ends
+  EXPECT_EQ(runs(LiveRuns(&deleted, 21, 29)), Pairs{});          // inside one run
+  EXPECT_EQ(runs(LiveRuns(&deleted, 4, 10)), (Pairs{{4, 10}}));  // between two runs
+  EXPECT_EQ(runs(LiveRuns(&deleted, 30, 35)), (Pairs{{30, 35}}));
+}
+
 TEST(DeletionVector, DamageIsAnErrorAtEveryLength) {
   const std::string good = Portable({{0, ArrayBitmap(0, {3, 4, 7})}, {2, ArrayBitmap(7, {1})}});
   ASSERT_TRUE(ParseDeletionVector(good).ok());

@@ -24,6 +24,7 @@
 #include <parquet/statistics.h>
 
 #include "catalog/convert.h"
+#include "catalog/deletion_vector.h"
 #include "catalog/unify.h"
 #include "shardfeed/status.h"
 #include "storage/open.h"
@@ -487,27 +488,21 @@ struct FilterRunner {
   arrow::Status ApplyDeletions(const RowGroupEntry& rg, int64_t file_row, RgOutcome* out) {
     const auto& deleted = catalog.files()[static_cast<size_t>(rg.file)].deleted;
     if (!deleted || out->pass == 0) return arrow::Status::OK();
-    const auto& runs = deleted->runs;
-    const int64_t end = file_row + rg.num_rows;
-    auto run = std::lower_bound(runs.begin(), runs.end(), file_row,
-                                [](const RowRun& r, int64_t row) { return r.end <= row; });
-    if (run == runs.end() || run->begin >= end) return arrow::Status::OK();
-    std::vector<bool> keep(static_cast<size_t>(rg.num_rows), true);
-    if (out->mask) {
-      for (int64_t r = 0; r < rg.num_rows; ++r) {
-        keep[static_cast<size_t>(r)] = out->mask->IsValid(r) && out->mask->Value(r);
+    const auto live = LiveRuns(deleted.get(), file_row, file_row + rg.num_rows);
+    if (live.size() == 1 && live[0].end - live[0].begin == rg.num_rows) {
+      return arrow::Status::OK();  // none of its rows deleted
+    }
+    std::vector<bool> keep(static_cast<size_t>(rg.num_rows), false);
+    int64_t kept = 0;
+    for (const auto& run : live) {
+      for (int64_t r = run.begin - file_row; r < run.end - file_row; ++r) {
+        const bool passes = !out->mask || (out->mask->IsValid(r) && out->mask->Value(r));
+        keep[static_cast<size_t>(r)] = passes;
+        kept += passes;
       }
     }
-    int64_t dropped = 0;
-    for (; run != runs.end() && run->begin < end; ++run) {
-      for (int64_t r = std::max(run->begin, file_row); r < std::min(run->end, end); ++r) {
-        const auto k = static_cast<size_t>(r - file_row);
-        dropped += keep[k];
-        keep[k] = false;
-      }
-    }
-    out->deleted = dropped;
-    out->pass -= dropped;
+    out->deleted = out->pass - kept;
+    out->pass = kept;
     out->mask.reset();
     if (out->pass == 0) return arrow::Status::OK();
     arrow::BooleanBuilder builder;

@@ -20,6 +20,7 @@
 #include <parquet/metadata.h>
 
 #include "catalog/convert.h"
+#include "catalog/deletion_vector.h"
 #include "catalog/unify.h"
 #include "shardfeed/status.h"
 #include "shardfeed/vocabulary.h"
@@ -110,7 +111,8 @@ bool IsUtf8(arrow::Type::type id) {
          id == arrow::Type::STRING_VIEW;
 }
 
-// Counts the column's values in every row group of file `f`.
+// Counts the column's values in every row group of file `f` (not in the rows
+// its Delta deletion vector deletes).
 arrow::Status CountFile(const Catalog& catalog, int32_t f, int dataset_field, Counts* counts) {
   const auto& file = catalog.files()[static_cast<size_t>(f)];
   const std::string context = "file '" + file.rel_path + "'";
@@ -128,7 +130,7 @@ arrow::Status CountFile(const Catalog& catalog, int32_t f, int dataset_field, Co
     if (!IsUtf8(value->type->id())) {
       return Error(ErrorKind::kUnsupportedType, context + ": partition value is not a string");
     }
-    int64_t rows = 0;
+    int64_t rows = file.deleted ? -file.deleted->count : 0;
     for (const auto& rg : catalog.row_groups()) {
       if (rg.file == f) rows += rg.num_rows;
     }
@@ -166,8 +168,12 @@ arrow::Status CountFile(const Catalog& catalog, int32_t f, int dataset_field, Co
     // Plain string columns decode straight into a dictionary per row group,
     // so each row costs an index, not a string.
     props.set_read_dictionary(leaf, true);
+    int64_t file_row = 0;  // the row group's first row in the file
     for (const auto& rg : catalog.row_groups()) {
       if (rg.file != f) continue;
+      const auto live = LiveRuns(file.deleted.get(), file_row, file_row + rg.num_rows);
+      file_row += rg.num_rows;
+      if (live.empty()) continue;
       const std::string rg_context = context + ", row group " + std::to_string(rg.row_group);
       // A reader per row group, over its own footer (where it is row group 0).
       auto footer = RowGroupFooter(rg);
@@ -178,8 +184,12 @@ arrow::Status CountFile(const Catalog& catalog, int32_t f, int dataset_field, Co
                             parquet::arrow::FileReader::Make(EnginePool(), std::move(pq), props));
       auto table = ReadFlatFields(*reader, 0, {&column});
       if (!table.ok()) return WithContext(table.status(), rg_context);
-      for (const auto& chunk : (*table)->column(0)->chunks()) {
-        ARROW_RETURN_NOT_OK(WithContext(CountArray(*chunk, counts), rg_context));
+      const int64_t first = file_row - rg.num_rows;
+      for (const auto& run : live) {
+        const auto rows = (*table)->column(0)->Slice(run.begin - first, run.end - run.begin);
+        for (const auto& chunk : rows->chunks()) {
+          ARROW_RETURN_NOT_OK(WithContext(CountArray(*chunk, counts), rg_context));
+        }
       }
     }
   } catch (const std::exception& e) {
