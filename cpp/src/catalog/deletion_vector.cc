@@ -20,6 +20,7 @@ constexpr uint32_t kNativeMagic = 1681511376;    // big-endian, size-prefixed 32
 constexpr uint32_t kCookie = 12346;              // RoaringFormatSpec: no run containers
 constexpr uint32_t kRunCookie = 12347;           // some run containers
 constexpr size_t kArrayMax = 4096;               // a container above this is a bitmap
+constexpr int64_t kWholeFile = 64 << 20;         // a DV file up to this size is read at once
 
 uint32_t Swap32(uint32_t v) {
   return (v >> 24) | ((v >> 8) & 0xFF00) | ((v << 8) & 0xFF0000) | (v << 24);
@@ -334,7 +335,7 @@ arrow::Result<std::string> DeletionVectorReader::Stored(const DeletionVectorDesc
   const auto shown = [&](const arrow::Status& status) {
     return WithContext(status, "its deletion vector's file '" + path + "'");
   };
-  auto& file = open_[path];
+  auto& [file, whole] = open_[path];
   if (!file) {
     auto opened = fs_.OpenInputFile(path);
     if (!opened.ok()) {
@@ -346,18 +347,35 @@ arrow::Result<std::string> DeletionVectorReader::Stored(const DeletionVectorDesc
       return shown(opened.status());
     }
     file = fs_.type_name() == "local" ? *opened : WithDeadline(*opened, remote_timeout_);
-    auto version = file->ReadAt(0, 1);
-    if (!version.ok()) return shown(version.status());
-    if ((*version)->size() != 1 || (*version)->data()[0] != 1) {
+    // A file of one DELETE holds the vectors of many data files: read once
+    // when small (one request, not one per vector), else range by range.
+    auto file_size = file->GetSize();
+    if (!file_size.ok()) return shown(file_size.status());
+    const bool small = *file_size <= kWholeFile;
+    auto head = file->ReadAt(0, small ? *file_size : 1);
+    if (!head.ok()) {
+      file.reset();
+      return shown(head.status());
+    }
+    if ((*head)->size() < 1 || (*head)->data()[0] != 1) {
       file.reset();
       return shown(Bad("not a deletion vector file of format version 1"));
     }
+    if (small) whole = std::move(*head);
   }
   const int64_t offset = dv.offset.value_or(1);
   if (offset < 1) return shown(Bad("its offset is " + std::to_string(offset)));
-  auto read = file->ReadAt(offset, dv.size_in_bytes + 8);
-  if (!read.ok()) return shown(read.status());
-  const std::string_view stored((*read)->data_as<char>(), static_cast<size_t>((*read)->size()));
+  std::shared_ptr<arrow::Buffer> read;
+  if (whole) {
+    read = arrow::SliceBuffer(
+        whole, std::min(offset, whole->size()),
+        std::min(dv.size_in_bytes + 8, whole->size() - std::min(offset, whole->size())));
+  } else {
+    auto range = file->ReadAt(offset, dv.size_in_bytes + 8);
+    if (!range.ok()) return shown(range.status());
+    read = std::move(*range);
+  }
+  const std::string_view stored(read->data_as<char>(), static_cast<size_t>(read->size()));
   Cursor in(stored);
   auto framed = [&]() -> arrow::Result<std::string> {
     ARROW_ASSIGN_OR_RAISE(const uint32_t stored_size, in.Big32());

@@ -75,7 +75,11 @@ class DeletionVectorReader {
   arrow::fs::FileSystem& fs_;
   std::string root_;
   double remote_timeout_;
-  std::map<std::string, std::shared_ptr<arrow::io::RandomAccessFile>> open_;
+  struct Opened {
+    std::shared_ptr<arrow::io::RandomAccessFile> file;
+    std::shared_ptr<arrow::Buffer> whole;  // the file's bytes, when it was small
+  };
+  std::map<std::string, Opened> open_;
 };
 
 }  // namespace shardfeed
