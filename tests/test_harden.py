@@ -12,6 +12,7 @@ import sys
 import threading
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -550,6 +551,8 @@ class _Proxy:
     def __init__(self, target: tuple[str, int]) -> None:
         self.target = target
         self.stall = threading.Event()
+        # When set: the first bytes it holds true for set `stall` before they go on.
+        self.stall_on: Callable[[bytes], bool] | None = None
         self.server = socket.socket()
         self.server.bind(("127.0.0.1", 0))
         self.server.listen(64)
@@ -574,6 +577,8 @@ class _Proxy:
     def _pipe(self, src: socket.socket, dst: socket.socket) -> None:
         try:
             while data := src.recv(65536):
+                if self.stall_on is not None and self.stall_on(data):
+                    self.stall.set()
                 if not self.stall.is_set():
                     dst.sendall(data)
         except OSError:
@@ -622,6 +627,30 @@ def test_a_silent_server_is_a_storage_error_within_the_deadline(
     with pytest.raises(shardfeed.StorageError, match=r"\.parquet.*remote_timeout") as err:
         list(loader)
     assert time.monotonic() - t0 < 2.0 + 4.0, err.value
+
+
+def test_a_listing_that_stops_answering_is_a_storage_error_within_the_deadline(
+    s3, proxy, tmp_path
+):
+    """Listing a folder's keys is paged, one request per 1,000 keys: each page must come
+    within remote_timeout (a listing as long as the bucket needs while pages come), not
+    the whole listing and not no deadline (which waited for the connection to drop)."""
+    folder = tmp_path / "many"
+    folder.mkdir()
+    pq.write_table(pa.table({"x": np.arange(10)}), folder / "zz.parquet")  # the last key
+    remote = s3.upload_folder(folder, "data", "listing")
+    client = s3.client()
+    for i in range(1100):  # hidden keys that fill the first page
+        client.put_object(Bucket="data", Key=f"listing/_logs/{i:04d}", Body=b"")
+    via_proxy = remote.replace(s3.endpoint, f"127.0.0.1:{proxy.port}")
+    loader = _loader_once_the_store_answers(via_proxy, batch_size=4, output="numpy")
+    assert loader.num_rows == 10  # found on the second page
+    # The recursive listing (no delimiter) stops answering; the calls before it do not.
+    proxy.stall_on = lambda data: b"list-type=2" in data and b"delimiter" not in data
+    t0 = time.monotonic()
+    with pytest.raises(shardfeed.StorageError, match=r"listing .*within 2 s \(remote_timeout\)"):
+        shardfeed.Loader(via_proxy, batch_size=4, remote_timeout=2.0)
+    assert time.monotonic() - t0 < 2.0 + 4.0
 
 
 @pytest.mark.parametrize("cached", [False, True])

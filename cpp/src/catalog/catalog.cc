@@ -478,7 +478,7 @@ arrow::Status CatalogBuilder::AddPath(const std::string& path, const std::string
   }
   dir_sources.back() = raw;
   // Directory symlinks followed at most once (a loop reads nothing twice).
-  ARROW_ASSIGN_OR_RAISE(auto files, ListFiles(*catalog.fs_, path, raw));
+  ARROW_ASSIGN_OR_RAISE(auto files, ListFiles(*catalog.fs_, path, raw, options.remote_timeout));
   std::string base = path;
   while (base.size() > 1 && base.back() == '/') base.pop_back();
   ARROW_ASSIGN_OR_RAISE(auto tables,
@@ -521,7 +521,8 @@ arrow::Result<std::vector<std::pair<std::string, arrow::fs::FileInfo>>> CatalogB
     if (!maybe_info.ok()) return WithContext(maybe_info.status(), "source '" + raw + "'");
     const int depth = GlobDepth(pattern);
     if (maybe_info->type() == arrow::fs::FileType::Directory && depth == -1) {
-      ARROW_ASSIGN_OR_RAISE(auto listing, ListFiles(*catalog.fs_, fixed, raw));
+      ARROW_ASSIGN_OR_RAISE(auto listing,
+                            ListFiles(*catalog.fs_, fixed, raw, options.remote_timeout));
       for (auto& file : listing) {
         if (file.IsFile()) files.emplace(file.path(), std::move(file));
       }
@@ -533,7 +534,7 @@ arrow::Result<std::vector<std::pair<std::string, arrow::fs::FileInfo>>> CatalogB
       selector.base_dir = fixed;
       selector.recursive = depth > 1;
       selector.max_recursion = depth - 1;
-      auto maybe_list = catalog.fs_->GetFileInfo(selector);
+      auto maybe_list = ListWithin(*catalog.fs_, selector, options.remote_timeout);
       if (!maybe_list.ok()) return WithContext(maybe_list.status(), "listing '" + raw + "'");
       for (auto& entry : *maybe_list) {
         if (entry.IsFile() || entry.IsDirectory()) files.emplace(entry.path(), std::move(entry));

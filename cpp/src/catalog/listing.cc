@@ -10,7 +10,10 @@
 #include <set>
 #include <utility>
 
+#include <arrow/util/future.h>
+
 #include "shardfeed/status.h"
+#include "util/deadline_file.h"
 
 namespace shardfeed {
 
@@ -63,9 +66,29 @@ struct LocalWalk {
 
 }  // namespace
 
+arrow::Result<std::vector<arrow::fs::FileInfo>> ListWithin(arrow::fs::FileSystem& fs,
+                                                           const arrow::fs::FileSelector& selector,
+                                                           double remote_timeout) {
+  if (IsLocal(fs) || remote_timeout <= 0) return fs.GetFileInfo(selector);
+  using Page = std::vector<arrow::fs::FileInfo>;
+  // Owned by each page's call, which may outlive this one (abandoned at its deadline).
+  auto keep = fs.shared_from_this();
+  auto pages = std::make_shared<arrow::fs::FileInfoGenerator>(keep->GetFileInfoGenerator(selector));
+  Page out;
+  while (true) {
+    ARROW_ASSIGN_OR_RAISE(
+        Page page,
+        CallBefore<Page>([keep, pages]() -> arrow::Result<Page> { return (*pages)().result(); },
+                         DeadlineAfter(remote_timeout), remote_timeout, nullptr));
+    if (page.empty()) return out;  // the generator's end
+    for (auto& info : page) out.push_back(std::move(info));
+  }
+}
+
 arrow::Result<std::vector<arrow::fs::FileInfo>> ListFiles(arrow::fs::FileSystem& fs,
                                                           const std::string& dir,
-                                                          const std::string& shown) {
+                                                          const std::string& shown,
+                                                          double remote_timeout) {
   if (IsLocal(fs)) {
     std::string root = dir;
     while (root.size() > 1 && root.back() == '/') root.pop_back();
@@ -81,7 +104,7 @@ arrow::Result<std::vector<arrow::fs::FileInfo>> ListFiles(arrow::fs::FileSystem&
   arrow::fs::FileSelector selector;
   selector.base_dir = dir;
   selector.recursive = true;
-  auto maybe_list = fs.GetFileInfo(selector);
+  auto maybe_list = ListWithin(fs, selector, remote_timeout);
   if (!maybe_list.ok()) return WithContext(maybe_list.status(), "listing '" + shown + "'");
   std::vector<arrow::fs::FileInfo> files;
   for (auto& child : *maybe_list) {

@@ -23,7 +23,7 @@ TEST(Listing, FollowsEachDirectoryOnce) {
   std::filesystem::create_directory_symlink(dir.path(), dir.path() / "loop");
   std::filesystem::create_directory_symlink(dir.path() / "sub", dir.path() / "sub" / "up");
   arrow::fs::LocalFileSystem fs;
-  auto files = ListFiles(fs, dir.path().string(), "x").ValueOrDie();
+  auto files = ListFiles(fs, dir.path().string(), "x", 0).ValueOrDie();
   ASSERT_EQ(files.size(), 2u);
   auto catalog = Catalog::Open({dir.path().string()}).ValueOrDie();
   EXPECT_EQ(catalog->num_rows(), 20);
