@@ -69,7 +69,9 @@ struct LocalWalk {
 arrow::Result<std::vector<arrow::fs::FileInfo>> ListWithin(arrow::fs::FileSystem& fs,
                                                            const arrow::fs::FileSelector& selector,
                                                            double remote_timeout) {
-  if (IsLocal(fs) || remote_timeout <= 0) return fs.GetFileInfo(selector);
+  // Only Arrow's S3 filesystem lists in pages; elsewhere the generator is the
+  // whole listing at once, which may rightly take longer than any one request.
+  if (fs.type_name() != "s3" || remote_timeout <= 0) return fs.GetFileInfo(selector);
   using Page = std::vector<arrow::fs::FileInfo>;
   // Owned by each page's call, which may outlive this one (abandoned at its deadline).
   auto keep = fs.shared_from_this();

@@ -21,11 +21,12 @@ arrow::Result<std::vector<arrow::fs::FileInfo>> ListFiles(arrow::fs::FileSystem&
                                                           const std::string& shown,
                                                           double remote_timeout);
 
-// What `selector` lists on `fs`, page by page (one page: one LIST request of
-// an object store): each page must come within `remote_timeout` seconds (0:
-// no deadline), else a StorageError; a listing of a million keys takes as
-// long as it needs while its pages keep coming.  A server that stops
-// answering mid-listing no longer holds the caller until its connection drops.
+// What `selector` lists on `fs`.  On S3, page by page (one page: one LIST
+// request): each page must come within `remote_timeout` seconds (0: no
+// deadline), else a StorageError; a listing of a million keys takes as long as
+// it needs while its pages keep coming, and a server that stops answering
+// mid-listing no longer holds the caller until its connection drops.  Other
+// filesystems list in one call without a deadline (Arrow pages only S3).
 arrow::Result<std::vector<arrow::fs::FileInfo>> ListWithin(arrow::fs::FileSystem& fs,
                                                            const arrow::fs::FileSelector& selector,
                                                            double remote_timeout);
