@@ -629,9 +629,7 @@ def test_a_silent_server_is_a_storage_error_within_the_deadline(
     assert time.monotonic() - t0 < 2.0 + 4.0, err.value
 
 
-def test_a_listing_that_stops_answering_is_a_storage_error_within_the_deadline(
-    s3, proxy, tmp_path
-):
+def test_a_listing_that_stops_answering_is_a_storage_error_within_the_deadline(s3, proxy, tmp_path):
     """Listing a folder's keys is paged, one request per 1,000 keys: each page must come
     within remote_timeout (a listing as long as the bucket needs while pages come), not
     the whole listing and not no deadline (which waited for the connection to drop)."""

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "catalog/delta_log.h"
+#include "shardfeed/status.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);
@@ -23,6 +24,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto files = replay.LiveFiles("fuzz", &dvs);
   if (!files.ok()) return 0;
   if (dvs.size() != files->size()) std::abort();
+  // A column mapping by name parses its schemaString (or refuses it as InvalidData).
+  auto mapping = replay.Mapping("fuzz");
+  if (!mapping.ok() && shardfeed::KindOf(mapping.status()) != shardfeed::ErrorKind::kInvalidData) {
+    std::abort();
+  }
   if (!std::is_sorted(files->begin(), files->end())) std::abort();
   // Inside the table: relative, and no component "", "." or ".." (a name that
   // only begins with "..", such as the folder "..=a b", is a name).

@@ -137,7 +137,8 @@ struct Listed {
   bool sniff = false;     // no .parquet extension: read only when the magic says Parquet
   int source = 0;         // index of the source that listed it
   std::vector<int> also;  // other sources that listed the same file
-  std::shared_ptr<const DeletedRows> deleted;  // a Delta file's deletion vector
+  std::shared_ptr<const DeletedRows> deleted;    // a Delta file's deletion vector
+  std::shared_ptr<const ColumnMapping> mapping;  // its table's column mapping by name
 };
 
 // The footer, or nullopt for a sniffed file that is not Parquet.
@@ -471,9 +472,10 @@ arrow::Status CatalogBuilder::AddPath(const std::string& path, const std::string
     // A file of a Delta table is read only if the table's latest version holds it.
     if (!delta_files) delta_files.emplace(*catalog.fs_, options.remote_timeout);
     std::shared_ptr<const DeletedRows> deleted;
-    ARROW_RETURN_NOT_OK(delta_files->CheckLive(path, raw, &deleted));
+    std::shared_ptr<const ColumnMapping> mapping;
+    ARROW_RETURN_NOT_OK(delta_files->CheckLive(path, raw, &deleted, &mapping));
     // A file named explicitly: always read.
-    listed.push_back({"", info, false, source_index, {}, std::move(deleted)});
+    listed.push_back({"", info, false, source_index, {}, std::move(deleted), std::move(mapping)});
     return arrow::Status::OK();
   }
   dir_sources.back() = raw;
@@ -495,10 +497,17 @@ arrow::Status CatalogBuilder::AddPath(const std::string& path, const std::string
   for (auto& child : files) {
     if (!child.IsFile()) continue;
     std::shared_ptr<const DeletedRows> deleted;
-    if (const auto in_table = delta.Contains(child.path(), &deleted)) {
+    std::shared_ptr<const ColumnMapping> mapping;
+    if (const auto in_table = delta.Contains(child.path(), &deleted, &mapping)) {
       // A Delta table's live files, and nothing else of it (removed versions, its log).
       if (*in_table) {
-        listed.push_back({"", std::move(child), false, source_index, {}, std::move(deleted)});
+        listed.push_back({"",
+                          std::move(child),
+                          false,
+                          source_index,
+                          {},
+                          std::move(deleted),
+                          std::move(mapping)});
       }
       continue;
     }
@@ -506,7 +515,7 @@ arrow::Status CatalogBuilder::AddPath(const std::string& path, const std::string
     // (Keys with "." or ".." components are hidden too: never read, never aliased.)
     if (IsHiddenPath(Relative(base, child.path()))) continue;
     const bool sniff = !HasParquetExtension(child.path());
-    listed.push_back({"", std::move(child), sniff, source_index, {}, nullptr});
+    listed.push_back({"", std::move(child), sniff, source_index, {}, nullptr, nullptr});
   }
   ARROW_RETURN_NOT_OK(delta.CheckAllFound(raw, base));
   return arrow::Status::OK();
@@ -667,7 +676,20 @@ arrow::Status CatalogBuilder::Build(std::vector<std::optional<Footer>> footers) 
       first_has_rows = has_rows;
     }
     if (!has_rows) continue;  // zero-row files are skipped
-    unifier.Add(rel, *footer.flat_schema);
+    if (const auto& mapping = listed[i].mapping) {
+      // A Delta table mapped by name: its fields under the table's names, and
+      // the columns dropped from its schema left out.
+      arrow::FieldVector fields;
+      std::vector<bool> hidden;
+      for (const auto& field : footer.flat_schema->fields()) {
+        const auto name = DisplayName(*mapping, field->name());
+        hidden.push_back(!name);
+        fields.push_back(name ? field->WithName(*name) : field);
+      }
+      unifier.Add(rel, arrow::Schema(std::move(fields)), &hidden);
+    } else {
+      unifier.Add(rel, *footer.flat_schema);
+    }
     FileEntry entry;
     entry.path = listed[i].info.path();
     entry.rel_path = rel;

@@ -25,7 +25,8 @@ constexpr int64_t kMaxReaderVersion = 3;
 
 // Reader features whose tables read correctly here: those that change only
 // how files are written or named, and those checked below (columnMapping:
-// mode "none" only; deletionVectors: applied (deletion_vector.h); v2Checkpoint:
+// modes "none" and "name" (column_mapping.h); deletionVectors: applied
+// (deletion_vector.h); v2Checkpoint:
 // classic checkpoints without sidecars only).
 constexpr std::string_view kReaderFeatures[] = {
     "columnMapping",       "deletionVectors",      "timestampNtz",
@@ -281,6 +282,7 @@ arrow::Result<DeltaTable> ReadTable(arrow::fs::FileSystem& fs, const std::string
   }
   std::vector<std::optional<DeletionVectorDescriptor>> dvs;
   ARROW_ASSIGN_OR_RAISE(table.files, replay.LiveFiles(shown, &dvs));
+  ARROW_ASSIGN_OR_RAISE(table.mapping, replay.Mapping(shown));
   table.version = latest;
   DeletionVectorReader reader(fs, root, remote_timeout);
   table.deleted.resize(table.files.size());
@@ -379,7 +381,8 @@ std::shared_ptr<arrow::Schema> DeltaActionSchema() {
                                                arrow::field("readerFeatures", arrow::list(text))})),
       arrow::field(
           "metaData",
-          arrow::struct_({arrow::field("partitionColumns", arrow::list(text)),
+          arrow::struct_({arrow::field("schemaString", text),
+                          arrow::field("partitionColumns", arrow::list(text)),
                           arrow::field("configuration", arrow::struct_({arrow::field(
                                                             "delta.columnMapping.mode", text)}))})),
   });
@@ -460,6 +463,7 @@ arrow::Status DeltaReplay::Apply(const arrow::Table& actions, bool commit) {
     for (int64_t i = 0; i < chunk->length(); ++i) {
       if (chunk->IsNull(i)) continue;
       column_mapping_ = ColumnMappingAt(configuration, i);
+      schema_string_ = StringAt(chunk->GetFieldByName("schemaString"), i).value_or("");
       partition_columns_ = StringsAt(chunk->GetFieldByName("partitionColumns"), i);
     }
   }
@@ -486,10 +490,15 @@ arrow::Result<std::vector<std::string>> DeltaReplay::LiveFiles(
                     "', which this loader does not implement");
     }
   }
-  if (!column_mapping_.empty() && column_mapping_ != "none") {
+  if (!column_mapping_.empty() && column_mapping_ != "none" && column_mapping_ != "name") {
     return refuse("its columns are mapped by " + column_mapping_ +
-                  " (delta.columnMapping.mode): the Parquet files' column names are not the "
-                  "table's; such tables are not read");
+                  " (delta.columnMapping.mode): the Parquet files' columns are found by field "
+                  "ids, which this loader does not read; tables mapped by name are read");
+  }
+  if (column_mapping_ == "name" && !partition_columns_.empty()) {
+    return refuse(
+        "it is partitioned and its columns are mapped by name: its partition "
+        "folders are not named by the columns, so such tables are not read");
   }
   if (sidecars_) {
     return refuse("its checkpoint keeps its files in sidecars (a V2 checkpoint), not read here");
@@ -523,8 +532,17 @@ arrow::Result<std::vector<std::string>> DeltaReplay::LiveFiles(
   return paths;
 }
 
+arrow::Result<std::shared_ptr<const ColumnMapping>> DeltaReplay::Mapping(
+    const std::string& table) const {
+  if (column_mapping_ != "name") return nullptr;
+  auto mapping = ParseColumnMapping(schema_string_);
+  if (!mapping.ok()) return WithContext(mapping.status(), Named(table));
+  return std::make_shared<const ColumnMapping>(std::move(*mapping));
+}
+
 std::optional<bool> DeltaFilter::Contains(const std::string& path,
-                                          std::shared_ptr<const DeletedRows>* deleted) {
+                                          std::shared_ptr<const DeletedRows>* deleted,
+                                          std::shared_ptr<const ColumnMapping>* mapping) {
   size_t best = tables_.size();
   for (size_t t = 0; t < tables_.size(); ++t) {
     const std::string& root = tables_[t].root;
@@ -542,6 +560,7 @@ std::optional<bool> DeltaFilter::Contains(const std::string& path,
   const auto at = static_cast<size_t>(it - files.begin());
   found_[best][at] = true;
   if (deleted) *deleted = tables_[best].deleted[at];
+  if (mapping) *mapping = tables_[best].mapping;
   return true;
 }
 
@@ -563,7 +582,8 @@ arrow::Status DeltaFilter::CheckAllFound(const std::string& shown, const std::st
 }
 
 arrow::Status DeltaLookup::CheckLive(const std::string& file, const std::string& shown,
-                                     std::shared_ptr<const DeletedRows>* deleted) {
+                                     std::shared_ptr<const DeletedRows>* deleted,
+                                     std::shared_ptr<const ColumnMapping>* mapping) {
   std::string dir = file;
   while (ToParent(&dir)) {
     auto found = tables_.find(dir);
@@ -577,6 +597,7 @@ arrow::Status DeltaLookup::CheckLive(const std::string& file, const std::string&
     const auto it = std::lower_bound(live.begin(), live.end(), rel);
     if (it != live.end() && *it == rel) {
       if (deleted) *deleted = found->second->deleted[static_cast<size_t>(it - live.begin())];
+      if (mapping) *mapping = found->second->mapping;
       return arrow::Status::OK();
     }
     return Error(ErrorKind::kInvalidArgument,

@@ -29,6 +29,7 @@
 #include <arrow/result.h>
 #include <arrow/type_fwd.h>
 
+#include "catalog/column_mapping.h"
 #include "catalog/deletion_vector.h"
 
 namespace shardfeed {
@@ -40,6 +41,8 @@ struct DeltaTable {
   std::vector<std::string> files;  // live data files, relative to root, URL-decoded, sorted
   // Per file: the rows its deletion vector deletes; null without one.
   std::vector<std::shared_ptr<const DeletedRows>> deleted;
+  // Column mapping by name: its files' physical column names -> the table's.
+  std::shared_ptr<const ColumnMapping> mapping;
 };
 
 // The Delta tables among `listed` (every file below a folder source): each
@@ -60,7 +63,8 @@ class DeltaFilter {
   // found); false: a file of a table that its latest version does not hold
   // (a removed version, the log itself).  `deleted`: a live file's deleted rows.
   std::optional<bool> Contains(const std::string& path,
-                               std::shared_ptr<const DeletedRows>* deleted = nullptr);
+                               std::shared_ptr<const DeletedRows>* deleted = nullptr,
+                               std::shared_ptr<const ColumnMapping>* mapping = nullptr);
   // A NotFound error naming a live file that was not listed.
   arrow::Status CheckAllFound(const std::string& shown, const std::string& base) const;
 
@@ -79,7 +83,8 @@ class DeltaLookup {
   // InvalidArgument error naming it (a removed version, or the log itself).
   // `deleted`: a live file's deleted rows.
   arrow::Status CheckLive(const std::string& file, const std::string& shown,
-                          std::shared_ptr<const DeletedRows>* deleted = nullptr);
+                          std::shared_ptr<const DeletedRows>* deleted = nullptr,
+                          std::shared_ptr<const ColumnMapping>* mapping = nullptr);
 
  private:
   arrow::fs::FileSystem& fs_;
@@ -101,6 +106,8 @@ class DeltaReplay {
   arrow::Result<std::vector<std::string>> LiveFiles(
       const std::string& table,
       std::vector<std::optional<DeletionVectorDescriptor>>* dvs = nullptr) const;
+  // The table's column mapping by name (null without one), from its schema.
+  arrow::Result<std::shared_ptr<const ColumnMapping>> Mapping(const std::string& table) const;
 
  private:
   arrow::Status Apply(const arrow::Table& actions, bool commit);
@@ -110,6 +117,7 @@ class DeltaReplay {
   std::optional<int64_t> min_reader_version_;
   std::vector<std::string> reader_features_;
   std::string column_mapping_;
+  std::string schema_string_;
   std::vector<std::string> partition_columns_;
   bool sidecars_ = false;
 };

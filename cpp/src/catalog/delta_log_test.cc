@@ -77,9 +77,9 @@ TEST(DeltaLog, RefusesWhatItCannotReadCorrectly) {
                 .find("'someFutureThing'"),
             std::string::npos);
   EXPECT_NE(message({Lines({R"({"protocol":{"minReaderVersion":2}})",
-                            R"({"metaData":{"configuration":{"delta.columnMapping.mode":"name"}}})",
+                            R"({"metaData":{"configuration":{"delta.columnMapping.mode":"id"}}})",
                             Add("a.parquet")})})
-                .find("mapped by name"),
+                .find("mapped by id"),
             std::string::npos);
   for (const char* outside : {"/abs/a.parquet", "s3://other/a.parquet", "../a.parquet",
                               "x/../../a.parquet", "x//a.parquet", "%2E%2E/a.parquet"}) {

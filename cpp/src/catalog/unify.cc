@@ -173,7 +173,8 @@ std::string ShapeOf(const arrow::Field& field) {
 
 }  // namespace
 
-void SchemaUnifier::Add(const std::string& rel_path, const arrow::Schema& schema) {
+void SchemaUnifier::Add(const std::string& rel_path, const arrow::Schema& schema,
+                        const std::vector<bool>* hidden) {
   if (!first_) {
     first_ = std::make_shared<arrow::Schema>(schema.fields());
   } else if (!schema.Equals(*first_, /*check_metadata=*/false)) {
@@ -185,6 +186,7 @@ void SchemaUnifier::Add(const std::string& rel_path, const arrow::Schema& schema
   }
   std::vector<int> map(columns_.size(), -1);
   for (int f = 0; f < schema.num_fields(); ++f) {
+    if (hidden && (*hidden)[static_cast<size_t>(f)]) continue;
     const auto& field = schema.field(f);
     const auto type = StripDictionary(field->type());
     auto it = index.find(field->name());

@@ -46,8 +46,11 @@ struct UnifiedColumn {
 
 class SchemaUnifier {
  public:
-  // Adds the next file (catalog order).
-  void Add(const std::string& rel_path, const arrow::Schema& schema);
+  // Adds the next file (catalog order).  `hidden`, when given: per field of
+  // `schema`, true for a field that is not a column (a Delta column dropped
+  // from the table's schema).
+  void Add(const std::string& rel_path, const arrow::Schema& schema,
+           const std::vector<bool>* hidden = nullptr);
 
   // The dataset's columns: the first file's order, then new columns in order
   // of appearance.

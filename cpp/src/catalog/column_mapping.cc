@@ -1,0 +1,273 @@
+#include "catalog/column_mapping.h"
+
+#include <cstdint>
+#include <memory>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "shardfeed/status.h"
+
+namespace shardfeed {
+namespace {
+
+constexpr int kMaxDepth = 128;  // a schema nests structs, arrays and maps; deeper is damage
+
+// A JSON value, enough for a schema: strings, objects and arrays (numbers,
+// booleans and null are kept as their text, unused).
+struct Json {
+  enum Kind { kString, kObject, kArray, kOther } kind = kOther;
+  std::string text;               // kString: the decoded string
+  std::vector<std::string> keys;  // kObject: its keys, in order, and their values
+  std::vector<Json> values;
+  std::vector<Json> items;  // kArray
+
+  const Json* Get(std::string_view key) const {
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (keys[i] == key) return &values[i];
+    }
+    return nullptr;
+  }
+};
+
+class Parser {
+ public:
+  explicit Parser(std::string_view text) : text_(text) {}
+
+  arrow::Result<Json> Document() {
+    ARROW_ASSIGN_OR_RAISE(Json value, Value(0));
+    Space();
+    if (pos_ != text_.size()) return Fail("text after the schema");
+    return value;
+  }
+
+ private:
+  arrow::Status Fail(const std::string& why) const {
+    return Error(ErrorKind::kInvalidData, "its schemaString is not a JSON schema (" + why + " at " +
+                                              std::to_string(pos_) + ")");
+  }
+  void Space() {
+    while (pos_ < text_.size() && (text_[pos_] == ' ' || text_[pos_] == '\n' ||
+                                   text_[pos_] == '\r' || text_[pos_] == '\t')) {
+      ++pos_;
+    }
+  }
+  bool Eat(char c) {
+    Space();
+    if (pos_ < text_.size() && text_[pos_] == c) {
+      ++pos_;
+      return true;
+    }
+    return false;
+  }
+
+  arrow::Result<Json> Value(int depth) {
+    if (depth > kMaxDepth) return Fail("nesting deeper than " + std::to_string(kMaxDepth));
+    Space();
+    if (pos_ >= text_.size()) return Fail("an unexpected end");
+    Json out;
+    const char c = text_[pos_];
+    if (c == '"') {
+      out.kind = Json::kString;
+      ARROW_ASSIGN_OR_RAISE(out.text, String());
+    } else if (c == '{') {
+      ++pos_;
+      out.kind = Json::kObject;
+      if (Eat('}')) return out;
+      do {
+        Space();
+        if (pos_ >= text_.size() || text_[pos_] != '"') return Fail("an object key expected");
+        ARROW_ASSIGN_OR_RAISE(std::string key, String());
+        if (!Eat(':')) return Fail("':' expected");
+        ARROW_ASSIGN_OR_RAISE(Json value, Value(depth + 1));
+        out.keys.push_back(std::move(key));
+        out.values.push_back(std::move(value));
+      } while (Eat(','));
+      if (!Eat('}')) return Fail("'}' expected");
+    } else if (c == '[') {
+      ++pos_;
+      out.kind = Json::kArray;
+      if (Eat(']')) return out;
+      do {
+        ARROW_ASSIGN_OR_RAISE(Json value, Value(depth + 1));
+        out.items.push_back(std::move(value));
+      } while (Eat(','));
+      if (!Eat(']')) return Fail("']' expected");
+    } else {
+      // A number, true, false or null: its characters, checked loosely.
+      const size_t start = pos_;
+      while (pos_ < text_.size() && std::string_view("+-.0123456789eEtrufalsn").find(text_[pos_]) !=
+                                        std::string_view::npos) {
+        ++pos_;
+      }
+      if (pos_ == start) return Fail(std::string("an unexpected '") + c + "'");
+      out.text = std::string(text_.substr(start, pos_ - start));
+    }
+    return out;
+  }
+
+  static void Utf8(uint32_t cp, std::string* out) {
+    if (cp < 0x80) {
+      *out += static_cast<char>(cp);
+    } else if (cp < 0x800) {
+      *out += static_cast<char>(0xC0 | (cp >> 6));
+      *out += static_cast<char>(0x80 | (cp & 0x3F));
+    } else if (cp < 0x10000) {
+      *out += static_cast<char>(0xE0 | (cp >> 12));
+      *out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+      *out += static_cast<char>(0x80 | (cp & 0x3F));
+    } else {
+      *out += static_cast<char>(0xF0 | (cp >> 18));
+      *out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+      *out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+      *out += static_cast<char>(0x80 | (cp & 0x3F));
+    }
+  }
+
+  arrow::Result<uint32_t> Hex4() {
+    if (text_.size() - pos_ < 4) return Fail("a short \\u escape");
+    uint32_t v = 0;
+    for (int i = 0; i < 4; ++i) {
+      const char h = text_[pos_++];
+      v <<= 4;
+      if (h >= '0' && h <= '9') {
+        v |= static_cast<uint32_t>(h - '0');
+      } else if (h >= 'a' && h <= 'f') {
+        v |= static_cast<uint32_t>(h - 'a' + 10);
+      } else if (h >= 'A' && h <= 'F') {
+        v |= static_cast<uint32_t>(h - 'A' + 10);
+      } else {
+        return Fail("a bad \\u escape");
+      }
+    }
+    return v;
+  }
+
+  arrow::Result<std::string> String() {
+    ++pos_;  // the opening quote
+    std::string out;
+    while (pos_ < text_.size() && text_[pos_] != '"') {
+      const char c = text_[pos_++];
+      if (c != '\\') {
+        out += c;
+        continue;
+      }
+      if (pos_ >= text_.size()) break;
+      const char e = text_[pos_++];
+      switch (e) {
+        case '"':
+        case '\\':
+        case '/':
+          out += e;
+          break;
+        case 'b':
+          out += '\b';
+          break;
+        case 'f':
+          out += '\f';
+          break;
+        case 'n':
+          out += '\n';
+          break;
+        case 'r':
+          out += '\r';
+          break;
+        case 't':
+          out += '\t';
+          break;
+        case 'u': {
+          ARROW_ASSIGN_OR_RAISE(uint32_t cp, Hex4());
+          if (cp >= 0xD800 && cp < 0xDC00 && text_.substr(pos_, 2) == "\\u") {
+            pos_ += 2;
+            ARROW_ASSIGN_OR_RAISE(const uint32_t low, Hex4());
+            if (low < 0xDC00 || low >= 0xE000) return Fail("a lone surrogate");
+            cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
+          } else if (cp >= 0xD800 && cp < 0xE000) {
+            return Fail("a lone surrogate");
+          }
+          Utf8(cp, &out);
+          break;
+        }
+        default:
+          return Fail(std::string("a bad escape '\\") + e + "'");
+      }
+    }
+    if (pos_ >= text_.size()) return Fail("an unterminated string");
+    ++pos_;  // the closing quote
+    return out;
+  }
+
+  std::string_view text_;
+  size_t pos_ = 0;
+};
+
+arrow::Status Bad(const std::string& why) {
+  return Error(ErrorKind::kInvalidData, "its schemaString " + why);
+}
+
+// The fields of a struct type `type` (and of structs in its arrays and maps).
+arrow::Status Walk(const Json& type, bool top, int depth, ColumnMapping* out) {
+  if (depth > kMaxDepth) return Bad("nests deeper than " + std::to_string(kMaxDepth));
+  if (type.kind != Json::kObject) return arrow::Status::OK();  // a primitive: "long"
+  const Json* kind = type.Get("type");
+  if (!kind || kind->kind != Json::kString) return Bad("has a type without its kind");
+  if (kind->text == "array") {
+    const Json* element = type.Get("elementType");
+    return element ? Walk(*element, false, depth + 1, out) : arrow::Status::OK();
+  }
+  if (kind->text == "map") {
+    for (const char* part : {"keyType", "valueType"}) {
+      if (const Json* t = type.Get(part)) ARROW_RETURN_NOT_OK(Walk(*t, false, depth + 1, out));
+    }
+    return arrow::Status::OK();
+  }
+  if (kind->text != "struct") return arrow::Status::OK();
+  const Json* fields = type.Get("fields");
+  if (!fields || fields->kind != Json::kArray) return Bad("has a struct without its fields");
+  std::set<std::string> seen;
+  for (const Json& field : fields->items) {
+    const Json* name = field.Get("name");
+    const Json* metadata = field.Get("metadata");
+    const Json* physical = metadata ? metadata->Get("delta.columnMapping.physicalName") : nullptr;
+    if (!name || name->kind != Json::kString) return Bad("has a field without a name");
+    if (!physical || physical->kind != Json::kString || physical->text.empty()) {
+      return Bad("has the field '" + name->text + "' without a delta.columnMapping.physicalName");
+    }
+    if (!seen.insert(physical->text).second) {
+      return Bad("names the physical column '" + physical->text + "' twice in one struct");
+    }
+    out->display[physical->text] = name->text;
+    if (top) out->top_level.insert(physical->text);
+    if (const Json* inner = field.Get("type")) {
+      ARROW_RETURN_NOT_OK(Walk(*inner, false, depth + 1, out));
+    }
+  }
+  return arrow::Status::OK();
+}
+
+}  // namespace
+
+arrow::Result<ColumnMapping> ParseColumnMapping(std::string_view schema_string) {
+  ARROW_ASSIGN_OR_RAISE(const Json schema, Parser(schema_string).Document());
+  ColumnMapping mapping;
+  ARROW_RETURN_NOT_OK(Walk(schema, true, 0, &mapping));
+  if (mapping.top_level.empty()) return Bad("has no columns");
+  return mapping;
+}
+
+std::optional<std::string> DisplayName(const ColumnMapping& mapping, const std::string& flat) {
+  std::string out;
+  size_t start = 0;
+  while (start <= flat.size()) {
+    const size_t dot = std::min(flat.find('.', start), flat.size());
+    const std::string part = flat.substr(start, dot - start);
+    if (start == 0 && !mapping.top_level.count(part)) return std::nullopt;
+    const auto it = mapping.display.find(part);
+    if (start > 0) out += '.';
+    out += it == mapping.display.end() ? part : it->second;
+    start = dot + 1;
+  }
+  return out;
+}
+
+}  // namespace shardfeed

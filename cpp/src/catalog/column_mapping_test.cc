@@ -1,0 +1,68 @@
+#include "catalog/column_mapping.h"
+
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "shardfeed/status.h"
+
+namespace shardfeed {
+namespace {
+
+// A schema as Spark writes one: a renamed column ("score", physical col-2), a
+// struct whose fields are mapped too, an array of structs, a map.
+const char kSchema[] =
+    R"({"type":"struct","fields":[)"
+    R"({"name":"id","type":"long","nullable":true,"metadata":)"
+    R"({"delta.columnMapping.id":1,"delta.columnMapping.physicalName":"col-1"}},)"
+    R"({"name":"score","type":"double","nullable":true,"metadata":)"
+    R"({"delta.columnMapping.physicalName":"col-2"}},)"
+    R"({"name":"user","type":{"type":"struct","fields":[)"
+    R"({"name":"age","type":"integer","nullable":true,"metadata":)"
+    R"({"delta.columnMapping.physicalName":"col-4"}}]},"nullable":true,"metadata":)"
+    R"({"delta.columnMapping.physicalName":"col-3"}},)"
+    R"({"name":"items","type":{"type":"array","elementType":{"type":"struct","fields":[)"
+    R"({"name":"price","type":"float","nullable":true,"metadata":)"
+    R"({"delta.columnMapping.physicalName":"col-6"}}]},"containsNull":true},)"
+    R"("nullable":true,"metadata":{"delta.columnMapping.physicalName":"col-5"}},)"
+    R"({"name":"caf\u00e9 \"x\"","type":{"type":"map","keyType":"string","valueType":"long",)"
+    R"("valueContainsNull":true},"nullable":true,"metadata":)"
+    R"({"delta.columnMapping.physicalName":"col-7"}}]})";
+
+TEST(ColumnMapping, MapsEveryFieldAndLeavesOutDroppedColumns) {
+  const auto mapping = ParseColumnMapping(kSchema);
+  ASSERT_TRUE(mapping.ok()) << mapping.status().ToString();
+  EXPECT_EQ(mapping->top_level,
+            (std::set<std::string>{"col-1", "col-2", "col-3", "col-5", "col-7"}));
+  EXPECT_EQ(DisplayName(*mapping, "col-2"), "score");
+  EXPECT_EQ(DisplayName(*mapping, "col-3.col-4"), "user.age");
+  EXPECT_EQ(DisplayName(*mapping, "col-5.col-6"), "items.price");
+  EXPECT_EQ(DisplayName(*mapping, "col-7.key"), "caf\xc3\xa9 \"x\".key");
+  EXPECT_EQ(DisplayName(*mapping, "col-9"), std::nullopt);  // dropped from the table
+  EXPECT_EQ(DisplayName(*mapping, "col-4"), std::nullopt);  // a struct field, not a column
+}
+
+TEST(ColumnMapping, DamagedSchemasAreInvalidData) {
+  for (
+      const std::string& bad : std::vector<std::string>{
+          "",
+          "{",
+          "[1,2]",
+          "{\"type\":\"struct\"}",
+          "{\"type\":\"struct\",\"fields\":[]}",
+          R"({"type":"struct","fields":[{"name":"a","type":"long","metadata":{}}]})",
+          R"({"type":"struct","fields":[{"name":"a","metadata":{"delta.columnMapping.physicalName":"p"}},)"
+          R"({"name":"b","metadata":{"delta.columnMapping.physicalName":"p"}}]})",
+          R"({"type":"struct","fields":[{"name":"a\ud800","metadata":{}}]})",
+          R"({"type":"struct","fields":[]} x)",
+          std::string(100000, '['),
+      }) {
+    const auto mapping = ParseColumnMapping(bad);
+    ASSERT_FALSE(mapping.ok()) << bad.substr(0, 80);
+    EXPECT_EQ(KindOf(mapping.status()), ErrorKind::kInvalidData) << mapping.status().ToString();
+  }
+}
+
+}  // namespace
+}  // namespace shardfeed
