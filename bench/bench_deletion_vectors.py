@@ -1,6 +1,6 @@
 """Delta Lake deletion vectors: what skipping deleted rows costs.
 
-One set of Parquet files (8 files x 200,000 rows, 16 float32 features + a label, 50,000-row
+One set of Parquet files (8 files x 500,000 rows, 16 float32 features + a label, 50,000-row
 row groups) behind two Delta logs: ``plain`` (the files as written) and ``deleted`` (a
 later DELETE's deletion vectors remove 1% of each file's rows, spread over every row
 group, in one ``.bin`` file). Systems, each in its own subprocess:
@@ -14,7 +14,7 @@ group, in one ``.bin`` file). Systems, each in its own subprocess:
 Per system: rows/s over the delivered rows and seconds to the first batch (opening
 included: for shardfeed that is the log and its vectors).
 
-    PYTHONPATH=python python3 bench/bench_deletion_vectors.py [--files 8] [--rows 200000]
+    PYTHONPATH=python python3 bench/bench_deletion_vectors.py [--files 8] [--rows 500000]
 
 Results: ``bench/results/deletion_vectors.json`` (``_common``'s format, reference
 ``shardfeed_deleted``).
@@ -122,7 +122,7 @@ def child(system: str, root: Path, runs: int, threads: int) -> None:
         rows, checksum = 0, 0.0
         if system.startswith("shardfeed"):
             ld = shardfeed.Loader(
-                str(table), columns=columns, stack={"x": columns}, batch_size=4096,
+                str(table), columns=[], stack={"x": columns}, batch_size=4096,
                 shuffle=SHUFFLE, output="numpy", drop_last=False, num_threads=threads,
             )  # fmt: skip
             for batch in ld:
@@ -155,8 +155,8 @@ def child(system: str, root: Path, runs: int, threads: int) -> None:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--files", type=int, default=8)
-    p.add_argument("--rows", type=int, default=200_000)
-    p.add_argument("--runs", type=int, default=5)
+    p.add_argument("--rows", type=int, default=500_000)
+    p.add_argument("--runs", type=int, default=7)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--child", default=None)
     p.add_argument("--root", default=None)

@@ -491,16 +491,17 @@ arrow::Result<bool> ReadTiled(const Catalog& catalog, int32_t rg_index, const La
                               const OutputPlan& plan, size_t first, size_t last,
                               std::span<const int> leaves, const DecodeHooks& hooks,
                               const std::string& context, const RowGroupReader& opened,
-                              DecodedColumn* matrix) {
+                              const std::vector<int64_t>* selection, DecodedColumn* matrix) {
   const auto& rg = catalog.row_groups()[static_cast<size_t>(rg_index)];
   const auto& file = catalog.files()[static_cast<size_t>(rg.file)];
   auto* reader = opened.reader->parquet_reader();
   const auto t_decode = Clock::now();
   const int64_t io_before = opened.io_ns->load();
   size_t failed = 0;
-  auto outcome =
-      ReadMembersTiled(*reader, layout, plan, first, last, leaves.subspan(first, last - first),
-                       rg.num_rows, matrix->owned->mutable_data(), &failed);
+  auto outcome = ReadMembersTiled(
+      *reader, layout, plan, first, last, leaves.subspan(first, last - first), rg.num_rows,
+      selection ? std::span<const int64_t>(*selection) : std::span<const int64_t>(),
+      matrix->owned->mutable_data(), &failed);
   if (!outcome.ok()) {
     // As in ReadTable: a file rewritten during the read says so.
     if (!hooks.open) {
@@ -600,7 +601,7 @@ arrow::Result<std::shared_ptr<const DecodedRowGroup>> DecodeRowGroupBody(const C
   for (size_t o = 0; o < fused.size(); ++o) {
     if (!fused[o]) continue;
     const auto& plan = layout.outputs[o];
-    if (!filtered) tile_leaves[o] = TileLeaves(catalog, rg_index, layout, plan, *opened);
+    tile_leaves[o] = TileLeaves(catalog, rg_index, layout, plan, *opened);
     bool any_tiled = false;
     for (size_t first = 0; first < plan.sources.size(); first += kFusedColumns) {
       const size_t last = std::min(plan.sources.size(), first + kFusedColumns);
@@ -706,9 +707,9 @@ arrow::Result<std::shared_ptr<const DecodedRowGroup>> DecodeRowGroupBody(const C
       TilePart& part = parts[k];  // (each part's own fields: no two threads share one)
       Slow(hooks, "tile");
       try {
-        auto tiled =
-            ReadTiled(catalog, rg_index, layout, layout.outputs[part.o], part.first, part.last,
-                      tile_leaves[part.o], hooks, context, *opened, &matrices[part.o]);
+        auto tiled = ReadTiled(catalog, rg_index, layout, layout.outputs[part.o], part.first,
+                               part.last, tile_leaves[part.o], hooks, context, *opened,
+                               decoded->rows.get(), &matrices[part.o]);
         if (tiled.ok()) {
           part.tiled = *tiled;
         } else {

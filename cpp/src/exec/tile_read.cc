@@ -1,6 +1,7 @@
 #include "exec/tile_read.h"
 
 #include <algorithm>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -145,6 +146,25 @@ std::optional<int> TileLeafOrThrow(const Layout& layout, size_t field, int in_fi
   return leaf;
 }
 
+// Moves the values of rows `keep` (ascending, each at least `r0`: rows of the
+// row group) of one member's tile (its row r0 first) to the tile's front.
+void CompactTile(uint8_t* tile, size_t elem, std::span<const int64_t> keep, int64_t r0) {
+  auto move = [&]<typename T>(T* values) {
+    for (size_t k = 0; k < keep.size(); ++k) {
+      values[k] = values[static_cast<size_t>(keep[k] - r0)];  // k <= its source: in place
+    }
+  };
+  if (elem == 4) {
+    move(reinterpret_cast<uint32_t*>(tile));
+  } else if (elem == 8) {
+    move(reinterpret_cast<uint64_t*>(tile));
+  } else {
+    for (size_t k = 0; k < keep.size(); ++k) {
+      std::memmove(tile + k * elem, tile + static_cast<size_t>(keep[k] - r0) * elem, elem);
+    }
+  }
+}
+
 }  // namespace
 
 std::optional<int> TileLeaf(const Layout& layout, size_t field, int in_file,
@@ -162,7 +182,8 @@ std::optional<int> TileLeaf(const Layout& layout, size_t field, int in_file,
 arrow::Result<TileOutcome> ReadMembersTiled(parquet::ParquetFileReader& file, const Layout& layout,
                                             const OutputPlan& plan, size_t first, size_t last,
                                             std::span<const int> leaves, int64_t rows,
-                                            uint8_t* matrix, size_t* failed) {
+                                            std::span<const int64_t> selection, uint8_t* matrix,
+                                            size_t* failed) {
   const size_t n = last - first;
   if (leaves.size() != n) {
     return Error(ErrorKind::kInvalidArgument, "ReadMembersTiled: a leaf per member");
@@ -191,6 +212,9 @@ arrow::Result<TileOutcome> ReadMembersTiled(parquet::ParquetFileReader& file, co
     column.dtype = plan.matrix_dtype;
     column.values = tile.data() + j * static_cast<size_t>(kTileRows) * elem;
   }
+  const int64_t out_rows = selection.empty() ? rows : static_cast<int64_t>(selection.size());
+  size_t next = 0;      // the first selected row not yet written
+  int64_t written = 0;  // rows of the matrix written
   for (int64_t r0 = 0; r0 < rows; r0 += kTileRows) {
     const int64_t want = std::min(kTileRows, rows - r0);
     for (size_t j = 0; j < n; ++j) {
@@ -200,9 +224,23 @@ arrow::Result<TileOutcome> ReadMembersTiled(parquet::ParquetFileReader& file, co
                                                      defs.data(), fills[j], out));
       if (outcome == TileOutcome::kNulls) return outcome;
     }
-    ARROW_RETURN_NOT_OK(TransposeStack(layout, plan, columns, want,
-                                       matrix + static_cast<size_t>(r0) * row_bytes, first, last,
-                                       rows));
+    int64_t count = want;
+    if (!selection.empty()) {
+      const size_t from = next;
+      while (next < selection.size() && selection[next] < r0 + want) ++next;
+      count = static_cast<int64_t>(next - from);
+      if (count < want) {
+        for (size_t j = 0; j < n; ++j) {
+          CompactTile(tile.data() + j * static_cast<size_t>(kTileRows) * elem, elem,
+                      selection.subspan(from, next - from), r0);
+        }
+      }
+    }
+    if (count == 0) continue;
+    ARROW_RETURN_NOT_OK(TransposeStack(layout, plan, columns, count,
+                                       matrix + static_cast<size_t>(written) * row_bytes, first,
+                                       last, out_rows));
+    written += count;
   }
   for (size_t j = 0; j < n; ++j) {
     *failed = j;
