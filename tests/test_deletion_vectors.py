@@ -336,6 +336,24 @@ def test_one_partition_folder_of_a_table_with_vectors(tmp_path):
     assert delivered(path) == live
     for k in range(3):
         assert delivered(path / f"k={k}") == [i for i in live if i % 3 == k]
+    # Only the vectors of the files read are read: one damaged stops its own partition and
+    # the whole table, not another partition or another file named alone.
+    dv = live_adds(path)[files[1]]["deletionVector"]
+    (bin_file,) = (path / "dv").glob("deletion_vector_*.bin")
+    blob = bytearray(bin_file.read_bytes())
+    blob[dv["offset"] + 10] ^= 0x01
+    bin_file.write_bytes(bytes(blob))
+    damaged = files[1].split("/")[0]
+    with pytest.raises(shardfeed.InvalidDataError, match="CRC-32"):
+        delivered(path)
+    with pytest.raises(shardfeed.InvalidDataError, match="CRC-32"):
+        delivered(path / damaged)
+    intact = files[0].split("/")[0]
+    k = int(intact.split("=")[1])
+    assert delivered(path / intact) == [i for i in live if i % 3 == k]
+    assert delivered([path / files[0]]) == [
+        i for i in live if i % 3 == k and i in set(pq.read_table(path / files[0])["id"].to_pylist())
+    ]
 
 
 def test_vectors_kept_in_a_checkpoint_and_files_named_one_by_one(deleted_table):

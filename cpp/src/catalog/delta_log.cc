@@ -1,10 +1,13 @@
 #include "catalog/delta_log.h"
 
 #include <algorithm>
+#include <atomic>
 #include <charconv>
 #include <limits>
 #include <map>
+#include <optional>
 #include <string_view>
+#include <thread>
 
 #include <arrow/api.h>
 #include <arrow/io/memory.h>
@@ -280,21 +283,62 @@ arrow::Result<DeltaTable> ReadTable(arrow::fs::FileSystem& fs, const std::string
     if (!actions.ok()) return WithContext(actions.status(), context(it->second));
     ARROW_RETURN_NOT_OK(WithContext(replay.ApplyCommit(**actions), context(it->second)));
   }
-  std::vector<std::optional<DeletionVectorDescriptor>> dvs;
-  ARROW_ASSIGN_OR_RAISE(table.files, replay.LiveFiles(shown, &dvs));
+  ARROW_ASSIGN_OR_RAISE(table.files, replay.LiveFiles(shown, &table.dvs));
   ARROW_ASSIGN_OR_RAISE(table.mapping, replay.Mapping(shown));
   table.version = latest;
-  DeletionVectorReader reader(fs, root, remote_timeout);
+  table.name = shown;
   table.deleted.resize(table.files.size());
-  for (size_t f = 0; f < dvs.size(); ++f) {
-    if (!dvs[f]) continue;
-    auto rows = reader.Read(*dvs[f]);
-    if (!rows.ok()) {
-      return WithContext(rows.status(), Named(shown) + ", file '" + table.files[f] + "'");
-    }
-    table.deleted[f] = std::move(*rows);
-  }
   return table;
+}
+
+// Reads the deletion vectors of `table`'s files (LoadDeletions), or of file
+// `only` alone.  A `.bin` file holds the vectors of one DELETE's files: each
+// is opened once, and several are read at once (one request each, mostly).
+arrow::Status ReadDeletions(arrow::fs::FileSystem& fs, double remote_timeout, DeltaTable* table,
+                            std::optional<size_t> only = std::nullopt) {
+  std::map<std::string, std::vector<size_t>> by_file;  // "" for inline vectors
+  for (size_t f = 0; f < table->files.size(); ++f) {
+    if (!table->dvs[f] || table->deleted[f] || (only && f != *only)) continue;
+    std::string key;
+    if (table->dvs[f]->storage_type != "i") {
+      auto path = DeletionVectorFile(fs, table->root, *table->dvs[f]);
+      if (path.ok()) {
+        key = *path;
+      } else {  // its own group (Read reports the error)
+        key = "\n";
+        key += std::to_string(f);
+      }
+    }
+    by_file[key].push_back(f);
+  }
+  std::vector<const std::vector<size_t>*> groups;
+  for (const auto& [_, files] : by_file) groups.push_back(&files);
+  std::vector<arrow::Status> errors(table->files.size());
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t g = next++; g < groups.size(); g = next++) {
+      DeletionVectorReader reader(fs, table->root, remote_timeout);
+      for (size_t f : *groups[g]) {
+        auto rows = reader.Read(*table->dvs[f]);
+        if (!rows.ok()) {
+          errors[f] = rows.status();
+          break;
+        }
+        table->deleted[f] = std::move(*rows);  // (each thread its own files)
+      }
+    }
+  };
+  constexpr size_t kReadsAtOnce = 8;
+  std::vector<std::thread> threads;
+  for (size_t t = 1; t < std::min(groups.size(), kReadsAtOnce); ++t) threads.emplace_back(work);
+  work();
+  for (auto& thread : threads) thread.join();
+  for (size_t f = 0; f < errors.size(); ++f) {  // the first in file order
+    if (!errors[f].ok()) {
+      return WithContext(errors[f], Named(table->name) + ", file '" + table->files[f] + "'");
+    }
+  }
+  return arrow::Status::OK();
 }
 
 // The files of `dir`'s `_delta_log/` (none when it has none, or cannot be listed).
@@ -350,11 +394,12 @@ arrow::Result<std::optional<DeltaTable>> EnclosingTable(arrow::fs::FileSystem& f
       if (!table->files[f].starts_with(below)) continue;
       if (kept != f) {  // (a self-move would empty the string)
         table->files[kept] = std::move(table->files[f]);
-        table->deleted[kept] = std::move(table->deleted[f]);
+        table->dvs[kept] = std::move(table->dvs[f]);
       }
       ++kept;
     }
     table->files.resize(kept);
+    table->dvs.resize(kept);
     table->deleted.resize(kept);
     return table;
   }
@@ -596,7 +641,10 @@ arrow::Status DeltaLookup::CheckLive(const std::string& file, const std::string&
     const std::string rel = file.substr(dir.size() + 1);
     const auto it = std::lower_bound(live.begin(), live.end(), rel);
     if (it != live.end() && *it == rel) {
-      if (deleted) *deleted = found->second->deleted[static_cast<size_t>(it - live.begin())];
+      const auto at = static_cast<size_t>(it - live.begin());
+      // Only this file's deletion vector is read.
+      ARROW_RETURN_NOT_OK(ReadDeletions(fs_, remote_timeout_, &*found->second, at));
+      if (deleted) *deleted = found->second->deleted[at];
       if (mapping) *mapping = found->second->mapping;
       return arrow::Status::OK();
     }
@@ -635,6 +683,8 @@ arrow::Result<std::vector<DeltaTable>> ReadDeltaTables(
   }
   ARROW_ASSIGN_OR_RAISE(auto enclosing, EnclosingTable(fs, base, remote_timeout));
   if (enclosing) tables.push_back(std::move(*enclosing));
+  // The vectors of the files read (a partition folder's only, inside a table).
+  for (auto& table : tables) ARROW_RETURN_NOT_OK(ReadDeletions(fs, remote_timeout, &table));
   return tables;
 }
 

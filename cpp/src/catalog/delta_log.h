@@ -37,9 +37,12 @@ namespace shardfeed {
 // One table: its folder and the files its latest version holds.
 struct DeltaTable {
   std::string root;                // the table's folder (a path of the filesystem)
+  std::string name;                // how errors name it
   int64_t version = -1;            // the log's latest version
   std::vector<std::string> files;  // live data files, relative to root, URL-decoded, sorted
-  // Per file: the rows its deletion vector deletes; null without one.
+  // Per file: its deletion vector (nullopt: none), and the rows it deletes once
+  // read (null until then, and without one).
+  std::vector<std::optional<DeletionVectorDescriptor>> dvs;
   std::vector<std::shared_ptr<const DeletedRows>> deleted;
   // Column mapping by name: its files' physical column names -> the table's.
   std::shared_ptr<const ColumnMapping> mapping;
