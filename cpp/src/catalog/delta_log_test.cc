@@ -4,6 +4,7 @@
 #include <string>
 
 #include <arrow/api.h>
+#include <arrow/util/crc32.h>
 #include <gtest/gtest.h>
 
 #include "shardfeed/catalog.h"
@@ -207,6 +208,87 @@ TEST(DeltaLog, TheCatalogReadsOnlyTheLiveFilesOfATable) {
   WriteLog(dir.path() / "_temporary" / "t", {Lines({kProtocol, Add("gone.parquet")})});
   auto outer = Catalog::Open({dir.path().string()}).ValueOrDie();
   EXPECT_EQ(outer->num_rows(), 25);
+}
+
+// A deletion vector of `rows` (below 65,536) as a DV file frames it: the
+// portable RoaringBitmapArray of one array container, its size and CRC-32.
+std::string DvFrame(const std::vector<uint16_t>& rows, std::string* bitmap) {
+  auto put = [](std::string* out, uint64_t v, int bytes, bool big) {
+    for (int i = 0; i < bytes; ++i) {
+      const int shift = 8 * (big ? bytes - 1 - i : i);
+      *out += static_cast<char>((v >> shift) & 0xFF);
+    }
+  };
+  bitmap->clear();
+  put(bitmap, 1681511377, 4, false);  // magic
+  put(bitmap, 1, 8, false);           // one 32-bit bucket
+  put(bitmap, 0, 4, false);           // its key
+  put(bitmap, 12346, 4, false);       // a Roaring bitmap without runs
+  put(bitmap, 1, 4, false);           // of one container
+  put(bitmap, 0, 2, false);
+  put(bitmap, rows.size() - 1, 2, false);
+  put(bitmap, 16, 4, false);  // its offset
+  for (uint16_t r : rows) put(bitmap, r, 2, false);
+  std::string frame;
+  put(&frame, bitmap->size(), 4, true);
+  frame += *bitmap;
+  put(&frame, arrow::internal::crc32(0, bitmap->data(), bitmap->size()), 4, true);
+  return frame;
+}
+
+TEST(DeltaLog, TheCatalogLeavesOutDeletedRowsReadFromSeveralFiles) {
+  TempDir dir;
+  const auto table = dir.path() / "t";
+  std::vector<std::string> lines = {
+      R"({"protocol":{"minReaderVersion":3,"readerFeatures":["deletionVectors"]}})", kMetaData};
+  // Twelve files, each deleting rows {f, 10 + f} in a .bin file of its own (twelve
+  // DELETE commits), one more with its vector inline and one without any.
+  for (int f = 0; f < 14; ++f) {
+    const std::string name = "f" + std::to_string(f) + ".parquet";
+    WriteIdFile(table / name, 100 * f, 40, 16);
+    std::string bitmap;
+    const std::string frame =
+        DvFrame({static_cast<uint16_t>(f), static_cast<uint16_t>(10 + f)}, &bitmap);
+    std::string dv;
+    if (f < 12) {
+      const auto bin = table / ("deletion_vector_" + std::to_string(f) + ".bin");
+      WriteText(bin, std::string(1, '\x01') + frame);
+      dv = R"({"storageType":"p","pathOrInlineDv":")" + bin.string() +
+           R"(","offset":1,"sizeInBytes":)" + std::to_string(bitmap.size()) +
+           R"(,"cardinality":2})";
+    } else if (f == 12) {
+      continue;  // (written below, inline)
+    }
+    lines.push_back(R"({"add":{"path":")" + name + R"(","deletionVector":)" +
+                    (dv.empty() ? "null" : dv) + "}}");
+  }
+  // f12: the protocol's inline example (rows 3, 4, 7, 11, 18, 29).
+  lines.push_back(
+      R"({"add":{"path":"f12.parquet","deletionVector":{"storageType":"i","pathOrInlineDv":)"
+      R"("wi5b=000010000siXQKl0rr91000f55c8Xg0@@D72lkbi5=-{L","sizeInBytes":40,"cardinality":6}}})");
+  std::string commit;
+  for (const auto& line : lines) commit += line + "\n";
+  WriteLog(table, {commit});
+  auto catalog = Catalog::Open({table.string()});
+  ASSERT_TRUE(catalog.ok()) << catalog.status().ToString();
+  ASSERT_EQ((*catalog)->files().size(), 14u);
+  EXPECT_TRUE((*catalog)->has_deletions());
+  int64_t deleted = 0;
+  for (const auto& file : (*catalog)->files()) {
+    const int f = std::stoi(file.rel_path.substr(1));
+    if (f == 13) {
+      EXPECT_FALSE(file.deleted);
+      continue;
+    }
+    ASSERT_TRUE(file.deleted) << file.rel_path;
+    deleted += file.deleted->count;
+    if (f < 12) {
+      ASSERT_EQ(file.deleted->runs.size(), 2u);
+      EXPECT_EQ(file.deleted->runs[0].begin, f);
+      EXPECT_EQ(file.deleted->runs[1].begin, 10 + f);
+    }
+  }
+  EXPECT_EQ(deleted, 12 * 2 + 6);
 }
 
 TEST(DeltaLog, CheckpointsAndGaps) {
