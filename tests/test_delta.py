@@ -162,6 +162,10 @@ def test_a_damaged_log_is_named(history):
     last.write_text('{"add": {"path": ')
     with pytest.raises(shardfeed.InvalidDataError, match=last.name):
         shardfeed.Loader(history, batch_size=4, columns=["id"])
+    # A text whose first value is null crashed Arrow's JSON reader (found by the fuzzer).
+    last.write_text("null\n")
+    with pytest.raises(shardfeed.InvalidDataError, match=rf"{last.name}.*not a JSON object"):
+        shardfeed.Loader(history, batch_size=4, columns=["id"])
     sorted(log.glob("*.json"))[1].unlink()
     with pytest.raises(shardfeed.InvalidDataError, match="no commit 1 and no checkpoint"):
         shardfeed.Loader(history, batch_size=4, columns=["id"])

@@ -443,6 +443,19 @@ arrow::Result<std::shared_ptr<arrow::Table>> ParseDeltaCommit(const std::string&
                  "at offset " +
                      std::to_string(nul) + ")");
   }
+  // Every line an object, checked before Arrow parses: its reader crashes on a
+  // text whose first value is not one (`null`: a read through a null pointer).
+  for (size_t start = 0; start < text.size();) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    const size_t first = text.find_first_not_of(" \t\r", start);
+    if (first < end && text[first] != '{') {
+      return Error(ErrorKind::kInvalidData,
+                   "not a commit of JSON actions: a line that is not a JSON object (at byte " +
+                       std::to_string(first) + ")");
+    }
+    start = end + 1;
+  }
   auto read_options = arrow::json::ReadOptions::Defaults();
   read_options.use_threads = false;
   // One block: an action is one line, however long (a wide table's schema).

@@ -148,8 +148,9 @@ TEST(DeltaLog, ColumnMappingNoneAndKnownFeaturesRead) {
 }
 
 TEST(DeltaLog, BadCommitsAreInvalidData) {
-  for (const std::string text : {"", "\n  \n", "not json", "{\"add\": 5}\n", "[1, 2]\n",
-                                 "{\"add\":{\"path\":\"a\"}", "\xff\xfe"}) {
+  for (const std::string text :
+       {"null", " null\n{}\n", "\nnull", "{}\n1\n", "", "\n  \n", "not json", "{\"add\": 5}\n",
+        "[1, 2]\n", "{\"add\":{\"path\":\"a\"}", "\xff\xfe"}) {
     auto parsed = ParseDeltaCommit(text);
     if (parsed.ok()) {
       DeltaReplay replay;
