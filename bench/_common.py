@@ -35,6 +35,7 @@ Result format (``RESULT_FORMAT_VERSION``)::
 
 from __future__ import annotations
 
+import argparse
 import datetime as _dt
 import json
 import math
@@ -367,6 +368,24 @@ def run_systems(
     --root ROOT --runs N --threads T``), one after the other; their results in order."""
     shared = ["--root", str(root), "--runs", str(runs), "--threads", str(threads)]
     return [run_child([script, "--child", system, *shared]) for system in systems]
+
+
+def add_system_arguments(parser: argparse.ArgumentParser, runs: int) -> None:
+    """``--runs`` (default ``runs``) and ``--threads``, and the ``--child``/``--root``
+    that ``run_systems`` gives each system's process."""
+    parser.add_argument("--runs", type=int, default=runs)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--child", default=None)
+    parser.add_argument("--root", default=None)
+
+
+def summarize_first_batch(
+    system: str, runs: Sequence[Run], baseline_rss_mb: float
+) -> dict[str, Any]:
+    """``summarize``, with the median of the runs' ``extra["first_batch_seconds"]``."""
+    firsts = sorted(r.extra["first_batch_seconds"] for r in runs)
+    extra = {"first_batch_seconds_median": firsts[len(firsts) // 2]}
+    return summarize(system, runs, baseline_rss_mb, extra=extra)
 
 
 def run_child(

@@ -144,10 +144,7 @@ def child(system: str, root: Path, runs: int, threads: int) -> None:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--rows", type=int, default=1_000_000)
-    p.add_argument("--runs", type=int, default=3)
-    p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--child", default=None)
-    p.add_argument("--root", default=None)
+    common.add_system_arguments(p, runs=3)
     args = p.parse_args()
     if args.child:
         child(args.child, Path(args.root), args.runs, args.threads)

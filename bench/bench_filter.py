@@ -124,20 +124,14 @@ def child(system: str, root: Path, runs: int, threads: int) -> None:
         run.extra = {"first_batch_seconds": round(first or seconds, 4),
                      "read_bytes": _read_bytes() - io0, **extra}  # fmt: skip
         results.append(run)
-    first_s = sorted(r.extra["first_batch_seconds"] for r in results)[len(results) // 2]
-    common.emit_child_result(
-        common.summarize(system, results, baseline, extra={"first_batch_seconds_median": first_s})
-    )
+    common.emit_child_result(common.summarize_first_batch(system, results, baseline))
 
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--dates", type=int, default=30)
     p.add_argument("--rows-per-file", type=int, default=200_000)
-    p.add_argument("--runs", type=int, default=3)
-    p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--child", default=None)
-    p.add_argument("--root", default=None)
+    common.add_system_arguments(p, runs=3)
     args = p.parse_args()
     if args.child:
         child(args.child, Path(args.root), args.runs, args.threads)

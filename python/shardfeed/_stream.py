@@ -236,7 +236,9 @@ class Stream:
         self._settings = Settings.make(args)
         dataset, self._filter_counts = open_filtered(self._settings)
         self._settings.resolve(dataset)
-        self._filter_image = bytes(dataset.filter_image()) if self._filter_counts else None
+        # (Deletion vectors alone are made again from the catalog: no image.)
+        filtered = self._settings.filter is not None
+        self._filter_image = bytes(dataset.filter_image()) if filtered else None
         # Column, type and stack errors surface here, before any data is read.
         self._outputs = dataset.describe_outputs(self._settings.output_options())
         self._fingerprint = _stream_fingerprint(dataset)

@@ -335,7 +335,7 @@ arrow::Result<std::string> DeletionVectorReader::Stored(const DeletionVectorDesc
   const auto shown = [&](const arrow::Status& status) {
     return WithContext(status, "its deletion vector's file '" + path + "'");
   };
-  auto& [file, whole] = open_[path];
+  auto& [file, whole, file_bytes] = open_[path];
   if (!file) {
     auto opened = fs_.OpenInputFile(path);
     if (!opened.ok()) {
@@ -351,8 +351,9 @@ arrow::Result<std::string> DeletionVectorReader::Stored(const DeletionVectorDesc
     // when small (one request, not one per vector), else range by range.
     auto file_size = file->GetSize();
     if (!file_size.ok()) return shown(file_size.status());
-    const bool small = *file_size <= kWholeFile;
-    auto head = file->ReadAt(0, small ? *file_size : 1);
+    file_bytes = *file_size;
+    const bool small = file_bytes <= kWholeFile;
+    auto head = file->ReadAt(0, small ? file_bytes : 1);
     if (!head.ok()) {
       file.reset();
       return shown(head.status());
@@ -364,7 +365,10 @@ arrow::Result<std::string> DeletionVectorReader::Stored(const DeletionVectorDesc
     if (small) whole = std::move(*head);
   }
   const int64_t offset = dv.offset.value_or(1);
-  if (offset < 1) return shown(Bad("its offset is " + std::to_string(offset)));
+  if (offset < 1 || offset >= file_bytes) {
+    return shown(Bad("its offset is " + std::to_string(offset) + " in a file of " +
+                     std::to_string(file_bytes) + " bytes"));
+  }
   std::shared_ptr<arrow::Buffer> read;
   if (whole) {
     read = arrow::SliceBuffer(

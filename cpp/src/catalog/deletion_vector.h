@@ -78,6 +78,7 @@ class DeletionVectorReader {
   struct Opened {
     std::shared_ptr<arrow::io::RandomAccessFile> file;
     std::shared_ptr<arrow::Buffer> whole;  // the file's bytes, when it was small
+    int64_t size = 0;
   };
   std::map<std::string, Opened> open_;
 };

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -301,6 +302,8 @@ TEST(DeletionVector, ReaderChecksSizeChecksumAndCardinality) {
         "the file says");
   fails({"u", std::string("zz") + (kSpecRelative + 2), 1, int64_t(a.size()), 3},
         ErrorKind::kNotFound, "does not exist");
+  fails({"u", kSpecRelative, std::numeric_limits<int64_t>::max(), int64_t(a.size()), 3},
+        ErrorKind::kInvalidData, "in a file of");  // an offset past the end: no read at all
   fails({"i", kSpecInline, std::nullopt, 36, 6}, ErrorKind::kInvalidData, "inline text holds");
   fails({"i", kSpecInline, std::nullopt, 40, -1}, ErrorKind::kInvalidData, "no cardinality");
 

@@ -291,8 +291,8 @@ arrow::Result<DeltaTable> ReadTable(arrow::fs::FileSystem& fs, const std::string
   return table;
 }
 
-// Reads the deletion vectors of `table`'s files (LoadDeletions), or of file
-// `only` alone.  A `.bin` file holds the vectors of one DELETE's files: each
+// Reads the deletion vectors of `table`'s files not read yet (all, or file
+// `only` alone).  A `.bin` file holds the vectors of one DELETE's files: each
 // is opened once, and several are read at once (one request each, mostly).
 arrow::Status ReadDeletions(arrow::fs::FileSystem& fs, double remote_timeout, DeltaTable* table,
                             std::optional<size_t> only = std::nullopt) {

@@ -498,10 +498,9 @@ arrow::Result<bool> ReadTiled(const Catalog& catalog, int32_t rg_index, const La
   const auto t_decode = Clock::now();
   const int64_t io_before = opened.io_ns->load();
   size_t failed = 0;
-  auto outcome = ReadMembersTiled(
-      *reader, layout, plan, first, last, leaves.subspan(first, last - first), rg.num_rows,
-      selection ? std::span<const int64_t>(*selection) : std::span<const int64_t>(),
-      matrix->owned->mutable_data(), &failed);
+  auto outcome =
+      ReadMembersTiled(*reader, layout, plan, first, last, leaves.subspan(first, last - first),
+                       rg.num_rows, selection, matrix->owned->mutable_data(), &failed);
   if (!outcome.ok()) {
     // As in ReadTable: a file rewritten during the read says so.
     if (!hooks.open) {

@@ -182,7 +182,7 @@ std::optional<int> TileLeaf(const Layout& layout, size_t field, int in_file,
 arrow::Result<TileOutcome> ReadMembersTiled(parquet::ParquetFileReader& file, const Layout& layout,
                                             const OutputPlan& plan, size_t first, size_t last,
                                             std::span<const int> leaves, int64_t rows,
-                                            std::span<const int64_t> selection, uint8_t* matrix,
+                                            const std::vector<int64_t>* selection, uint8_t* matrix,
                                             size_t* failed) {
   const size_t n = last - first;
   if (leaves.size() != n) {
@@ -212,7 +212,7 @@ arrow::Result<TileOutcome> ReadMembersTiled(parquet::ParquetFileReader& file, co
     column.dtype = plan.matrix_dtype;
     column.values = tile.data() + j * static_cast<size_t>(kTileRows) * elem;
   }
-  const int64_t out_rows = selection.empty() ? rows : static_cast<int64_t>(selection.size());
+  const int64_t out_rows = selection ? static_cast<int64_t>(selection->size()) : rows;
   size_t next = 0;      // the first selected row not yet written
   int64_t written = 0;  // rows of the matrix written
   for (int64_t r0 = 0; r0 < rows; r0 += kTileRows) {
@@ -225,14 +225,14 @@ arrow::Result<TileOutcome> ReadMembersTiled(parquet::ParquetFileReader& file, co
       if (outcome == TileOutcome::kNulls) return outcome;
     }
     int64_t count = want;
-    if (!selection.empty()) {
+    if (selection) {
       const size_t from = next;
-      while (next < selection.size() && selection[next] < r0 + want) ++next;
+      while (next < selection->size() && (*selection)[next] < r0 + want) ++next;
       count = static_cast<int64_t>(next - from);
       if (count < want) {
+        const std::span<const int64_t> kept(selection->data() + from, next - from);
         for (size_t j = 0; j < n; ++j) {
-          CompactTile(tile.data() + j * static_cast<size_t>(kTileRows) * elem, elem,
-                      selection.subspan(from, next - from), r0);
+          CompactTile(tile.data() + j * static_cast<size_t>(kTileRows) * elem, elem, kept, r0);
         }
       }
     }

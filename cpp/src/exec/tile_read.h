@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <vector>
 
 #include <arrow/result.h>
 #include <parquet/arrow/schema.h>
@@ -51,14 +52,15 @@ enum class TileOutcome {
 // Decodes the `rows` rows of members [first, last) of stack `plan` (their
 // leaf columns in `leaves`, of row group 0 of `file`) into the matrix's
 // columns first..last-1, nulls filled.  With a `selection` (ascending row
-// indices below `rows`: a filter's or a deletion vector's live rows), only
-// those rows, in order: each tile is compacted while it is in cache.  A column
+// indices below `rows`: a filter's or a deletion vector's live rows; null:
+// every row), only those rows, in order: each tile is compacted while it is
+// in cache.  A column
 // with fewer or more values than `rows` is InvalidData naming it; on an error
 // *failed is the member (index into leaves) whose read failed.
 arrow::Result<TileOutcome> ReadMembersTiled(parquet::ParquetFileReader& file, const Layout& layout,
                                             const OutputPlan& plan, size_t first, size_t last,
                                             std::span<const int> leaves, int64_t rows,
-                                            std::span<const int64_t> selection, uint8_t* matrix,
+                                            const std::vector<int64_t>* selection, uint8_t* matrix,
                                             size_t* failed);
 
 }  // namespace shardfeed
