@@ -158,18 +158,62 @@ def test_mapped_columns_with_deletion_vectors(mapped):
     assert by_id(delivered(mapped, columns=sorted(want))) == by_id(want)
 
 
-def test_a_table_mapped_by_id_or_partitioned_is_refused(tmp_path):
+def test_a_table_mapped_by_id_is_refused(tmp_path):
     path = tmp_path / "t"
     write(path, 0, 10, mode="error")
     meta = [a["metaData"] for a in log_actions(path) if "metaData" in a][-1]
-    for config, partitions, says in [
-        ({"delta.columnMapping.mode": "id"}, [], "mapped by id"),
-        ({"delta.columnMapping.mode": "name"}, ["id"], "partitioned and its columns are mapped"),
-    ]:
-        version = len(list((path / "_delta_log").glob("*.json")))
-        changed = {**meta, "configuration": config, "partitionColumns": partitions}
-        (path / "_delta_log" / f"{version:020d}.json").write_text(
-            json.dumps({"metaData": changed}) + "\n"
-        )
-        with pytest.raises(shardfeed.InvalidDataError, match=says):
-            shardfeed.Loader(path, batch_size=4)
+    changed = {**meta, "configuration": {"delta.columnMapping.mode": "id"}}
+    (path / "_delta_log" / f"{1:020d}.json").write_text(json.dumps({"metaData": changed}) + "\n")
+    with pytest.raises(shardfeed.InvalidDataError, match="mapped by id"):
+        shardfeed.Loader(path, batch_size=4)
+
+
+def write_partitioned(path: Path, first: int, n: int, mode: str = "append") -> None:
+    ids = np.arange(first, first + n, dtype=np.int64)
+    deltalake.write_deltalake(str(path), pa.table({
+        "id": ids,
+        "x": ids.astype(np.float64) / 4,
+        "day": pa.array([f"d{v % 3}" for v in ids]),
+        "hour": pa.array([None if v % 7 == 0 else int(v % 5) for v in ids], pa.int64()),
+    }), mode=mode, partition_by=["day", "hour"],
+        configuration={"delta.columnMapping.mode": "name"})  # fmt: skip
+
+
+def partitioned_reference(path: Path) -> list[tuple[Any, ...]]:
+    """(id, x, day, hour) of every live row: each file read by pyarrow under the
+    schema's names, its partition values from its add action (by physical name)."""
+    physical = {f["name"]: f["metadata"]["delta.columnMapping.physicalName"]
+                for f in schema_of(path)["fields"]}  # fmt: skip
+    rows = []
+    for file, add in sorted(live_adds(path).items()):
+        table = pq.read_table(path / file)
+        values = add["partitionValues"]
+        day, hour = values[physical["day"]], values[physical["hour"]]
+        ids = table[physical["id"]].to_pylist()
+        xs = table[physical["x"]].to_pylist()
+        hour_value = None if hour is None else int(hour)
+        rows += [(i, x, day, hour_value) for i, x in zip(ids, xs, strict=True)]
+    return sorted(rows)
+
+
+def test_a_partitioned_mapped_table_under_random_prefixes(tmp_path):
+    """What Databricks and delta-rs write for a partitioned table mapped by name:
+    files under random two-character prefixes, their partition values only in
+    the log, keyed by physical names. Read from a checkpoint and commits after it."""
+    path = tmp_path / "t"
+    write_partitioned(path, 0, 40, mode="error")
+    deltalake.DeltaTable(str(path)).create_checkpoint()
+    write_partitioned(path, 40, 25)
+    assert list((path / "_delta_log").glob("*.checkpoint.parquet"))
+    assert not any("=" in file for file in live_adds(path))  # no folder names a value
+    want = partitioned_reference(path)
+    assert len(want) == 65 and {r[3] for r in want} == {None, 0, 1, 2, 3, 4}
+    days = shardfeed.vocabulary(path, "day")
+    assert sorted(days) == ["d0", "d1", "d2"]
+    got = delivered(path, columns=["id", "x", "hour", "day"], fill_null={"hour": -1},
+                    transforms=[shardfeed.transforms.Vocabulary("day", values=days)])  # fmt: skip
+    rows = zip(got["id"], got["x"], got["day"], got["hour"], strict=True)
+    assert sorted((i, x, days[d - 1], None if h == -1 else h) for i, x, d, h in rows) == want
+    # A filter on partition values prunes by them.
+    got = delivered(path, columns=["id"], filter=[("day", "==", "d1"), ("hour", "==", 2)])
+    assert sorted(got["id"]) == [r[0] for r in want if r[2] == "d1" and r[3] == 2]

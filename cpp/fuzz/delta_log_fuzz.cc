@@ -15,15 +15,22 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);
-  auto actions = shardfeed::ParseDeltaCommit(text);
-  if (!actions.ok()) return 0;
   shardfeed::DeltaReplay replay;
-  // Twice: a second commit of the same actions (removes, then adds) must hold too.
-  if (!replay.ApplyCommit(**actions).ok() || !replay.ApplyCommit(**actions).ok()) return 0;
+  // Twice: a second commit of the same actions (removes, then adds) must hold
+  // too, the second read under the partition keys of the first's metaData.
+  if (!replay.ApplyCommitText(text, "fuzz").ok() || !replay.ApplyCommitText(text, "fuzz").ok()) {
+    return 0;
+  }
   std::vector<std::optional<shardfeed::DeletionVectorDescriptor>> dvs;
-  auto files = replay.LiveFiles("fuzz", &dvs);
+  std::vector<shardfeed::PartitionPairs> partitions;
+  auto files = replay.LiveFiles("fuzz", &dvs, &partitions);
   if (!files.ok()) return 0;
   if (dvs.size() != files->size()) std::abort();
+  // One set of pairs per file, each with every key, or none at all.
+  if (!partitions.empty() && partitions.size() != files->size()) std::abort();
+  for (const auto& pairs : partitions) {
+    if (pairs.size() != partitions.front().size()) std::abort();
+  }
   // A column mapping by name parses its schemaString (or refuses it as InvalidData).
   auto mapping = replay.Mapping("fuzz");
   if (!mapping.ok() && shardfeed::KindOf(mapping.status()) != shardfeed::ErrorKind::kInvalidData) {

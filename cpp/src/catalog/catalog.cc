@@ -137,8 +137,7 @@ struct Listed {
   bool sniff = false;     // no .parquet extension: read only when the magic says Parquet
   int source = 0;         // index of the source that listed it
   std::vector<int> also;  // other sources that listed the same file
-  std::shared_ptr<const DeletedRows> deleted;    // a Delta file's deletion vector
-  std::shared_ptr<const ColumnMapping> mapping;  // its table's column mapping by name
+  DeltaFile delta;        // a Delta table's file: its deleted rows, mapping, partitions
 };
 
 // The footer, or nullopt for a sniffed file that is not Parquet.
@@ -471,11 +470,10 @@ arrow::Status CatalogBuilder::AddPath(const std::string& path, const std::string
     }
     // A file of a Delta table is read only if the table's latest version holds it.
     if (!delta_files) delta_files.emplace(*catalog.fs_, options.remote_timeout);
-    std::shared_ptr<const DeletedRows> deleted;
-    std::shared_ptr<const ColumnMapping> mapping;
-    ARROW_RETURN_NOT_OK(delta_files->CheckLive(path, raw, &deleted, &mapping));
+    DeltaFile live;
+    ARROW_RETURN_NOT_OK(delta_files->CheckLive(path, raw, &live));
     // A file named explicitly: always read.
-    listed.push_back({"", info, false, source_index, {}, std::move(deleted), std::move(mapping)});
+    listed.push_back({"", info, false, source_index, {}, std::move(live)});
     return arrow::Status::OK();
   }
   dir_sources.back() = raw;
@@ -496,18 +494,11 @@ arrow::Status CatalogBuilder::AddPath(const std::string& path, const std::string
   DeltaFilter delta(tables);
   for (auto& child : files) {
     if (!child.IsFile()) continue;
-    std::shared_ptr<const DeletedRows> deleted;
-    std::shared_ptr<const ColumnMapping> mapping;
-    if (const auto in_table = delta.Contains(child.path(), &deleted, &mapping)) {
+    DeltaFile live;
+    if (const auto in_table = delta.Contains(child.path(), &live)) {
       // A Delta table's live files, and nothing else of it (removed versions, its log).
       if (*in_table) {
-        listed.push_back({"",
-                          std::move(child),
-                          false,
-                          source_index,
-                          {},
-                          std::move(deleted),
-                          std::move(mapping)});
+        listed.push_back({"", std::move(child), false, source_index, {}, std::move(live)});
       }
       continue;
     }
@@ -515,7 +506,7 @@ arrow::Status CatalogBuilder::AddPath(const std::string& path, const std::string
     // (Keys with "." or ".." components are hidden too: never read, never aliased.)
     if (IsHiddenPath(Relative(base, child.path()))) continue;
     const bool sniff = !HasParquetExtension(child.path());
-    listed.push_back({"", std::move(child), sniff, source_index, {}, nullptr, nullptr});
+    listed.push_back({"", std::move(child), sniff, source_index, {}, {}});
   }
   ARROW_RETURN_NOT_OK(delta.CheckAllFound(raw, base));
   return arrow::Status::OK();
@@ -621,18 +612,32 @@ arrow::Status CatalogBuilder::SetSchema(const SchemaUnifier& unifier,
   catalog.partition_schema_ = arrow::schema({});
   if (options.partitioning == Partitioning::kHive && !kept.empty()) {
     std::vector<std::string> rels;
-    std::vector<bool> in_delta;  // Delta writes a null partition value as "k="
+    std::vector<PartitionPairs> pairs;
     for (int32_t i : kept) {
       const auto& file = listed[static_cast<size_t>(i)];
       rels.push_back(file.rel);
-      in_delta.push_back(std::any_of(
-          catalog.delta_tables_.begin(), catalog.delta_tables_.end(), [&](const auto& t) {
-            const std::string& path = file.info.path();
-            return path.size() > t.table.size() && path.compare(0, t.table.size(), t.table) == 0 &&
-                   path[t.table.size()] == '/';
-          }));
+      if (!file.delta.partitions) {
+        pairs.push_back(ParseHivePath(file.rel));
+        // Delta writes a null partition value as "k=".
+        const bool in_delta = std::any_of(
+            catalog.delta_tables_.begin(), catalog.delta_tables_.end(), [&](const auto& t) {
+              const std::string& path = file.info.path();
+              return path.size() > t.table.size() &&
+                     path.compare(0, t.table.size(), t.table) == 0 && path[t.table.size()] == '/';
+            });
+        for (auto& pair : pairs.back()) {
+          if (in_delta && pair.second && pair.second->empty()) pair.second.reset();
+        }
+        continue;
+      }
+      // A partitioned Delta table's file: the folders above the table's, then
+      // the table's own values from its log (its folders may not name them).
+      const size_t above = file.rel.size() - std::min(file.rel.size(), file.delta.in_table_size);
+      pairs.push_back(ParseHivePath(file.rel.substr(0, above)));
+      pairs.back().insert(pairs.back().end(), file.delta.partitions->begin(),
+                          file.delta.partitions->end());
     }
-    ARROW_ASSIGN_OR_RAISE(PartitionTable partitions, InferPartitions(rels, in_delta));
+    ARROW_ASSIGN_OR_RAISE(PartitionTable partitions, InferPartitions(rels, pairs));
     catalog.partition_schema_ = partitions.schema;
     for (size_t f = 0; f < catalog.files_.size(); ++f) {
       catalog.files_[f].partition_values = std::move(partitions.values[f]);
@@ -676,7 +681,7 @@ arrow::Status CatalogBuilder::Build(std::vector<std::optional<Footer>> footers) 
       first_has_rows = has_rows;
     }
     if (!has_rows) continue;  // zero-row files are skipped
-    if (const auto& mapping = listed[i].mapping) {
+    if (const auto& mapping = listed[i].delta.mapping) {
       // A Delta table mapped by name: its fields under the table's names, and
       // the columns dropped from its schema left out.
       arrow::FieldVector fields;
@@ -714,7 +719,7 @@ arrow::Status CatalogBuilder::Build(std::vector<std::optional<Footer>> footers) 
       hash.Update(part.num_rows);
     }
     hash.Update("\n");
-    if (const auto& deleted = listed[i].deleted) {
+    if (const auto& deleted = listed[i].delta.deleted) {
       if (!deleted->runs.empty() && deleted->runs.back().end > footer.num_rows) {
         return Error(ErrorKind::kInvalidData,
                      "file '" + rel + "': its Delta deletion vector deletes row " +

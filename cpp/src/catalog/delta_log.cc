@@ -171,6 +171,28 @@ std::string ColumnMappingAt(const std::shared_ptr<arrow::Array>& configuration, 
   return "";
 }
 
+// Row i's partition values: a struct of the keys asked for (a JSON commit,
+// see DeltaActionSchema) or a map<string, string> (a checkpoint).
+std::map<std::string, std::optional<std::string>> PartitionValuesAt(
+    const std::shared_ptr<arrow::Array>& array, int64_t i) {
+  std::map<std::string, std::optional<std::string>> out;
+  if (!array || array->IsNull(i)) return out;
+  if (array->type_id() == arrow::Type::STRUCT) {
+    const auto& s = static_cast<const arrow::StructArray&>(*array);
+    for (int k = 0; k < s.num_fields(); ++k) {
+      out[s.struct_type()->field(k)->name()] = StringAt(s.field(k), i);
+    }
+  } else if (array->type_id() == arrow::Type::MAP) {
+    const auto& map = static_cast<const arrow::MapArray&>(*array);
+    const auto keys = map.keys();
+    const auto items = map.items();
+    for (int64_t j = map.value_offset(i); j < map.value_offset(i) + map.value_length(i); ++j) {
+      if (auto key = StringAt(keys, j)) out[*key] = StringAt(items, j);
+    }
+  }
+  return out;
+}
+
 // Row i's deletion vector (nullopt when null); checked when it is read, since
 // a later commit may remove its file.
 std::optional<DeletionVectorDescriptor> DescriptorAt(const std::shared_ptr<arrow::Array>& array,
@@ -279,11 +301,10 @@ arrow::Result<DeltaTable> ReadTable(arrow::fs::FileSystem& fs, const std::string
   for (auto it = log.commits.upper_bound(checkpoint); it != log.commits.end(); ++it) {
     auto bytes = ReadWhole(fs, it->second, remote_timeout);
     if (!bytes.ok()) return WithContext(bytes.status(), context(it->second));
-    auto actions = ParseDeltaCommit((*bytes)->ToString());
-    if (!actions.ok()) return WithContext(actions.status(), context(it->second));
-    ARROW_RETURN_NOT_OK(WithContext(replay.ApplyCommit(**actions), context(it->second)));
+    ARROW_RETURN_NOT_OK(
+        WithContext(replay.ApplyCommitText((*bytes)->ToString(), shown), context(it->second)));
   }
-  ARROW_ASSIGN_OR_RAISE(table.files, replay.LiveFiles(shown, &table.dvs));
+  ARROW_ASSIGN_OR_RAISE(table.files, replay.LiveFiles(shown, &table.dvs, &table.partitions));
   ARROW_ASSIGN_OR_RAISE(table.mapping, replay.Mapping(shown));
   table.version = latest;
   table.name = shown;
@@ -401,6 +422,8 @@ arrow::Result<std::optional<DeltaTable>> EnclosingTable(arrow::fs::FileSystem& f
     table->files.resize(kept);
     table->dvs.resize(kept);
     table->deleted.resize(kept);
+    // The source is a folder inside the table: its folders are read as any are.
+    table->partitions.clear();
     return table;
   }
   return std::nullopt;
@@ -408,19 +431,23 @@ arrow::Result<std::optional<DeltaTable>> EnclosingTable(arrow::fs::FileSystem& f
 
 }  // namespace
 
-std::shared_ptr<arrow::Schema> DeltaActionSchema() {
+std::shared_ptr<arrow::Schema> DeltaActionSchema(const std::vector<std::string>& partition_keys) {
   const auto text = arrow::utf8();
+  arrow::FieldVector add = {arrow::field("path", text)};
+  if (!partition_keys.empty()) {
+    arrow::FieldVector keys;
+    for (const auto& key : partition_keys) keys.push_back(arrow::field(key, text));
+    add.push_back(arrow::field("partitionValues", arrow::struct_(std::move(keys))));
+  }
+  add.push_back(arrow::field("deletionVector", arrow::struct_({
+                                                   arrow::field("storageType", text),
+                                                   arrow::field("pathOrInlineDv", text),
+                                                   arrow::field("offset", arrow::int64()),
+                                                   arrow::field("sizeInBytes", arrow::int64()),
+                                                   arrow::field("cardinality", arrow::int64()),
+                                               })));
   return arrow::schema({
-      arrow::field("add",
-                   arrow::struct_({arrow::field("path", text),
-                                   arrow::field("deletionVector",
-                                                arrow::struct_({
-                                                    arrow::field("storageType", text),
-                                                    arrow::field("pathOrInlineDv", text),
-                                                    arrow::field("offset", arrow::int64()),
-                                                    arrow::field("sizeInBytes", arrow::int64()),
-                                                    arrow::field("cardinality", arrow::int64()),
-                                                }))})),
+      arrow::field("add", arrow::struct_(std::move(add))),
       arrow::field("remove", arrow::struct_({arrow::field("path", text)})),
       arrow::field("protocol", arrow::struct_({arrow::field("minReaderVersion", arrow::int64()),
                                                arrow::field("readerFeatures", arrow::list(text))})),
@@ -433,7 +460,8 @@ std::shared_ptr<arrow::Schema> DeltaActionSchema() {
   });
 }
 
-arrow::Result<std::shared_ptr<arrow::Table>> ParseDeltaCommit(const std::string& text) {
+arrow::Result<std::shared_ptr<arrow::Table>> ParseDeltaCommit(
+    const std::string& text, const std::vector<std::string>& partition_keys) {
   if (text.find_first_not_of(" \t\r\n") == std::string::npos) {
     return Error(ErrorKind::kInvalidData, "an empty commit (a commit is written whole)");
   }
@@ -462,7 +490,7 @@ arrow::Result<std::shared_ptr<arrow::Table>> ParseDeltaCommit(const std::string&
   read_options.block_size =
       static_cast<int32_t>(std::min<size_t>(text.size() + 1, std::numeric_limits<int32_t>::max()));
   auto parse_options = arrow::json::ParseOptions::Defaults();
-  parse_options.explicit_schema = DeltaActionSchema();
+  parse_options.explicit_schema = DeltaActionSchema(partition_keys);
   parse_options.unexpected_field_behavior = arrow::json::UnexpectedFieldBehavior::Ignore;
   auto input = std::make_shared<arrow::io::BufferReader>(arrow::Buffer::FromString(text));
   ARROW_ASSIGN_OR_RAISE(
@@ -482,6 +510,18 @@ arrow::Status DeltaReplay::ApplyCheckpoint(const arrow::Table& actions) {
 
 arrow::Status DeltaReplay::ApplyCommit(const arrow::Table& actions) { return Apply(actions, true); }
 
+arrow::Status DeltaReplay::ApplyCommitText(const std::string& text, const std::string& table) {
+  // A commit whose own metaData changes the keys is read again: applying a
+  // commit twice gives what applying it once does.
+  ARROW_ASSIGN_OR_RAISE(auto keys, PartitionKeys(table));
+  ARROW_ASSIGN_OR_RAISE(auto actions, ParseDeltaCommit(text, keys));
+  ARROW_RETURN_NOT_OK(ApplyCommit(*actions));
+  ARROW_ASSIGN_OR_RAISE(auto now, PartitionKeys(table));
+  if (now == keys) return arrow::Status::OK();
+  ARROW_ASSIGN_OR_RAISE(actions, ParseDeltaCommit(text, now));
+  return ApplyCommit(*actions);  // (its metaData, and so the keys, the same again)
+}
+
 arrow::Status DeltaReplay::Apply(const arrow::Table& actions, bool commit) {
   // A commit's removes first: one that removes and re-adds a path (a new
   // deletion vector) leaves it live.  A checkpoint's removes are tombstones of
@@ -500,11 +540,12 @@ arrow::Status DeltaReplay::Apply(const arrow::Table& actions, bool commit) {
   for (const auto& chunk : StructChunks(actions, "add")) {
     const auto path = chunk->GetFieldByName("path");
     const auto dv = chunk->GetFieldByName("deletionVector");
+    const auto values = chunk->GetFieldByName("partitionValues");
     for (int64_t i = 0; i < chunk->length(); ++i) {
       if (chunk->IsNull(i)) continue;
       auto p = StringAt(path, i);
       if (!p) return Error(ErrorKind::kInvalidData, "an add action without a path");
-      live_[*p] = DescriptorAt(dv, i);
+      live_[*p] = {DescriptorAt(dv, i), PartitionValuesAt(values, i)};
     }
   }
   for (const auto& chunk : StructChunks(actions, "protocol")) {
@@ -523,6 +564,7 @@ arrow::Status DeltaReplay::Apply(const arrow::Table& actions, bool commit) {
       column_mapping_ = ColumnMappingAt(configuration, i);
       schema_string_ = StringAt(chunk->GetFieldByName("schemaString"), i).value_or("");
       partition_columns_ = StringsAt(chunk->GetFieldByName("partitionColumns"), i);
+      keys_stale_ = true;
     }
   }
   for (const auto& chunk : StructChunks(actions, "sidecar")) {
@@ -531,8 +573,30 @@ arrow::Status DeltaReplay::Apply(const arrow::Table& actions, bool commit) {
   return arrow::Status::OK();
 }
 
+arrow::Result<std::vector<std::string>> DeltaReplay::PartitionKeys(const std::string& table) {
+  if (!keys_stale_) return partition_keys_;
+  std::vector<std::string> keys = partition_columns_;
+  if (column_mapping_ == "name" && !keys.empty()) {
+    ARROW_ASSIGN_OR_RAISE(auto mapping, Mapping(table));
+    for (auto& key : keys) {
+      const auto physical =
+          std::find_if(mapping->top_level.begin(), mapping->top_level.end(),
+                       [&](const std::string& p) { return mapping->display.at(p) == key; });
+      if (physical == mapping->top_level.end()) {
+        return Error(ErrorKind::kInvalidData, Named(table) + ": its partition column '" + key +
+                                                  "' is not a column of its schema");
+      }
+      key = *physical;
+    }
+  }
+  partition_keys_ = std::move(keys);
+  keys_stale_ = false;
+  return partition_keys_;
+}
+
 arrow::Result<std::vector<std::string>> DeltaReplay::LiveFiles(
-    const std::string& table, std::vector<std::optional<DeletionVectorDescriptor>>* dvs) const {
+    const std::string& table, std::vector<std::optional<DeletionVectorDescriptor>>* dvs,
+    std::vector<PartitionPairs>* partitions) {
   const auto refuse = [&](const std::string& why) {
     return Error(ErrorKind::kInvalidData, Named(table) + ": " + why);
   };
@@ -553,38 +617,38 @@ arrow::Result<std::vector<std::string>> DeltaReplay::LiveFiles(
                   " (delta.columnMapping.mode): the Parquet files' columns are found by field "
                   "ids, which this loader does not read; tables mapped by name are read");
   }
-  if (column_mapping_ == "name" && !partition_columns_.empty()) {
-    return refuse(
-        "it is partitioned and its columns are mapped by name: its partition "
-        "folders are not named by the columns, so such tables are not read");
-  }
   if (sidecars_) {
     return refuse("its checkpoint keeps its files in sidecars (a V2 checkpoint), not read here");
   }
-  std::vector<std::pair<std::string, const std::optional<DeletionVectorDescriptor>*>> files;
+  ARROW_ASSIGN_OR_RAISE(const auto keys, PartitionKeys(table));
+  std::vector<std::pair<std::string, const Add*>> files;
   files.reserve(live_.size());
-  for (const auto& [logged, deletion_vector] : live_) {
+  for (const auto& [logged, add] : live_) {
     ARROW_ASSIGN_OR_RAISE(auto path, LivePath(table, logged));
-    // Partition values are read from the key=value folders the writers use;
-    // a table written otherwise (random file prefixes) would lose them.
-    const auto pairs = ParseHivePath(path);
-    for (const auto& column : partition_columns_) {
-      if (std::none_of(pairs.begin(), pairs.end(),
-                       [&](const auto& p) { return p.first == column; })) {
-        return refuse("its file '" + path + "' is not in a '" + column +
-                      "=...' folder, where this loader reads the partition column '" + column +
-                      "' from; tables with other file layouts are not read");
-      }
-    }
-    files.emplace_back(std::move(path), &deletion_vector);
+    files.emplace_back(std::move(path), &add);
   }
   std::sort(files.begin(), files.end(),
             [](const auto& a, const auto& b) { return a.first < b.first; });
   std::vector<std::string> paths;
   paths.reserve(files.size());
   if (dvs) dvs->clear();
-  for (auto& [path, dv] : files) {
-    if (dvs) dvs->push_back(*dv);
+  if (partitions) partitions->clear();
+  for (auto& [path, add] : files) {
+    if (dvs) dvs->push_back(add->dv);
+    if (partitions && !keys.empty()) {
+      // A key the action lacks is null, and so is an empty value (Delta writes
+      // a null as either; Spark reads both as null).
+      PartitionPairs pairs;
+      for (size_t k = 0; k < keys.size(); ++k) {
+        const auto found = add->partition_values.find(keys[k]);
+        std::optional<std::string> value;
+        if (found != add->partition_values.end() && found->second && !found->second->empty()) {
+          value = found->second;
+        }
+        pairs.emplace_back(partition_columns_[k], std::move(value));
+      }
+      partitions->push_back(std::move(pairs));
+    }
     paths.push_back(std::move(path));
   }
   return paths;
@@ -598,9 +662,7 @@ arrow::Result<std::shared_ptr<const ColumnMapping>> DeltaReplay::Mapping(
   return std::make_shared<const ColumnMapping>(std::move(*mapping));
 }
 
-std::optional<bool> DeltaFilter::Contains(const std::string& path,
-                                          std::shared_ptr<const DeletedRows>* deleted,
-                                          std::shared_ptr<const ColumnMapping>* mapping) {
+std::optional<bool> DeltaFilter::Contains(const std::string& path, DeltaFile* file) {
   size_t best = tables_.size();
   for (size_t t = 0; t < tables_.size(); ++t) {
     const std::string& root = tables_[t].root;
@@ -617,8 +679,13 @@ std::optional<bool> DeltaFilter::Contains(const std::string& path,
   if (it == files.end() || *it != rel) return false;
   const auto at = static_cast<size_t>(it - files.begin());
   found_[best][at] = true;
-  if (deleted) *deleted = tables_[best].deleted[at];
-  if (mapping) *mapping = tables_[best].mapping;
+  if (file) {
+    const auto& table = tables_[best];
+    file->deleted = table.deleted[at];
+    file->mapping = table.mapping;
+    if (!table.partitions.empty()) file->partitions = table.partitions[at];
+    file->in_table_size = rel.size();
+  }
   return true;
 }
 
@@ -640,8 +707,7 @@ arrow::Status DeltaFilter::CheckAllFound(const std::string& shown, const std::st
 }
 
 arrow::Status DeltaLookup::CheckLive(const std::string& file, const std::string& shown,
-                                     std::shared_ptr<const DeletedRows>* deleted,
-                                     std::shared_ptr<const ColumnMapping>* mapping) {
+                                     DeltaFile* out) {
   std::string dir = file;
   while (ToParent(&dir)) {
     auto found = tables_.find(dir);
@@ -657,8 +723,10 @@ arrow::Status DeltaLookup::CheckLive(const std::string& file, const std::string&
       const auto at = static_cast<size_t>(it - live.begin());
       // Only this file's deletion vector is read.
       ARROW_RETURN_NOT_OK(ReadDeletions(fs_, remote_timeout_, &*found->second, at));
-      if (deleted) *deleted = found->second->deleted[at];
-      if (mapping) *mapping = found->second->mapping;
+      if (out) {
+        out->deleted = found->second->deleted[at];
+        out->mapping = found->second->mapping;
+      }
       return arrow::Status::OK();
     }
     return Error(ErrorKind::kInvalidArgument,

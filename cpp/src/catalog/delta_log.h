@@ -12,11 +12,16 @@
 // A live file's deletion vector (catalog/deletion_vector.h) is read with the
 // log: its rows are left out of every stream.
 //
+// A partitioned table's partition values are the log's (`add.partitionValues`),
+// not its folder names: Databricks and delta-rs write the files of a table
+// mapped by name (and of any with `delta.randomizeFilePrefixes`) under random
+// prefixes ("5a/part-0.parquet"), where no folder names the partition.
+//
 // Refused, with an error naming the table and the reason (reading on would
 // give other rows than the table holds): a reader protocol above 3, a reader
-// feature not listed in delta_log.cc, column mapping by name or id, a
-// deletion vector that cannot be read, a file path outside the table, a gap
-// in the log, a live file missing from the folder (checked by the catalog).
+// feature not listed in delta_log.cc, column mapping by id, a deletion
+// vector that cannot be read, a file path outside the table, a gap in the
+// log, a live file missing from the folder (checked by the catalog).
 #pragma once
 
 #include <cstdint>
@@ -31,6 +36,7 @@
 
 #include "catalog/column_mapping.h"
 #include "catalog/deletion_vector.h"
+#include "catalog/partition.h"
 
 namespace shardfeed {
 
@@ -46,6 +52,19 @@ struct DeltaTable {
   std::vector<std::shared_ptr<const DeletedRows>> deleted;
   // Column mapping by name: its files' physical column names -> the table's.
   std::shared_ptr<const ColumnMapping> mapping;
+  // Per file, a partitioned table's partition values from its log, keyed by
+  // the columns' (display) names in the table's order; an empty value is null.
+  // Empty for an unpartitioned table, and for one the source lies inside
+  // (its partition folders are then read as any folders are).
+  std::vector<PartitionPairs> partitions;
+};
+
+// What the catalog needs to know of one live file of a table.
+struct DeltaFile {
+  std::shared_ptr<const DeletedRows> deleted;    // its deleted rows (null: none)
+  std::shared_ptr<const ColumnMapping> mapping;  // its table's mapping by name (null: none)
+  std::optional<PartitionPairs> partitions;      // see DeltaTable::partitions
+  size_t in_table_size = 0;                      // length of its path relative to the table
 };
 
 // The Delta tables among `listed` (every file below a folder source): each
@@ -64,10 +83,8 @@ class DeltaFilter {
   }
   // nullopt: `path` is in no table; true: a live file of its table (noted as
   // found); false: a file of a table that its latest version does not hold
-  // (a removed version, the log itself).  `deleted`: a live file's deleted rows.
-  std::optional<bool> Contains(const std::string& path,
-                               std::shared_ptr<const DeletedRows>* deleted = nullptr,
-                               std::shared_ptr<const ColumnMapping>* mapping = nullptr);
+  // (a removed version, the log itself).  `file`: what a live file needs.
+  std::optional<bool> Contains(const std::string& path, DeltaFile* file = nullptr);
   // A NotFound error naming a live file that was not listed.
   arrow::Status CheckAllFound(const std::string& shown, const std::string& base) const;
 
@@ -84,10 +101,9 @@ class DeltaLookup {
       : fs_(fs), remote_timeout_(remote_timeout) {}
   // Ok when `file` is in no table or is a live file of its table; else an
   // InvalidArgument error naming it (a removed version, or the log itself).
-  // `deleted`: a live file's deleted rows.
+  // `out`: what a live file needs (a file named alone has no partitions).
   arrow::Status CheckLive(const std::string& file, const std::string& shown,
-                          std::shared_ptr<const DeletedRows>* deleted = nullptr,
-                          std::shared_ptr<const ColumnMapping>* mapping = nullptr);
+                          DeltaFile* out = nullptr);
 
  private:
   arrow::fs::FileSystem& fs_;
@@ -99,36 +115,53 @@ class DeltaLookup {
 class DeltaReplay {
  public:
   // Applies the rows of a checkpoint (a table with `add` and optionally
-  // `protocol`, `metaData` and `sidecar` columns).
+  // `protocol`, `metaData` and `sidecar` columns).  An `add` row's
+  // `partitionValues` is a map (a checkpoint) or a struct (ParseDeltaCommit).
   arrow::Status ApplyCheckpoint(const arrow::Table& actions);
   // Applies one commit: its removes, then its adds.
   arrow::Status ApplyCommit(const arrow::Table& actions);
+  // Parses (ParseDeltaCommit) and applies one commit, its adds' partition
+  // values read under the keys of the metaData so far, or of its own.
+  arrow::Status ApplyCommitText(const std::string& text, const std::string& table);
   // The live files, sorted, after checking what the table needs.  `table`
   // names the table in errors; `dvs`, when given, gets each file's deletion
-  // vector (nullopt: none).
+  // vector (nullopt: none), `partitions` its partition values (none when the
+  // table is not partitioned).
   arrow::Result<std::vector<std::string>> LiveFiles(
-      const std::string& table,
-      std::vector<std::optional<DeletionVectorDescriptor>>* dvs = nullptr) const;
+      const std::string& table, std::vector<std::optional<DeletionVectorDescriptor>>* dvs = nullptr,
+      std::vector<PartitionPairs>* partitions = nullptr);
+  // The keys of the partition values in `add` actions as the latest metaData
+  // says: the partition columns, by their physical names under column mapping.
+  arrow::Result<std::vector<std::string>> PartitionKeys(const std::string& table);
   // The table's column mapping by name (null without one), from its schema.
   arrow::Result<std::shared_ptr<const ColumnMapping>> Mapping(const std::string& table) const;
 
  private:
   arrow::Status Apply(const arrow::Table& actions, bool commit);
 
-  // Path as the log wrote it -> its deletion vector, if any.
-  std::map<std::string, std::optional<DeletionVectorDescriptor>> live_;
+  struct Add {
+    std::optional<DeletionVectorDescriptor> dv;
+    std::map<std::string, std::optional<std::string>> partition_values;  // key -> value
+  };
+  // Path as the log wrote it -> its deletion vector and partition values.
+  std::map<std::string, Add> live_;
   std::optional<int64_t> min_reader_version_;
   std::vector<std::string> reader_features_;
   std::string column_mapping_;
   std::string schema_string_;
   std::vector<std::string> partition_columns_;
   bool sidecars_ = false;
+  bool keys_stale_ = true;  // partition_keys_ predates the latest metaData
+  std::vector<std::string> partition_keys_;
 };
 
-// The JSON schema of the actions a reader needs (fields not named are ignored).
-std::shared_ptr<arrow::Schema> DeltaActionSchema();
+// The JSON schema of the actions a reader needs (fields not named are ignored),
+// with `add.partitionValues` a struct of `partition_keys` when there are any.
+std::shared_ptr<arrow::Schema> DeltaActionSchema(
+    const std::vector<std::string>& partition_keys = {});
 
 // Parses one JSON commit (newline-delimited actions).
-arrow::Result<std::shared_ptr<arrow::Table>> ParseDeltaCommit(const std::string& text);
+arrow::Result<std::shared_ptr<arrow::Table>> ParseDeltaCommit(
+    const std::string& text, const std::vector<std::string>& partition_keys = {});
 
 }  // namespace shardfeed

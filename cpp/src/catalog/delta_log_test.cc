@@ -4,6 +4,7 @@
 #include <string>
 
 #include <arrow/api.h>
+#include <arrow/json/from_string.h>
 #include <arrow/util/crc32.h>
 #include <gtest/gtest.h>
 
@@ -39,10 +40,7 @@ std::string Lines(std::initializer_list<std::string> lines) {
 
 arrow::Result<std::vector<std::string>> Replay(std::initializer_list<std::string> commits) {
   DeltaReplay replay;
-  for (const auto& commit : commits) {
-    ARROW_ASSIGN_OR_RAISE(auto actions, ParseDeltaCommit(commit));
-    ARROW_RETURN_NOT_OK(replay.ApplyCommit(*actions));
-  }
+  for (const auto& commit : commits) ARROW_RETURN_NOT_OK(replay.ApplyCommitText(commit, "t"));
   return replay.LiveFiles("t");
 }
 
@@ -125,16 +123,81 @@ TEST(DeltaLog, LiveFilesCarryTheirDeletionVectors) {
   }
 }
 
-TEST(DeltaLog, PartitionColumnsMustBeFolders) {
-  const std::string partitioned = R"({"metaData":{"partitionColumns":["day"],"configuration":{}}})";
-  auto files = Replay({Lines({kProtocol, partitioned, Add("day=1/a.parquet"),
-                              Add("x=0/day=__HIVE_DEFAULT_PARTITION__/b.parquet")})});
+std::string AddIn(const std::string& path, const std::string& values) {
+  return R"({"add":{"path":")" + path + R"(","partitionValues":)" + values + "}}";
+}
+
+TEST(DeltaLog, PartitionValuesComeFromTheLogNotTheFolders) {
+  const std::string partitioned =
+      R"({"metaData":{"partitionColumns":["day","n"],"configuration":{}}})";
+  DeltaReplay replay;
+  // Folders that name other values, none, or the partition under a random prefix.
+  ASSERT_TRUE(replay
+                  .ApplyCommitText(Lines({kProtocol, partitioned,
+                                          AddIn("day=9/a.parquet", R"({"day":"1","n":"7"})"),
+                                          AddIn("Ab/b.parquet", R"({"n":null,"day":"2"})"),
+                                          AddIn("c.parquet", R"({"day":"","x":"3"})")}),
+                                   "t")
+                  .ok());
+  // A checkpoint's partitionValues is a map<string, string>.
+  const auto json = [](const std::shared_ptr<arrow::DataType>& type, const std::string& text) {
+    return arrow::json::ArrayFromJSONString(type, text).ValueOrDie();
+  };
+  auto values =
+      arrow::MapArray::FromArrays(json(arrow::int32(), "[0, 1]"), json(arrow::utf8(), R"(["day"])"),
+                                  json(arrow::utf8(), R"(["3"])"))
+          .ValueOrDie();
+  auto add =
+      arrow::StructArray::Make(arrow::ArrayVector{json(arrow::utf8(), R"(["d.parquet"])"), values},
+                               std::vector<std::string>{"path", "partitionValues"})
+          .ValueOrDie();
+  auto checkpoint = arrow::Table::Make(
+      arrow::schema(arrow::FieldVector{arrow::field("add", add->type())}), arrow::ArrayVector{add});
+  ASSERT_TRUE(replay.ApplyCheckpoint(*checkpoint).ok());
+  std::vector<PartitionPairs> partitions;
+  auto files = replay.LiveFiles("t", nullptr, &partitions);
   ASSERT_TRUE(files.ok()) << files.status().ToString();
-  EXPECT_EQ(files->size(), 2u);
-  auto random_prefix = Replay({Lines({kProtocol, partitioned, Add("Ab/part-0.parquet")})});
-  ASSERT_FALSE(random_prefix.ok());
-  EXPECT_NE(random_prefix.status().message().find("not in a 'day=...' folder"), std::string::npos)
-      << random_prefix.status().message();
+  EXPECT_EQ(*files, (std::vector<std::string>{"Ab/b.parquet", "c.parquet", "d.parquet",
+                                              "day=9/a.parquet"}));
+  using P = PartitionPairs;
+  const std::optional<std::string> null;
+  EXPECT_EQ(partitions, (std::vector<P>{{{"day", "2"}, {"n", null}},
+                                        {{"day", null}, {"n", null}},  // "" is null, as is none
+                                        {{"day", "3"}, {"n", null}},
+                                        {{"day", "1"}, {"n", "7"}}}));
+  // Unpartitioned: no pairs at all.
+  DeltaReplay plain;
+  ASSERT_TRUE(
+      plain.ApplyCommitText(Lines({kProtocol, kMetaData, Add("day=1/a.parquet")}), "t").ok());
+  ASSERT_TRUE(plain.LiveFiles("t", nullptr, &partitions).ok());
+  EXPECT_TRUE(partitions.empty());
+}
+
+TEST(DeltaLog, MappedPartitionValuesAreKeyedByPhysicalNames) {
+  const std::string schema =
+      R"({\"type\":\"struct\",\"fields\":[{\"name\":\"day\",\"type\":\"string\",)"
+      R"(\"nullable\":true,\"metadata\":{\"delta.columnMapping.physicalName\":\"col-1\"}}]})";
+  const std::string meta = R"({"metaData":{"partitionColumns":["day"],"schemaString":")" + schema +
+                           R"(","configuration":{"delta.columnMapping.mode":"name"}}})";
+  std::vector<PartitionPairs> partitions;
+  DeltaReplay replay;
+  ASSERT_TRUE(replay
+                  .ApplyCommitText(Lines({kProtocol, meta, AddIn("x/a.parquet", R"({"col-1":"5"})"),
+                                          AddIn("y/b.parquet", R"({"day":"6"})")}),
+                                   "t")
+                  .ok());
+  auto files = replay.LiveFiles("t", nullptr, &partitions);
+  ASSERT_TRUE(files.ok()) << files.status().ToString();
+  const std::optional<std::string> null;
+  EXPECT_EQ(partitions, (std::vector<PartitionPairs>{{{"day", "5"}}, {{"day", null}}}));
+  // A partition column the schema does not hold.
+  DeltaReplay unknown;
+  std::string other = meta;
+  other.replace(other.find(R"(["day"])"), 7, R"(["hour"])");
+  auto status = unknown.ApplyCommitText(Lines({kProtocol, other, Add("a.parquet")}), "t");
+  ASSERT_FALSE(status.ok());
+  EXPECT_NE(status.message().find("partition column 'hour' is not a column"), std::string::npos)
+      << status.message();
 }
 
 TEST(DeltaLog, ColumnMappingNoneAndKnownFeaturesRead) {

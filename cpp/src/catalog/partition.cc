@@ -73,7 +73,6 @@ PartitionPairs ParseHivePath(const std::string& rel_path) {
 
 arrow::Result<PartitionTable> InferPartitions(const std::vector<std::string>& rel_paths,
                                               const std::vector<bool>& empty_is_null) {
-  PartitionTable table;
   std::vector<PartitionPairs> parsed;
   parsed.reserve(rel_paths.size());
   for (size_t i = 0; i < rel_paths.size(); ++i) {
@@ -83,8 +82,16 @@ arrow::Result<PartitionTable> InferPartitions(const std::vector<std::string>& re
         if (pair.second && pair.second->empty()) pair.second.reset();
       }
     }
+  }
+  return InferPartitions(rel_paths, std::move(parsed));
+}
+
+arrow::Result<PartitionTable> InferPartitions(const std::vector<std::string>& rel_paths,
+                                              std::vector<PartitionPairs> parsed) {
+  PartitionTable table;
+  for (size_t i = 0; i < parsed.size(); ++i) {
     const auto& first = parsed.front();
-    const auto& pairs = parsed.back();
+    const auto& pairs = parsed[i];
     bool same = first.size() == pairs.size();
     for (size_t k = 0; same && k < pairs.size(); ++k) same = pairs[k].first == first[k].first;
     if (!same) {

@@ -41,4 +41,9 @@ struct PartitionTable {
 arrow::Result<PartitionTable> InferPartitions(const std::vector<std::string>& rel_paths,
                                               const std::vector<bool>& empty_is_null = {});
 
+// The same from each file's pairs as given (`pairs[i]` those of `rel_paths[i]`,
+// which names it in errors).
+arrow::Result<PartitionTable> InferPartitions(const std::vector<std::string>& rel_paths,
+                                              std::vector<PartitionPairs> pairs);
+
 }  // namespace shardfeed
