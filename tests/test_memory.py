@@ -545,3 +545,36 @@ def test_no_more_batch_buffers_are_written_ahead_than_the_pass_has(tmp_path):
     assert sum(1 for _ in loader) == len(loader) == 12
     m = loader.stats()["memory"]
     assert 0 < m["batch_buffers_prefaulted"] <= len(loader), m
+
+
+def test_one_long_list_cannot_pad_a_batch_past_the_limit(tmp_path):
+    """A variable-length list output is padded to its longest list: one row of 200,000
+    elements in a 2 KB file would make a [16, 200000] float32 batch (12 MiB). Under a
+    smaller limit that batch is refused, naming the file, row group and row, after
+    every batch before it; without a limit (or a larger one) it is delivered."""
+    n, long_row, long_len = 64, 40, 200_000
+    offsets = np.arange(n + 1, dtype=np.int32)
+    offsets[long_row + 1 :] += long_len - 1
+    values = np.arange(offsets[-1], dtype=np.float32)
+    lists = pa.ListArray.from_arrays(pa.array(offsets), pa.array(values))
+    path = tmp_path / "outlier.parquet"
+    pq.write_table(pa.table({"id": np.arange(n), "l": lists}), path, row_group_size=32)
+    options: dict[str, Any] = dict(batch_size=16, shuffle=False, drop_last=False, output="numpy")
+    got: list[np.ndarray] = []
+    with shardfeed.Loader(path, memory_limit="8MiB", **options) as loader:
+        with pytest.raises(InvalidArgumentError) as raised:
+            for batch in loader:
+                got.append(batch["id"].copy())
+    message = str(raised.value)
+    for part in ["batch 2", "output 'l'", "200000 elements", "file 'outlier.parquet'",
+                 "row group 1, row 8", "memory_limit (8.0 MiB)"]:  # fmt: skip
+        assert part in message, message
+    assert [list(ids) for ids in got] == [list(range(0, 16)), list(range(16, 32))]
+    for limit in [None, "64MiB"]:
+        with shardfeed.Loader(path, memory_limit=limit, **options) as loader:
+            batches = list(loader)
+        assert batches[2]["l"].shape == (16, long_len)
+        row = batches[2]["l"][long_row - 32]
+        start = offsets[long_row]
+        assert np.array_equal(row, values[start : start + long_len])
+        assert batches[2]["l_lengths"][long_row - 32] == long_len

@@ -8,6 +8,7 @@
 #endif
 
 #include <arrow/buffer.h>
+#include <cstdio>
 #include <cstring>
 #include <new>
 #include <string>
@@ -83,19 +84,80 @@ void GatherFixedList(const GatherInput& in, const OutputPlan& plan, uint8_t* out
   }
 }
 
+std::string MiB(double bytes) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.1f MiB", bytes / (1 << 20));
+  return text;
+}
+
+// The error for a padded list output larger than the memory limit.
+arrow::Status PaddedTooLarge(const GatherInput& in, const OutputPlan& plan, int64_t batch_index,
+                             size_t longest, int64_t max_len, double values_bytes,
+                             const AssembleLimits& limits) {
+  const auto& slot = *in.slots[static_cast<size_t>(in.slot[longest])];
+  const int64_t row = in.row[longest];
+  const int64_t file_row = slot.rows ? (*slot.rows)[static_cast<size_t>(row)] : row;
+  std::string where;
+  if (limits.row_group_name) {
+    where = limits.row_group_name(slot.index);
+  } else {
+    where = "row group ";
+    where += std::to_string(slot.index);
+  }
+  const auto n = static_cast<int64_t>(in.slot.size());
+  const double padded = static_cast<double>(n) * static_cast<double>(max_len) *
+                        static_cast<double>(DTypeSize(plan.dtype));
+  std::string message = "batch ";
+  message += std::to_string(batch_index);
+  message += ", output '";
+  message += plan.name;
+  message += "': its lists are padded to the longest, ";
+  message += std::to_string(max_len);
+  message += " elements (";
+  message += where;
+  message += ", row ";
+  message += std::to_string(file_row);
+  message += "), which makes a [";
+  message += std::to_string(n);
+  message += ", ";
+  message += std::to_string(max_len);
+  message += "] array of ";
+  message += MiB(padded);
+  message += ", more than memory_limit (";
+  message += MiB(static_cast<double>(limits.memory_limit));
+  message += ") for one output; its lists hold ";
+  message += MiB(values_bytes);
+  message +=
+      ". Raise memory_limit (None: no limit), lower batch_size, or leave the column out "
+      "with columns=[...]";
+  return Error(ErrorKind::kInvalidArgument, std::move(message));
+}
+
 arrow::Status GatherList(const GatherInput& in, const OutputPlan& plan, Batch* batch,
-                         const std::shared_ptr<OutputArena>& arena) {
+                         const std::shared_ptr<OutputArena>& arena, const AssembleLimits& limits) {
   const size_t n = in.slot.size();
   const size_t elem = DTypeSize(plan.dtype);
   ARROW_ASSIGN_OR_RAISE(auto lengths, NewBuffer(static_cast<int64_t>(n), DType::kInt64, plan.name,
                                                 batch->index, arena));
   auto* len = lengths->As<int64_t>();
   int64_t max_len = 0;
+  size_t longest = 0;
+  double total = 0;
   for (size_t i = 0; i < n; ++i) {
     const auto& column =
         in.slots[static_cast<size_t>(in.slot[i])]->columns[static_cast<size_t>(plan.sources[0])];
     len[i] = column.list_lengths[static_cast<size_t>(in.row[i])];
-    max_len = std::max(max_len, len[i]);
+    total += static_cast<double>(len[i]);
+    if (len[i] > max_len) {
+      max_len = len[i];
+      longest = i;
+    }
+  }
+  if (limits.memory_limit > 0 &&
+      static_cast<double>(n) * static_cast<double>(max_len) * static_cast<double>(elem) >
+          static_cast<double>(limits.memory_limit)) {
+    return PaddedTooLarge(in, plan, batch->index, longest, max_len,
+                          total * static_cast<double>(elem), limits);
   }
   ARROW_ASSIGN_OR_RAISE(auto values, NewBuffer(static_cast<int64_t>(n) * max_len, plan.dtype,
                                                plan.name, batch->index, arena));
@@ -244,7 +306,8 @@ arrow::Status TransposeStack(const Layout& layout, const OutputPlan& plan,
 
 arrow::Result<std::shared_ptr<Batch>> Assemble(const Layout& layout, const GatherInput& in,
                                                int64_t batch_index,
-                                               const std::shared_ptr<OutputArena>& arena) {
+                                               const std::shared_ptr<OutputArena>& arena,
+                                               const AssembleLimits& limits) {
   auto batch = std::make_shared<Batch>();
   batch->index = batch_index;
   const auto n = static_cast<int64_t>(in.slot.size());
@@ -282,7 +345,7 @@ arrow::Result<std::shared_ptr<Batch>> Assemble(const Layout& layout, const Gathe
         break;
       }
       case OutputKind::kList:
-        ARROW_RETURN_NOT_OK(GatherList(in, plan, batch.get(), arena));
+        ARROW_RETURN_NOT_OK(GatherList(in, plan, batch.get(), arena, limits));
         break;
       case OutputKind::kSampleId: {
         ARROW_ASSIGN_OR_RAISE(auto buffer,

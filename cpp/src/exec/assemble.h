@@ -4,7 +4,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include <arrow/result.h>
@@ -37,9 +39,20 @@ arrow::Status TransposeStack(const Layout& layout, const OutputPlan& plan,
                              const std::vector<DecodedColumn>& columns, int64_t rows, uint8_t* out,
                              size_t first = 0, size_t last = SIZE_MAX, int64_t matrix_rows = -1);
 
+// What a batch may take.  A variable-length list output is padded to its
+// longest list: one long list (a damaged or unusual row) makes every row as
+// long, so with a memory limit an output that alone exceeds it is refused,
+// naming the longest list, rather than allocated.
+struct AssembleLimits {
+  int64_t memory_limit = 0;  // 0: none
+  // "file '...', row group N" for a catalog row-group index (null: "row group N").
+  std::function<std::string(int32_t)> row_group_name;
+};
+
 // Buffers come from `arena` when it has room (see OutputBuffer::Make).
 arrow::Result<std::shared_ptr<Batch>> Assemble(const Layout& layout, const GatherInput& input,
                                                int64_t batch_index,
-                                               const std::shared_ptr<OutputArena>& arena = nullptr);
+                                               const std::shared_ptr<OutputArena>& arena = nullptr,
+                                               const AssembleLimits& limits = {});
 
 }  // namespace shardfeed

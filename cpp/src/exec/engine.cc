@@ -741,7 +741,10 @@ class EngineImpl final : public Engine {
       return status;
     }
     const auto t0 = Clock::now();
-    auto batch = Assemble(layout_, in, b, arena_);
+    AssembleLimits limits;
+    limits.memory_limit = options_.memory_limit;
+    limits.row_group_name = [this](int32_t rg) { return RowGroupContext(rg); };
+    auto batch = Assemble(layout_, in, b, arena_, limits);
     // A row group mapped from the decoded tier that lost pages meanwhile
     // gave zeros: the batch is not delivered.
     for (const auto& h : held) {
