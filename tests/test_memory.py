@@ -3,6 +3,7 @@ what ``stats()["memory"]`` counts, peak RSS under it, and the mixing it buys."""
 
 from __future__ import annotations
 
+import gc
 import json
 import subprocess
 import sys
@@ -548,11 +549,11 @@ def test_no_more_batch_buffers_are_written_ahead_than_the_pass_has(tmp_path):
 
 
 def test_one_long_list_cannot_pad_a_batch_past_the_limit(tmp_path):
-    """A variable-length list output is padded to its longest list: one row of 200,000
-    elements in a 2 KB file would make a [16, 200000] float32 batch (12 MiB). Under a
+    """A variable-length list output is padded to its longest list: one row of 400,000
+    elements would make a [16, 400000] float32 batch (24 MiB) of padding. Under a
     smaller limit that batch is refused, naming the file, row group and row, after
     every batch before it; without a limit (or a larger one) it is delivered."""
-    n, long_row, long_len = 64, 40, 200_000
+    n, long_row, long_len = 64, 40, 400_000
     offsets = np.arange(n + 1, dtype=np.int32)
     offsets[long_row + 1 :] += long_len - 1
     values = np.arange(offsets[-1], dtype=np.float32)
@@ -566,10 +567,12 @@ def test_one_long_list_cannot_pad_a_batch_past_the_limit(tmp_path):
             for batch in loader:
                 got.append(batch["id"].copy())
     message = str(raised.value)
-    for part in ["batch 2", "output 'l'", "200000 elements", "file 'outlier.parquet'",
+    for part in ["batch 2", "output 'l'", "400000 elements", "file 'outlier.parquet'",
                  "row group 1, row 8", "memory_limit (8.0 MiB)"]:  # fmt: skip
         assert part in message, message
     assert [list(ids) for ids in got] == [list(range(0, 16)), list(range(16, 32))]
+    del raised, got  # (the traceback's frames hold batches: freed here, not in a later test)
+    gc.collect()
     for limit in [None, "64MiB"]:
         with shardfeed.Loader(path, memory_limit=limit, **options) as loader:
             batches = list(loader)

@@ -84,6 +84,11 @@ void GatherFixedList(const GatherInput& in, const OutputPlan& plan, uint8_t* out
   }
 }
 
+// A padded list output this many times its values is mostly padding; below
+// kPaddingAllowed bytes it is allocated whatever the limit.
+constexpr double kMostlyPadding = 8;
+constexpr double kPaddingAllowed = 16 << 20;
+
 std::string MiB(double bytes) {
   char text[32];
   std::snprintf(text, sizeof(text), "%.1f MiB", bytes / (1 << 20));
@@ -125,7 +130,7 @@ arrow::Status PaddedTooLarge(const GatherInput& in, const OutputPlan& plan, int6
   message += MiB(padded);
   message += ", more than memory_limit (";
   message += MiB(static_cast<double>(limits.memory_limit));
-  message += ") for one output; its lists hold ";
+  message += ") for one output, while its lists hold ";
   message += MiB(values_bytes);
   message +=
       ". Raise memory_limit (None: no limit), lower batch_size, or leave the column out "
@@ -153,9 +158,12 @@ arrow::Status GatherList(const GatherInput& in, const OutputPlan& plan, Batch* b
       longest = i;
     }
   }
-  if (limits.memory_limit > 0 &&
-      static_cast<double>(n) * static_cast<double>(max_len) * static_cast<double>(elem) >
-          static_cast<double>(limits.memory_limit)) {
+  // Refused: an array over the limit that is mostly padding (a limit below
+  // what the values themselves need only slows the stream, as elsewhere).
+  const double padded =
+      static_cast<double>(n) * static_cast<double>(max_len) * static_cast<double>(elem);
+  if (limits.memory_limit > 0 && padded > static_cast<double>(limits.memory_limit) &&
+      padded > kPaddingAllowed && padded > kMostlyPadding * total * static_cast<double>(elem)) {
     return PaddedTooLarge(in, plan, batch->index, longest, max_len,
                           total * static_cast<double>(elem), limits);
   }

@@ -41,8 +41,9 @@ arrow::Status TransposeStack(const Layout& layout, const OutputPlan& plan,
 
 // What a batch may take.  A variable-length list output is padded to its
 // longest list: one long list (a damaged or unusual row) makes every row as
-// long, so with a memory limit an output that alone exceeds it is refused,
-// naming the longest list, rather than allocated.
+// long, so with a memory limit an output that alone exceeds it (and 16 MiB),
+// and is mostly padding (8 times its values), is refused, naming the longest
+// list, rather than allocated.
 struct AssembleLimits {
   int64_t memory_limit = 0;  // 0: none
   // "file '...', row group N" for a catalog row-group index (null: "row group N").
