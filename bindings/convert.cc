@@ -55,9 +55,36 @@ void RegisterErrorTranslator() {
       }
       nb::object errors = nb::module_::import_("shardfeed._errors");
       nb::object cls = errors.attr(name);
-      PyErr_SetString(cls.ptr(), e.what());
+      // A message names files: bytes that are not UTF-8 show as \xNN.
+      const std::string& message = e.message();
+      PyObject* text = PyUnicode_DecodeUTF8(message.data(), static_cast<Py_ssize_t>(message.size()),
+                                            "backslashreplace");
+      if (text == nullptr) return;  // (the decode's own error is set)
+      PyErr_SetObject(cls.ptr(), text);
+      Py_DECREF(text);
     }
   });
+}
+
+nb::str PathToPython(const std::string& path) {
+  PyObject* text =
+      PyUnicode_DecodeUTF8(path.data(), static_cast<Py_ssize_t>(path.size()), "surrogateescape");
+  if (text == nullptr) throw nb::python_error();
+  return nb::steal<nb::str>(text);
+}
+
+std::string PathFromPython(const nb::str& path) {
+  PyObject* bytes = PyUnicode_AsEncodedString(path.ptr(), "utf-8", "surrogateescape");
+  if (bytes == nullptr) throw nb::python_error();
+  const auto owned = nb::steal<nb::bytes>(bytes);
+  return std::string(owned.c_str(), owned.size());
+}
+
+std::vector<std::string> PathsFromPython(const std::vector<nb::str>& paths) {
+  std::vector<std::string> out;
+  out.reserve(paths.size());
+  for (const auto& path : paths) out.push_back(PathFromPython(path));
+  return out;
 }
 
 nb::dict BatchToDict(const Batch& batch) {

@@ -4,6 +4,9 @@
 
 #include <nanobind/nanobind.h>
 
+#include <string>
+#include <vector>
+
 #include <arrow/result.h>
 #include <arrow/status.h>
 
@@ -18,6 +21,7 @@ class StatusError : public std::exception {
   explicit StatusError(arrow::Status status);
   const char* what() const noexcept override { return message_.c_str(); }
   const arrow::Status& status() const { return status_; }
+  const std::string& message() const { return message_; }
 
  private:
   arrow::Status status_;
@@ -35,6 +39,13 @@ T Unwrap(arrow::Result<T> result) {
 }
 
 void RegisterErrorTranslator();
+
+// Paths cross the boundary as os.fsdecode and os.fsencode carry them: bytes
+// that are not UTF-8 (a Latin-1 file name) as lone surrogates, so that every
+// name the catalog lists can be named back to it.
+nanobind::str PathToPython(const std::string& path);
+std::string PathFromPython(const nanobind::str& path);
+std::vector<std::string> PathsFromPython(const std::vector<nanobind::str>& paths);
 
 // {name: numpy.ndarray}; each array owns a reference to its C++ buffer.
 nanobind::dict BatchToDict(const Batch& batch);

@@ -78,16 +78,16 @@ void DefineViews(nb::class_<DatasetHandle>& dataset) {
           "time, as text.")
       .def("delta_tables",
            [](const DatasetHandle& d) {
-             std::vector<std::tuple<std::string, int64_t, int64_t>> out;
+             std::vector<std::tuple<nb::str, int64_t, int64_t>> out;
              for (const auto& t : d.catalog->delta_tables()) {
-               out.emplace_back(t.table, t.version, t.files);
+               out.emplace_back(PathToPython(t.table), t.version, t.files);
              }
              return out;
            })
       .def("files",
            [](const DatasetHandle& d) {
-             std::vector<std::string> out;
-             for (const auto& f : d.catalog->files()) out.push_back(f.rel_path);
+             std::vector<nb::str> out;
+             for (const auto& f : d.catalog->files()) out.push_back(PathToPython(f.rel_path));
              return out;
            })
       .def("row_groups",
@@ -154,14 +154,21 @@ void DefineViews(nb::class_<DatasetHandle>& dataset) {
             // Text for string columns, bytes for binary ones (UUIDs, hashes).
             const auto& field = d.catalog->schema()->GetFieldByName(column);
             auto strings = Unwrap(std::move(values));
-            std::variant<std::vector<std::string>, std::vector<nb::bytes>> out;
-            if (field && !VocabularyOfText(*field->type())) {
-              std::vector<nb::bytes> bytes;
-              bytes.reserve(strings.size());
-              for (const auto& v : strings) bytes.emplace_back(v.data(), v.size());
-              out = std::move(bytes);
-            } else {
-              out = std::move(strings);
+            // A text value that is not UTF-8 (Parquet does not check) is its
+            // bytes, which Vocabulary takes as they are.
+            const bool text = !field || VocabularyOfText(*field->type());
+            std::vector<std::variant<nb::str, nb::bytes>> out;
+            out.reserve(strings.size());
+            for (const auto& v : strings) {
+              PyObject* decoded =
+                  text ? PyUnicode_DecodeUTF8(v.data(), static_cast<Py_ssize_t>(v.size()), nullptr)
+                       : nullptr;
+              if (decoded != nullptr) {
+                out.emplace_back(nb::steal<nb::str>(decoded));
+              } else {
+                PyErr_Clear();
+                out.emplace_back(nb::bytes(v.data(), v.size()));
+              }
             }
             return out;
           },
@@ -255,13 +262,14 @@ void RegisterDataset(nb::module_& m) {
   dataset
       .def(
           "__init__",
-          [](DatasetHandle* self, const std::vector<std::string>& sources, int num_threads,
+          [](DatasetHandle* self, const std::vector<nb::str>& source_texts, int num_threads,
              const std::string& partitioning, double remote_timeout,
-             const std::vector<std::string>& only_files) {
+             const std::vector<nb::str>& only_files) {
+            const auto sources = PathsFromPython(source_texts);
             CatalogOptions options;
             options.num_threads = num_threads;
             options.remote_timeout = remote_timeout;
-            options.only_files = only_files;
+            options.only_files = PathsFromPython(only_files);
             if (partitioning == "hive") {
               options.partitioning = Partitioning::kHive;
             } else if (partitioning.empty()) {
@@ -285,7 +293,7 @@ void RegisterDataset(nb::module_& m) {
           },
           "sources"_a, "num_threads"_a = CatalogOptions{}.num_threads, "partitioning"_a = "hive",
           "remote_timeout"_a = CatalogOptions{}.remote_timeout,
-          "only_files"_a = std::vector<std::string>{},
+          "only_files"_a = std::vector<nb::str>{},
           "partitioning: \"hive\" (key=value folders become columns) or \"\" (none); "
           "only_files: non-empty, of the listed files only these (relative paths).")
       .def_prop_ro("num_rows", [](const DatasetHandle& d) { return d.catalog->num_rows(); })
@@ -293,7 +301,7 @@ void RegisterDataset(nb::module_& m) {
       .def_prop_ro("num_row_groups",
                    [](const DatasetHandle& d) { return d.catalog->row_groups().size(); })
       .def_prop_ro("fingerprint", [](const DatasetHandle& d) { return d.catalog->fingerprint(); })
-      .def_prop_ro("root", [](const DatasetHandle& d) { return d.catalog->root(); })
+      .def_prop_ro("root", [](const DatasetHandle& d) { return PathToPython(d.catalog->root()); })
       .def_prop_ro("is_local", [](const DatasetHandle& d) { return d.catalog->is_local(); });
 
   DefineViews(dataset);

@@ -738,3 +738,64 @@ def test_an_engine_made_while_the_interpreter_exits_does_not_run_on(dataset):
     parked, threads, *rest = proc.stdout.split()
     assert parked == "1" and threads == "0", proc.stdout  # made, parked, workers gone
     assert rest == ["closed"], proc.stdout
+
+
+def test_file_names_that_are_not_utf8_are_read_and_named(tmp_path):
+    """Linux names are bytes: a Latin-1 'café.parquet' beside a UTF-8 one is read, as
+    pyarrow.dataset reads it, named back (os.fsdecode's str) when given alone, and a
+    damaged one is named in its error with the byte escaped, not a UnicodeDecodeError."""
+    torch = pytest.importorskip("torch")
+    folder = tmp_path / "names"
+    folder.mkdir()
+    pq.write_table(pa.table({"k": np.arange(0, 5)}), folder / "a.parquet")
+    latin1 = os.path.join(os.fsencode(folder), b"caf\xe9.parquet")
+    pq.write_table(pa.table({"k": np.arange(5, 12)}), folder / "tmp.bin")
+    os.rename(os.fsencode(folder / "tmp.bin"), latin1)
+    options: dict[str, Any] = dict(batch_size=4, shuffle=False, drop_last=False, output="numpy")
+    with shardfeed.Loader(folder, **options) as loader:
+        assert np.concatenate([b["k"] for b in loader]).tolist() == list(range(12))
+    with shardfeed.Loader(os.fsdecode(latin1), **options) as loader:
+        assert np.concatenate([b["k"] for b in loader]).tolist() == list(range(5, 12))
+    # The workers of a DataLoader reopen the files the main process listed.
+    ds = shardfeed.TorchDataset(folder, batch_size=4, shuffle=False, drop_last=False)
+    batches = list(torch.utils.data.DataLoader(ds, batch_size=None, num_workers=2))
+    assert torch.cat([b["k"] for b in batches]).tolist() == list(range(12))
+    with open(os.path.join(os.fsencode(folder), b"r\xe9sum\xe9.parquet"), "wb") as damaged:
+        damaged.write(b"not parquet at all")
+    with pytest.raises(shardfeed.InvalidDataError, match=r"file 'r\\xe9sum\\xe9.parquet'"):
+        shardfeed.Loader(folder, **options)
+
+
+def test_a_vocabulary_of_text_that_is_not_utf8_holds_its_bytes(tmp_path):
+    """Parquet does not check that a string column is UTF-8: such a value is returned as
+    bytes, which Vocabulary takes, rather than failing the whole vocabulary."""
+    path = tmp_path / "v.parquet"
+    raw = [b"ok", b"caf\xe9", b"ok", b"\xff"]
+    pq.write_table(pa.table({"s": pa.array(raw).view(pa.string())}), path)
+    values = shardfeed.vocabulary(path, "s")
+    assert values == ["ok", b"caf\xe9", b"\xff"]
+    transform = shardfeed.transforms.Vocabulary("s", values=values)
+    with shardfeed.Loader(path, batch_size=4, shuffle=False, output="numpy",
+                          transforms=[transform]) as loader:  # fmt: skip
+        assert next(iter(loader))["s"].tolist() == [1, 2, 1, 3]
+
+
+def test_a_summary_file_is_named_as_one_not_as_damage(tmp_path):
+    """A `_metadata` file (pyarrow's write_metadata, Spark, Dask) holds the footers of other
+    files; its column chunks point into them. In a folder it is skipped (a name with '_');
+    named alone or renamed, it is refused as what it is, not as a corrupt file."""
+    collected: list[Any] = []
+    for k in range(2):
+        table = pa.table({"x": np.arange(100) + 100 * k})
+        pq.write_table(table, tmp_path / f"part-{k}.parquet", metadata_collector=collected)
+        collected[-1].set_file_path(f"part-{k}.parquet")
+    pq.write_metadata(table.schema, tmp_path / "_metadata", metadata_collector=collected)
+    with shardfeed.Loader(tmp_path, batch_size=50, shuffle=False, output="numpy") as loader:
+        assert np.concatenate([b["x"] for b in loader]).tolist() == list(range(200))
+    os.rename(tmp_path / "_metadata", tmp_path / "summary.parquet")
+    for source in (tmp_path / "summary.parquet", tmp_path):
+        with pytest.raises(shardfeed.InvalidDataError) as raised:
+            shardfeed.Loader(source, batch_size=50)
+        message = str(raised.value)
+        assert "file 'summary.parquet', row group 0" in message, message
+        assert "lie in another file ('part-0.parquet'): a summary file" in message, message

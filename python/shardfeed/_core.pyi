@@ -245,7 +245,7 @@ class Dataset:
 
     def describe_outputs(self, arg: OutputOptions, /) -> list[tuple[str, str, list[int], str, str]]: ...
 
-    def vocabulary(self, column: str, min_count: int = 1, max_size: int | None = None, num_threads: int = 4) -> list[str] | list[bytes]:
+    def vocabulary(self, column: str, min_count: int = 1, max_size: int | None = None, num_threads: int = 4) -> list[str | bytes]:
         """
         The distinct values of a string (str) or binary (bytes) column, most frequent first (ties by value).
         """

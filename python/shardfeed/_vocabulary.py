@@ -13,7 +13,7 @@ def vocabulary(
     max_size: int | None = None,
     *,
     num_threads: int | None = None,
-) -> list[str] | list[bytes]:
+) -> list[str | bytes]:
     """The distinct values of a string or binary column, most frequent first.
 
     One pass in C++ over only that column of every row group (files counted in
@@ -25,8 +25,9 @@ def vocabulary(
     Args:
         source: as for ``Loader``: a directory, a file, or a list of files.
         column: a string, large_string, string_view or dictionary<string>
-            column (pandas and polars categoricals): values are ``str``; a
-            binary, fixed_size_binary (UUIDs, hashes) or other binary column:
+            column (pandas and polars categoricals): values are ``str`` (a
+            value that is not UTF-8, which Parquet does not check, is its
+            ``bytes``); a binary, fixed_size_binary (UUIDs, hashes) or other binary column:
             values are ``bytes``; or a list of them (its elements are counted;
             null lists and elements are not).
         min_count: values seen fewer times are left out.
@@ -43,7 +44,7 @@ def vocabulary(
     size = check_opt_int("max_size", max_size)
     threads = check_opt_int("num_threads", num_threads, INT32)
     dataset = open_dataset(sources)
-    values: list[str] | list[bytes] = dataset.vocabulary(
+    values: list[str | bytes] = dataset.vocabulary(
         name, count, size, default_threads() if threads is None else threads
     )
     return values
