@@ -397,3 +397,37 @@ def test_structs_in_map_values_and_lists_of_structs_in_structs(tmp_path: Path):
     np.testing.assert_array_equal(got["m.value.y"][[0, 3]], [[0.5, 0], [FILL, FILL]])
     np.testing.assert_array_equal(got["s.items.x_lengths"], [2, 0, 0, 1])
     np.testing.assert_array_equal(got["s.items.x"], [[5, FILL], [0, 0], [0, 0], [6, 0]])
+
+
+def test_a_name_that_is_a_struct_in_one_file_and_a_column_in_another(tmp_path: Path):
+    """pyarrow refuses to read these as one column; before, they became two columns, each
+    null in the other's files (and fill_null hid it), or one column of unrelated values."""
+    mixed = tmp_path / "mixed"
+    mixed.mkdir()
+    pq.write_table(
+        pa.table({"s": pa.array([{"a": 1}, {"a": 2}]), "x": [1, 2]}), mixed / "a.parquet"
+    )
+    pq.write_table(pa.table({"s": [7, 8], "x": [3, 4]}), mixed / "b.parquet")
+    for columns in (None, ["s"], ["s.a"]):
+        with pytest.raises(
+            shardfeed.SchemaMismatchError, match=r"'s' is a struct in file 'a\.parquet'"
+        ):
+            shardfeed.Loader(mixed, batch_size=4, fill_null=0, columns=columns)
+    with shardfeed.Loader(
+        mixed, batch_size=4, shuffle=False, output="numpy", columns=["x"]
+    ) as loader:
+        assert next(iter(loader))["x"].tolist() == [1, 2, 3, 4]  # the other columns still read
+    dotted = tmp_path / "dotted"
+    dotted.mkdir()
+    pq.write_table(pa.table({"s": pa.array([{"a": 1}])}), dotted / "a.parquet")
+    pq.write_table(pa.table({"s.a": [5]}), dotted / "b.parquet")
+    with pytest.raises(shardfeed.SchemaMismatchError, match="the field 'a' of the struct 's'"):
+        shardfeed.Loader(dotted, batch_size=4, columns=["s.a"])
+    # An all-null 's' (pandas' None column) is no clash: its rows' fields are null.
+    nulls = tmp_path / "nulls"
+    nulls.mkdir()
+    pq.write_table(pa.table({"s": pa.array([{"a": 1}, {"a": 2}])}), nulls / "a.parquet")
+    pq.write_table(pa.table({"s": pa.nulls(2)}), nulls / "b.parquet")
+    with shardfeed.Loader(nulls, batch_size=4, shuffle=False, output="numpy", columns=["s.a"],
+                          fill_null=-1) as loader:  # fmt: skip
+        assert next(iter(loader))["s.a"].tolist() == [1, 2, -1, -1]

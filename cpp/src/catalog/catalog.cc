@@ -693,7 +693,7 @@ arrow::Status CatalogBuilder::Build(std::vector<std::optional<Footer>> footers) 
       }
       unifier.Add(rel, arrow::Schema(std::move(fields)), &hidden);
     } else {
-      unifier.Add(rel, *footer.flat_schema);
+      unifier.Add(rel, *footer.flat_schema, nullptr, footer.schema.get());
     }
     FileEntry entry;
     entry.path = listed[i].info.path();

@@ -88,6 +88,17 @@ arrow::Status CheckRowGroup(const parquet::FileMetaData& metadata, int g, int64_
                                               " column chunks for a schema of " +
                                               std::to_string(leaves) + " leaf columns");
   }
+  // A summary file (Spark's and Dask's `_metadata`, renamed or named alone)
+  // holds the footers of other files: its chunks lie there, not in it.
+  for (int c = 0; c < leaves; ++c) {
+    const std::string other = rg->ColumnChunk(c)->file_path();
+    if (!other.empty()) {
+      return Error(ErrorKind::kInvalidData,
+                   where + ": its column chunks lie in another file ('" + other +
+                       "'): a summary file such as _metadata, which holds other files' "
+                       "footers and no data; read the folder or the files it names");
+    }
+  }
   const int64_t rg_bytes = rg->total_compressed_size();
   if (!Inside(0, rg_bytes, file_size)) {
     return Error(ErrorKind::kInvalidData, where + ": total_compressed_size " + N(rg_bytes) +

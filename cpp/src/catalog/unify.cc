@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <map>
+#include <set>
 
 #include <arrow/type.h>
 #include <arrow/type_traits.h>
@@ -171,10 +172,55 @@ std::string ShapeOf(const arrow::Field& field) {
   return metadata && metadata->Contains(kShapeKey) ? metadata->Get(kShapeKey).ValueOr("") : "";
 }
 
+// Per field of the flattened `schema`: the top-level field of `top` it was
+// flattened from ("" for a top-level column, which keeps its name), and the
+// top-level names that are structs, flattened into their fields.
+std::vector<std::string> Origins(const arrow::Schema& schema, const arrow::Schema& top,
+                                 std::set<std::string>* flattened) {
+  std::set<std::string> kept;
+  for (const auto& field : schema.fields()) kept.insert(field->name());
+  for (const auto& field : top.fields()) {
+    if (!kept.count(field->name())) flattened->insert(field->name());
+  }
+  std::vector<std::string> out;
+  for (const auto& field : schema.fields()) {
+    const std::string& name = field->name();
+    std::string origin;
+    // The longest struct name that, with a '.', begins it.
+    for (const auto& t : *flattened) {
+      if (name.size() > t.size() && name.compare(0, t.size(), t) == 0 && name[t.size()] == '.' &&
+          t.size() > origin.size()) {
+        origin = t;
+      }
+    }
+    // A top-level column of that very name wins (a literal 's.a').
+    if (top.GetFieldIndex(name) >= 0 && !flattened->count(name)) origin.clear();
+    out.push_back(std::move(origin));
+  }
+  return out;
+}
+
+std::string Describe(const std::string& name, const std::string& origin) {
+  if (origin.empty()) return "a column of its own";
+  return "the field '" + name.substr(origin.size() + 1) + "' of the struct '" + origin + "'";
+}
+
 }  // namespace
 
 void SchemaUnifier::Add(const std::string& rel_path, const arrow::Schema& schema,
-                        const std::vector<bool>* hidden) {
+                        const std::vector<bool>* hidden, const arrow::Schema* top) {
+  std::vector<std::string> origins;
+  if (top) {
+    std::set<std::string> flattened;
+    origins = Origins(schema, *top, &flattened);
+    for (const auto& field : top->fields()) {
+      // An all-null column (pandas' None, typed null) holds no values to clash.
+      if (field->type()->id() == arrow::Type::NA) continue;
+      auto& kinds = tops_[field->name()];
+      std::string& file = flattened.count(field->name()) ? kinds.struct_file : kinds.column_file;
+      if (file.empty()) file = rel_path;
+    }
+  }
   if (!first_) {
     first_ = std::make_shared<arrow::Schema>(schema.fields());
   } else if (!schema.Equals(*first_, /*check_metadata=*/false)) {
@@ -199,6 +245,7 @@ void SchemaUnifier::Add(const std::string& rel_path, const arrow::Schema& schema
       column.present = 1;
       column.shape = ShapeOf(*field);
       if (!column.shape.empty()) column.shape_file = rel_path;
+      if (top) column.origin = origins[static_cast<size_t>(f)];
       index.emplace(field->name(), static_cast<int>(columns_.size()));
       columns_.push_back(std::move(column));
       map.push_back(f);
@@ -209,8 +256,18 @@ void SchemaUnifier::Add(const std::string& rel_path, const arrow::Schema& schema
       // reading it is an error (leaving it out is not).
       auto& info = columns_[static_cast<size_t>(it->second)].info;
       if (info.conflict.empty()) {
-        info.conflict = "file '" + rel_path + "' has more than one column named '" + field->name() +
-                        "' (leave it out with columns=[...] or rename one of them)";
+        info.conflict =
+            "file '" + rel_path + "' has more than one column named '" + field->name() + "'";
+        if (top) {  // (a struct's field and a column that is named as it is)
+          const std::string& first =
+              origins[static_cast<size_t>(map[static_cast<size_t>(it->second)])];
+          const std::string& second = origins[static_cast<size_t>(f)];
+          if (first != second) {
+            info.conflict +=
+                ": " + Describe(field->name(), first) + " and " + Describe(field->name(), second);
+          }
+        }
+        info.conflict += " (leave it out with columns=[...] or rename one of them)";
       }
       continue;
     }
@@ -218,6 +275,18 @@ void SchemaUnifier::Add(const std::string& rel_path, const arrow::Schema& schema
     auto& column = columns_[static_cast<size_t>(it->second)];
     ++column.present;
     auto& info = column.info;
+    if (top && info.conflict.empty()) {
+      const std::string& origin = origins[static_cast<size_t>(f)];
+      if (!column.origin) {
+        column.origin = origin;
+      } else if (*column.origin != origin) {
+        info.conflict = "column '" + field->name() + "' is " +
+                        Describe(field->name(), *column.origin) + " in file '" + column.type_file +
+                        "' and " + Describe(field->name(), origin) + " in file '" + rel_path +
+                        "': they are not one column (leave it out with columns=[...] or rename "
+                        "one of them)";
+      }
+    }
     const std::string type_text = type->ToString();
     if (std::find(info.file_types.begin(), info.file_types.end(), type_text) ==
         info.file_types.end()) {
@@ -306,6 +375,19 @@ std::vector<UnifiedColumn> SchemaUnifier::Columns() const {
     const auto& column = columns_[c];
     UnifiedColumn info = column.info;
     info.missing_files = static_cast<int64_t>(maps_.size()) - column.present;
+    // A name that is a struct in one file and a column in another: neither
+    // its fields nor the column can stand for the rows of the other files.
+    const std::string& name = info.field->name();
+    const std::string top_name = column.origin && !column.origin->empty() ? *column.origin : name;
+    if (const auto kinds = tops_.find(top_name); info.conflict.empty() && kinds != tops_.end() &&
+                                                 !kinds->second.struct_file.empty() &&
+                                                 !kinds->second.column_file.empty()) {
+      info.conflict = "'" + top_name + "' is a struct in file '" + kinds->second.struct_file +
+                      "' (its fields are columns named '" + top_name +
+                      ".<field>') and a column of its own in file '" + kinds->second.column_file +
+                      "': neither can stand for the other's rows (leave them out with "
+                      "columns=[...] or rewrite one of the files)";
+    }
     const auto& same_lower = by_lower[Lower(info.field->name())];
     if (info.conflict.empty() && info.missing_files > 0 && same_lower.size() > 1) {
       info.conflict = CaseTwin(c, same_lower);

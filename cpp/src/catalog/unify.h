@@ -16,7 +16,9 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -49,8 +51,12 @@ class SchemaUnifier {
   // Adds the next file (catalog order).  `hidden`, when given: per field of
   // `schema`, true for a field that is not a column (a Delta column dropped
   // from the table's schema).
+  // `top`, when given, is the file's schema before its structs were flattened
+  // (util/struct_fields.h): a column of its own and a struct's field that are
+  // named alike ('s.a'), or a top-level name that is a struct in one file and
+  // a column in another, are then conflicts rather than one column.
   void Add(const std::string& rel_path, const arrow::Schema& schema,
-           const std::vector<bool>* hidden = nullptr);
+           const std::vector<bool>* hidden = nullptr, const arrow::Schema* top = nullptr);
 
   // The dataset's columns: the first file's order, then new columns in order
   // of appearance.
@@ -68,6 +74,14 @@ class SchemaUnifier {
     // The shape of its collapsed fixed-size lists (convert.h kShapeKey), from
     // the first file that has one, and that file.
     std::string shape, shape_file;
+    // The top-level field of its first file it was flattened from ("": a
+    // column of its own), when known.
+    std::optional<std::string> origin;
+  };
+  // Per top-level name: a file where it is a struct (flattened), one where it
+  // is a column of its own.
+  struct TopKinds {
+    std::string struct_file, column_file;
   };
   // For column c: the conflict message when another column of `same_lower`
   // (the columns whose lower-case names are c's) differs from it only in case
@@ -75,6 +89,7 @@ class SchemaUnifier {
   std::string CaseTwin(size_t c, const std::vector<size_t>& same_lower) const;
 
   std::vector<Column> columns_;
+  std::map<std::string, TopKinds> tops_;
   std::vector<std::vector<int>> maps_;
   std::vector<std::string> files_;  // rel_path of each added file
   std::shared_ptr<arrow::Schema> first_;

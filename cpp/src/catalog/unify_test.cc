@@ -1,5 +1,9 @@
 #include "catalog/unify.h"
 
+#include <map>
+#include <string>
+#include <vector>
+
 #include <arrow/type.h>
 #include <arrow/util/key_value_metadata.h>
 #include <gtest/gtest.h>
@@ -173,6 +177,45 @@ TEST(Unify, NamesDifferingOnlyInCaseInDisjointFilesAreAConflict) {
   both.Add("a", *arrow::schema({arrow::field("A", i64), arrow::field("a", i64)}));
   both.Add("b", *arrow::schema({arrow::field("a", i64)}));
   for (const auto& c : both.Columns()) EXPECT_TRUE(c.conflict.empty()) << c.conflict;
+}
+
+TEST(Unify, AStructAndAColumnOfOneNameAreAConflict) {
+  const auto s = arrow::struct_({arrow::field("a", arrow::int64())});
+  const arrow::Schema struct_top({arrow::field("s", s), arrow::field("x", arrow::int32())});
+  const arrow::Schema struct_flat(
+      {arrow::field("s.a", arrow::int64()), arrow::field("x", arrow::int32())});
+  // 's' a struct in one file, an int64 in another; the struct's field 's.a'
+  // and a column named 's.a'; an all-null 's' clashes with nothing.
+  const arrow::Schema scalar(
+      {arrow::field("s", arrow::int64()), arrow::field("x", arrow::int32())});
+  const arrow::Schema dotted({arrow::field("s.a", arrow::int64())});
+  const arrow::Schema null_s({arrow::field("s", arrow::null())});
+  const auto conflicts = [&](const std::vector<const arrow::Schema*>& tops) {
+    SchemaUnifier unifier;
+    for (const auto* top : tops) {
+      const auto& flat = top == &struct_top ? struct_flat : *top;
+      unifier.Add(top == &struct_top ? "struct" : "other", flat, nullptr, top);
+    }
+    std::map<std::string, std::string> out;
+    for (const auto& c : unifier.Columns()) out[c.field->name()] = c.conflict;
+    return out;
+  };
+  auto got = conflicts({&struct_top, &scalar});
+  EXPECT_NE(got["s"].find("'s' is a struct in file 'struct'"), std::string::npos) << got["s"];
+  EXPECT_EQ(got["s.a"], got["s"]);
+  EXPECT_EQ(got["x"], "");
+  got = conflicts({&struct_top, &dotted});
+  EXPECT_NE(got["s.a"].find("is the field 'a' of the struct 's' in file 'struct' and a column of "
+                            "its own in file 'other'"),
+            std::string::npos)
+      << got["s.a"];
+  got = conflicts({&dotted, &struct_top});
+  EXPECT_NE(got["s.a"].find("is a column of its own in file 'other' and the field 'a'"),
+            std::string::npos)
+      << got["s.a"];
+  got = conflicts({&struct_top, &null_s, &struct_top});
+  EXPECT_EQ(got["s.a"], "");
+  EXPECT_EQ(got["s"], "");
 }
 
 TEST(Unify, UniformFilesKeepTheirSchema) {
