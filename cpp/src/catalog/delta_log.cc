@@ -579,9 +579,11 @@ arrow::Result<std::vector<std::string>> DeltaReplay::PartitionKeys(const std::st
   if (column_mapping_ == "name" && !keys.empty()) {
     ARROW_ASSIGN_OR_RAISE(auto mapping, Mapping(table));
     for (auto& key : keys) {
-      const auto physical =
-          std::find_if(mapping->top_level.begin(), mapping->top_level.end(),
-                       [&](const std::string& p) { return mapping->display.at(p) == key; });
+      const auto physical = std::find_if(
+          mapping->top_level.begin(), mapping->top_level.end(), [&](const std::string& p) {
+            const auto display = mapping->display.find(p);
+            return display != mapping->display.end() && display->second == key;
+          });
       if (physical == mapping->top_level.end()) {
         return Error(ErrorKind::kInvalidData, Named(table) + ": its partition column '" + key +
                                                   "' is not a column of its schema");

@@ -209,10 +209,11 @@ std::string Describe(const std::string& name, const std::string& origin) {
 
 void SchemaUnifier::Add(const std::string& rel_path, const arrow::Schema& schema,
                         const std::vector<bool>* hidden, const arrow::Schema* top) {
-  std::vector<std::string> origins;
-  if (top) {
+  // Files of one schema (the common case) are looked at once: the same top
+  // level gives the same origins, and its kinds are already recorded.
+  if (top && (!last_top_ || !top->Equals(*last_top_, /*check_metadata=*/false))) {
     std::set<std::string> flattened;
-    origins = Origins(schema, *top, &flattened);
+    last_origins_ = Origins(schema, *top, &flattened);
     for (const auto& field : top->fields()) {
       // An all-null column (pandas' None, typed null) holds no values to clash.
       if (field->type()->id() == arrow::Type::NA) continue;
@@ -220,7 +221,9 @@ void SchemaUnifier::Add(const std::string& rel_path, const arrow::Schema& schema
       std::string& file = flattened.count(field->name()) ? kinds.struct_file : kinds.column_file;
       if (file.empty()) file = rel_path;
     }
+    last_top_ = std::make_shared<arrow::Schema>(top->fields());
   }
+  const std::vector<std::string>& origins = last_origins_;
   if (!first_) {
     first_ = std::make_shared<arrow::Schema>(schema.fields());
   } else if (!schema.Equals(*first_, /*check_metadata=*/false)) {

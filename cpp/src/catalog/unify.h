@@ -90,6 +90,9 @@ class SchemaUnifier {
 
   std::vector<Column> columns_;
   std::map<std::string, TopKinds> tops_;
+  // The last top-level schema given to Add, and its fields' origins.
+  std::shared_ptr<arrow::Schema> last_top_;
+  std::vector<std::string> last_origins_;
   std::vector<std::vector<int>> maps_;
   std::vector<std::string> files_;  // rel_path of each added file
   std::shared_ptr<arrow::Schema> first_;
