@@ -225,8 +225,13 @@ def test_a_killed_worker_is_an_error_not_a_hang(dataset, victim):
     ds = shardfeed.TorchDataset(dataset, **ARGS)
     it = iter(dataloader(ds, 2, timeout=60))
     first = [next(it) for _ in range(3)]
-    os.kill(it._workers[victim].pid, signal.SIGKILL)
+    # Not while the victim holds the lock of torch's done event (workers poll it):
+    # the main process takes that lock too, and would wait for it forever (seen
+    # once in CI). Holding it here, the kill cannot land inside it.
+    # (torch's SIGCHLD handler may raise as soon as the worker dies.)
     with pytest.raises(RuntimeError, match="DataLoader worker"):
+        with it._workers_done_event._cond:
+            os.kill(it._workers[victim].pid, signal.SIGKILL)
         for _ in it:
             pass
     del it
