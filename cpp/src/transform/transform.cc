@@ -11,6 +11,7 @@
 #include "shardfeed/status.h"
 #include "transform/vocabulary.h"
 #include "util/dtype_dispatch.h"
+#include "util/number_text.h"
 
 namespace shardfeed {
 
@@ -177,7 +178,9 @@ arrow::Result<DType> TransformedType(const TransformSpec& t, DType in, ColumnSha
       if (t.a > t.b) return invalid("min > max");
       return in;
     case TransformOp::kStandardize:
-      if (!(t.b > 0) || !std::isfinite(t.b)) return invalid("std must be > 0");
+      if (!std::isfinite(t.b))
+        return invalid(std::string("std must be finite, got ").append(NumberText(t.b)));
+      if (!(t.b > 0)) return invalid("std must be > 0");
       if (!std::isfinite(t.a)) return invalid("mean must be finite");
       return FloatOf(in);
     case TransformOp::kLog1p:
@@ -198,7 +201,9 @@ arrow::Result<DType> TransformedType(const TransformSpec& t, DType in, ColumnSha
       }
       return DType::kInt64;
     case TransformOp::kGaussianNoise:
-      if (!(t.a >= 0) || !std::isfinite(t.a)) return invalid("std must be >= 0");
+      if (!std::isfinite(t.a))
+        return invalid(std::string("std must be finite, got ").append(NumberText(t.a)));
+      if (!(t.a >= 0)) return invalid("std must be >= 0");
       return FloatOf(in);
     case TransformOp::kRandomMask:
       if (!(t.a >= 0 && t.a <= 1)) return invalid("probability must be in [0, 1]");
