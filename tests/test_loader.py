@@ -366,6 +366,13 @@ def test_a_glob_skips_what_a_folder_skips_and_a_uri_may_hold_a_bare_percent(data
     odd = tmp_path / "50% sample"
     shutil.copytree(dataset, odd)
     assert digest(loader(f"file://{odd}", with_sample_id=True)) == reference
+    # A dangling link is skipped by a glob as by a folder (a glob once named it a
+    # missing file); a glob that matches nothing else matches nothing.
+    (root / "gone.parquet").symlink_to(tmp_path / "nowhere.parquet")
+    assert digest(loader(root, with_sample_id=True)) == reference
+    assert digest(loader(f"{root}/**/*.parquet", with_sample_id=True)) == reference
+    with pytest.raises(shardfeed.DatasetNotFoundError, match="matches no file"):
+        loader(f"{root}/gone.parq*")
 
 
 def test_a_local_source_may_be_a_glob_or_start_with_a_tilde(dataset, tmp_path, monkeypatch):

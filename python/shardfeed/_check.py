@@ -229,6 +229,7 @@ def _expand_local(source: str) -> list[str]:
     # As in a folder, a path below the pattern's fixed part with a component that
     # starts with "_" is not data (Spark's _temporary/ attempts, a Delta _delta_log/),
     # unless the pattern names that component itself.  (glob skips "." names already.)
+    # A dangling symlink holds nothing to read: skipped, as in a folder.
     parts = Path(path).parts
     fixed = next((i for i, p in enumerate(parts) if glob.has_magic(p)), len(parts))
     named = set(parts[fixed:])
@@ -236,6 +237,7 @@ def _expand_local(source: str) -> list[str]:
         m
         for m in sorted(glob.glob(path, recursive=True))
         if not any(p.startswith("_") and p not in named for p in Path(m).parts[fixed:])
+        and os.path.exists(m)
     ]
     if not matches:
         raise DatasetNotFoundError(f"source {source!r} matches no file or folder")
