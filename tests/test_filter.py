@@ -652,3 +652,99 @@ def test_a_decimal_column_takes_decimal_values_as_its_rows_are_delivered(
     ) as ld:  # fmt: skip
         got = np.concatenate([b["i"] for b in ld]) if len(expected) else np.array([], np.int64)
     np.testing.assert_array_equal(got, expected)
+
+
+TIME_TYPES = {"t_ms": pa.time32("ms"), "t_us": pa.time64("us"), "t_ns": pa.time64("ns")}
+DURATION_TYPES = {f"d_{unit}": pa.duration(unit) for unit in UNIT_SECONDS}
+# Seconds, exactly; each column holds those its unit can.
+SPANS = [Fraction(0), Fraction(1, 10**9), Fraction(1, 1000), Fraction(3, 2), Fraction(59),
+         Fraction(3600), Fraction(86_399), None, Fraction(7, 10**6)]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def clocks(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, list[Any]]]:
+    """Times of day and durations of every unit, with the seconds each row holds."""
+    path = tmp_path_factory.mktemp("clocks") / "t.parquet"
+    columns: dict[str, Any] = {"id": pa.array(range(len(SPANS)), pa.int64())}
+    seconds: dict[str, list[Any]] = {}
+    for name, type_ in {**TIME_TYPES, **DURATION_TYPES}.items():
+        per_second = 1 / UNIT_SECONDS[type_.unit]
+        ticks = [None if s is None else int(s * per_second) for s in SPANS]  # truncated
+        columns[name] = pa.array(ticks, type_)
+        seconds[name] = [None if t is None else t / per_second for t in ticks]
+    pq.write_table(pa.table(columns), path, row_group_size=4)  # statistics prune too
+    return path, seconds
+
+
+def clock_values(column: str) -> st.SearchStrategy[tuple[Any, Fraction]]:
+    """(filter value, its exact seconds) in the forms a time or duration column takes."""
+    ns = st.one_of(
+        st.sampled_from(
+            [max(0, int(s * 10**9) + d) for s in SPANS if s is not None for d in (-1, 0, 1)]
+        ),
+        st.integers(0, 86_399 * 10**9),
+    )
+    unit = UNIT_SECONDS[{**TIME_TYPES, **DURATION_TYPES}[column].unit]
+    count = st.integers(-2, 10**6).map(lambda n: (n, n * unit))  # an integer: the unit's count
+    if column in TIME_TYPES:
+        as_time = ns.map(lambda n: n // 1000).map(
+            lambda us: (
+                dt.time(us // 3_600_000_000, us // 60_000_000 % 60, us // 10**6 % 60, us % 10**6),
+                Fraction(us, 10**6),
+            )
+        )
+        as_iso = ns.map(  # nanosecond digits, beyond what datetime.time keeps
+            lambda n: (
+                f"{n // 3_600_000_000_000:02}:{n // 60_000_000_000 % 60:02}:"
+                f"{n // 10**9 % 60:02}.{n % 10**9:09}",
+                Fraction(n, 10**9),
+            )
+        )
+        return st.one_of(as_time, as_iso, count)
+    as_timedelta = ns.map(
+        lambda n: (dt.timedelta(microseconds=n // 1000), Fraction(n // 1000, 10**6))
+    )
+    as_numpy = ns.map(lambda n: (np.timedelta64(n, "ns"), Fraction(n, 10**9)))
+    return st.one_of(as_timedelta, as_numpy, count)
+
+
+@pytest.mark.filterwarnings("ignore:every epoch has no batches")
+@settings(
+    max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(st.data())
+def test_time_and_duration_columns_take_times_and_timedeltas_exactly(
+    clocks: tuple[Path, dict[str, list[Any]]], data: st.DataObject
+) -> None:
+    """A time-of-day column takes datetime.time and ISO text, a duration column
+    timedelta and numpy.timedelta64 (both still integer counts of their unit), each
+    compared as the exact span it is.  (Once: "a numeric column takes numbers".)"""
+    path, seconds = clocks
+    filt, checks = [], []
+    for _ in range(data.draw(st.integers(1, 2))):
+        column = data.draw(st.sampled_from(sorted(seconds)))
+        op = data.draw(st.sampled_from(OPS))
+        value, exact = data.draw(clock_values(column))
+        filt.append((column, op, [value] if "in" in op else value))
+        checks.append((column, op, exact))
+    expected = [row for row in range(len(SPANS))
+                if all(exact_passes(seconds[c][row], op, [v]) for c, op, v in checks)]  # fmt: skip
+    np.testing.assert_array_equal(loader_ids(path, filt), np.array(expected, np.int64))
+
+
+@pytest.mark.parametrize(
+    ("column", "value", "match"),
+    [
+        ("t_ms", dt.timedelta(1), "a time column takes datetime.time"),
+        ("t_ms", "noon", "not an ISO time of day"),
+        ("t_ms", dt.time(1, tzinfo=dt.timezone.utc), "times of day without a zone"),
+        ("d_ms", dt.time(1), "a duration column takes datetime.timedelta"),
+        ("d_ms", np.timedelta64(1, "M"), "no fixed length"),
+        ("d_ms", np.timedelta64("NaT"), "NaT is not a filter value"),
+    ],
+)
+def test_times_and_durations_of_the_wrong_kind_are_named(
+    clocks: tuple[Path, dict[str, list[Any]]], column: str, value: Any, match: str
+) -> None:
+    with pytest.raises((TypeError, ValueError), match=match):
+        loader_ids(clocks[0], [(column, "==", value)])

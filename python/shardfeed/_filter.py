@@ -42,7 +42,8 @@ _UNITS = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}
 
 
 def _kind(type_name: str) -> tuple[str, str]:
-    """(kind, unit) of an Arrow type's text: int, float, str, bool, date, timestamp."""
+    """(kind, unit) of an Arrow type's text: int, float, str, bool, date, timestamp,
+    time (of day), duration."""
     t = type_name
     if t.startswith("dictionary<"):
         m = re.match(r"dictionary<values=([^,]+),", t)
@@ -55,7 +56,10 @@ def _kind(type_name: str) -> tuple[str, str]:
         return "date", "ms" if t.startswith("date64") else ""
     if t.startswith("timestamp["):
         return "timestamp", t[len("timestamp[") :].split(",")[0].rstrip("]")
-    if re.fullmatch(r"u?int(8|16|32|64)", t) or t.startswith(("time32", "time64", "duration")):
+    if t.startswith(("time32[", "time64[", "duration[")):
+        base, unit = t.rstrip("]").split("[")
+        return ("duration" if base == "duration" else "time"), unit
+    if re.fullmatch(r"u?int(8|16|32|64)", t):
         return "int", ""
     if t in ("float", "double", "halffloat") or t.startswith("decimal"):
         return "float", ""
@@ -143,6 +147,71 @@ def _to_instant(value: Any, unit: str, where: str) -> Fraction:
     )
 
 
+def _seconds_of(value: dt.timedelta) -> Fraction:
+    return Fraction((value.days * 86_400 + value.seconds) * 10**6 + value.microseconds, 10**6)
+
+
+def _to_count(kind: str, unit: str, value: Any, where: str) -> Any:
+    """A time of day (``datetime.time`` or an ISO string) or a duration
+    (``datetime.timedelta``, ``numpy.timedelta64``, pandas' Timedelta) as the exact
+    count of the column's unit; an integer stays the count it is."""
+    per_second = _UNITS[unit]
+    if kind == "time":
+        if isinstance(value, str):
+            try:
+                return _time_of(value) * per_second
+            except ValueError:
+                raise InvalidArgumentError(
+                    f"{where}: not an ISO time of day without a zone: {value!r}"
+                ) from None
+        if isinstance(value, dt.time):
+            if value.tzinfo is not None:
+                raise InvalidArgumentError(
+                    f"{where}: a time column holds times of day without a zone, got {value!r}"
+                )
+            since_midnight = dt.timedelta(
+                hours=value.hour, minutes=value.minute, seconds=value.second,
+                microseconds=value.microsecond,
+            )  # fmt: skip
+            return _seconds_of(since_midnight) * per_second
+        what = f"datetime.time, ISO strings or integer counts of {unit}"
+    else:
+        to_numpy = getattr(value, "to_timedelta64", None)  # pandas' Timedelta keeps its ns
+        if callable(to_numpy) and isinstance(value, dt.timedelta):
+            value = to_numpy()
+        if isinstance(value, np.timedelta64):
+            if np.isnat(value):
+                raise InvalidArgumentError(f"{where}: NaT is not a filter value")
+            np_unit, count = np.datetime_data(value.dtype)
+            if np_unit not in _NP_SECONDS:  # years and months have no fixed length
+                raise InvalidArgumentError(
+                    f"{where}: a timedelta64 in {np_unit!r} has no fixed length in seconds"
+                )
+            return value.astype(np.int64).item() * count * _NP_SECONDS[np_unit] * per_second
+        if isinstance(value, dt.timedelta):
+            return _seconds_of(value) * per_second
+        what = f"datetime.timedelta, numpy.timedelta64 or integer counts of {unit}"
+    if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(
+        value, (bool, np.bool_)
+    ):
+        return _value("int", "", value, where)
+    raise ArgumentTypeError(f"{where}: a {kind} column takes {what}, got {value!r}")
+
+
+def _time_of(text: str) -> Fraction:
+    """Seconds since midnight of an ISO time of day, its fraction read to the last
+    digit (``datetime.time`` keeps microseconds only)."""
+    text = text.strip()
+    m = _ISO_FRACTION.fullmatch(text)
+    head, digits, rest = m.groups() if m else (text, "", "")
+    t = dt.time.fromisoformat(head + rest)
+    if t.tzinfo is not None:
+        raise ValueError(text)
+    return Fraction(t.hour * 3600 + t.minute * 60 + t.second) + (
+        Fraction(int(digits), 10 ** len(digits)) if digits else 0
+    )
+
+
 def _value(kind: str, unit: str, value: Any, where: str) -> Any:
     """The value in the column's delivered representation: exact (a Fraction) for
     integer, date and timestamp columns given integral or temporal values."""
@@ -157,6 +226,8 @@ def _value(kind: str, unit: str, value: Any, where: str) -> Any:
         return days * 86_400_000 if unit == "ms" else days
     if kind == "timestamp":
         return _to_instant(value, unit, where)
+    if kind in ("time", "duration"):
+        return _to_count(kind, unit, value, where)
     if kind == "str":
         if isinstance(value, str):
             return value
