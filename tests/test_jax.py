@@ -93,3 +93,42 @@ def test_jax_output_is_a_loader_setting(dataset):
         shardfeed.TorchDataset(dataset, output="jax")
     with pytest.raises(shardfeed.InvalidArgumentError, match="needs output='torch'"):
         shardfeed.Loader(dataset, output="jax", pin_memory=True)
+
+
+_WIDE = r"""
+import sys
+import jax
+jax.config.update("jax_enable_x64", sys.argv[2] == "x64")
+import shardfeed
+batches = []
+try:
+    for batch in shardfeed.Loader(sys.argv[1], batch_size=2, shuffle=False, output="jax"):
+        batches.append({k: v.tolist() for k, v in batch.items()})
+except shardfeed.UnsupportedTypeError as e:
+    print("refused after", len(batches), "batches:", batches, e)
+else:
+    print("read", batches)
+"""
+
+
+@pytest.mark.parametrize("mode", ["x32", "x64"])
+def test_integers_that_32_bits_cannot_hold_are_refused_not_wrapped(tmp_path, mode):
+    """With x64 off, JAX made int64 2**40 into int32 0, silently; now the batch that
+    holds it is refused, naming the output and the value, after the batches before it."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    values = [1, -(2**31), 2**31 - 1, 2**40, 5, 6]
+    pq.write_table(pa.table({"id": pa.array(values, pa.int64())}), tmp_path / "t.parquet")
+    proc = subprocess.run([sys.executable, "-c", _WIDE, str(tmp_path), mode],
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = proc.stdout.strip().splitlines()[-1]
+    if mode == "x64":
+        assert (
+            out == "read [{'id': [1, -2147483648]}, {'id': [2147483647, 1099511627776]}, "
+            "{'id': [5, 6]}]"
+        )
+    else:
+        assert out.startswith("refused after 1 batches: [{'id': [1, -2147483648]}]")
+        assert "output 'id' holds 1099511627776, which JAX with jax_enable_x64 off" in out

@@ -93,13 +93,33 @@ def convert(batch: dict[str, Any], output: str) -> dict[str, Any]:
         # jax.Arrays through DLPack: on the CPU device they alias the engine's
         # (64-byte aligned) buffers, which stay alive as long as the array does.
         # With JAX's default jax_enable_x64=False, 64-bit outputs become 32-bit
-        # copies, as everywhere in JAX.
+        # copies, as everywhere in JAX: integers that 32 bits cannot hold are
+        # refused rather than wrapped (2**40 would silently become 0).
         import jax.dlpack
 
+        if not jax.config.read("jax_enable_x64"):  # type: ignore[no-untyped-call]
+            _check_32_bit_integers(batch)
         return _arrays_to(batch, jax.dlpack.from_dlpack, f"jax {jax.__version__}")
     import torch
 
     return _arrays_to(batch, torch.from_numpy, f"torch {torch.__version__}")
+
+
+def _check_32_bit_integers(batch: dict[str, Any]) -> None:
+    for name, value in batch.items():
+        if not isinstance(value, np.ndarray) or value.dtype.kind not in "iu" or value.size == 0:
+            continue
+        if value.dtype.itemsize < 8:
+            continue
+        narrow = np.iinfo(np.int32 if value.dtype.kind == "i" else np.uint32)
+        low, high = value.min(), value.max()
+        if low < narrow.min or high > narrow.max:
+            bad = int(low if low < narrow.min else high)
+            raise UnsupportedTypeError(
+                f"output {name!r} holds {bad}, which JAX with jax_enable_x64 off would "
+                f"truncate to {narrow.dtype}: turn it on "
+                "(jax.config.update('jax_enable_x64', True)) or use output='numpy'"
+            )
 
 
 def _arrays_to(batch: dict[str, Any], make: Callable[[Any], Any], library: str) -> dict[str, Any]:
