@@ -204,15 +204,23 @@ def check_source(value: Any) -> list[str]:
 _URI = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://[^/?#]*)([^?#]*)(.*)", re.DOTALL)
 
 
+# Hadoop's names for S3 (Spark and Hive tables' locations) are Arrow's s3://.
+_SCHEME_ALIASES = {"s3a": "s3", "s3n": "s3"}
+
+
 def _quote_uri(uri: str) -> str:
     """The URI with its path percent-encoded where a URI may not hold the character
     as it is (a space, non-ASCII letters, quotes, ...), as object keys and folders
     often do (Hive's ``city=New York``): Arrow refuses them unencoded and decodes
-    them back.  Escapes already there (``%20``) and reserved characters stay."""
+    them back.  Escapes already there (``%20``) and reserved characters stay.  The
+    scheme is lower-cased, and Hadoop's ``s3a://`` and ``s3n://`` are ``s3://``."""
     match = _URI.fullmatch(uri)
     if match is None:
         return uri
     head, path, rest = match.groups()
+    scheme, sep, authority = head.partition("://")
+    scheme = scheme.lower()  # schemes are case-insensitive (RFC 3986)
+    head = _SCHEME_ALIASES.get(scheme, scheme) + sep + authority
     path = re.sub(r"%(?![0-9A-Fa-f]{2})", "%25", path)  # a '%' that starts no escape ("50% x")
     return head + urllib.parse.quote(path, safe="/%:@!$&'()*+,;=~") + rest
 
