@@ -431,3 +431,56 @@ def test_a_name_that_is_a_struct_in_one_file_and_a_column_in_another(tmp_path: P
     with shardfeed.Loader(nulls, batch_size=4, shuffle=False, output="numpy", columns=["s.a"],
                           fill_null=-1) as loader:  # fmt: skip
         assert next(iter(loader))["s.a"].tolist() == [1, 2, -1, -1]
+
+
+POINT = pa.struct([("x", pa.float32()), ("id", pa.int64())])
+POINTS = st.lists(
+    st.one_of(
+        st.none(),
+        st.lists(
+            st.one_of(
+                st.none(),
+                st.fixed_dictionaries(
+                    {
+                        "x": st.one_of(st.none(), FLOATS),
+                        "id": st.one_of(st.none(), st.integers(-(2**40), 2**40)),
+                    }
+                ),
+            ),
+            min_size=3,
+            max_size=3,
+        ),
+    ),
+    min_size=1,
+    max_size=40,
+)
+
+
+@settings(
+    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(rows=POINTS, rg=st.integers(1, 15))
+def test_a_fixed_size_list_of_structs_is_a_fixed_size_list_per_field(
+    tmp_path: Path, rows: list, rg: int
+):
+    """p: fixed_size_list<struct<x, id>>[3] gives p.x and p.id, each [batch, 3]; a null
+    list's or element's fields are null.  (Once: "its elements cannot become a tensor".)"""
+    path = tmp_path / f"p{rg}-{len(rows)}.parquet"
+    table = pa.table({"p": pa.array(rows, pa.list_(POINT, 3)), "n": pa.array(range(len(rows)))})
+    pq.write_table(table, path, row_group_size=rg)
+    got = loader_rows(path, ["p.x", "p.id", "n"])
+
+    def value(e: Any, name: str) -> Any:
+        return FILL if e is None or e[name] is None else e[name]
+
+    for name, dtype in [("x", np.float32), ("id", np.int64)]:
+        expected = np.array([[value(e, name) for e in (r or [None] * 3)] for r in rows], dtype)
+        np.testing.assert_array_equal(got[f"p.{name}"], expected)
+        assert got[f"p.{name}"].dtype == dtype
+    # Shuffled, over threads and the decoded tier: one stream, each row its own values.
+    kw: dict[str, Any] = dict(batch_size=4, shuffle=True, with_sample_id=True, drop_last=False,
+                              columns=["p.x", "p.id"], fill_null=FILL, output="numpy")  # fmt: skip
+    one = digest(shardfeed.Loader(path, num_threads=1, **kw))
+    assert digest(shardfeed.Loader(path, num_threads=3, **kw)) == one
+    for batch in shardfeed.Loader(path, num_threads=2, **kw):
+        np.testing.assert_array_equal(batch["p.id"], got["p.id"][batch["sample_id"]])

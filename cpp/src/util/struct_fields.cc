@@ -24,7 +24,23 @@ bool IsStruct(const parquet::arrow::SchemaField& node) {
 // Whether arrays of type `id` are lists of their one child (a map is a list
 // of key-value structs).
 bool IsListOfOne(arrow::Type::type id) {
-  return id == arrow::Type::LIST || id == arrow::Type::LARGE_LIST || id == arrow::Type::MAP;
+  return id == arrow::Type::LIST || id == arrow::Type::LARGE_LIST || id == arrow::Type::MAP ||
+         id == arrow::Type::FIXED_SIZE_LIST;
+}
+
+// A list of the same kind as `list` (list, large list, or fixed-size list of
+// its size; a map's entries make a list) with elements `element`.
+std::shared_ptr<arrow::DataType> ListLike(const arrow::DataType& list,
+                                          std::shared_ptr<arrow::Field> element) {
+  switch (list.id()) {
+    case arrow::Type::LARGE_LIST:
+      return arrow::large_list(std::move(element));
+    case arrow::Type::FIXED_SIZE_LIST:
+      return arrow::fixed_size_list(std::move(element),
+                                    static_cast<const arrow::FixedSizeListType&>(list).list_size());
+    default:
+      return arrow::list(std::move(element));
+  }
 }
 
 // The struct elements of a list of structs (or a map's entries), else null.
@@ -84,10 +100,8 @@ void Flatten(const parquet::arrow::SchemaField& node, At* at, std::vector<FlatFi
       flat.field = node.field->WithName(at->name)->WithNullable(at->nullable);
     } else {
       auto element = node.field->WithName("element")->WithNullable(at->element_null);
-      auto type = at->list->field->type()->id() == arrow::Type::LARGE_LIST
-                      ? arrow::large_list(std::move(element))
-                      : arrow::list(std::move(element));
-      flat.field = arrow::field(at->name, std::move(type), at->nullable);
+      flat.field = arrow::field(at->name, ListLike(*at->list->field->type(), std::move(element)),
+                                at->nullable);
     }
     out->push_back(std::move(flat));
   }
@@ -126,8 +140,12 @@ arrow::Result<std::shared_ptr<arrow::Array>> Extract(std::shared_ptr<arrow::Arra
       return Error(ErrorKind::kInvalidData,
                    "'" + f.path[k] + "': its list was read as " + chunk->type()->ToString());
     }
-    auto values = id == arrow::Type::LARGE_LIST  // (a MapArray is a ListArray)
+    // (A MapArray is a ListArray.)  Each kind's values whole: the chunk's
+    // offsets (or its offset times the fixed size) still index them.
+    auto values = id == arrow::Type::LARGE_LIST
                       ? static_cast<const arrow::LargeListArray&>(*chunk).values()
+                  : id == arrow::Type::FIXED_SIZE_LIST
+                      ? static_cast<const arrow::FixedSizeListArray&>(*chunk).values()
                       : static_cast<const arrow::ListArray&>(*chunk).values();
     for (size_t j = k; j < f.path.size(); ++j) {
       ARROW_ASSIGN_OR_RAISE(values, Child(values, f.path[j]));
@@ -137,8 +155,7 @@ arrow::Result<std::shared_ptr<arrow::Array>> Extract(std::shared_ptr<arrow::Arra
         static_cast<const arrow::BaseListType&>(*f.field->type()).value_field()->nullable();
     auto element = arrow::field("element", values->type(), element_null);
     auto data = chunk->data()->Copy();
-    data->type = id == arrow::Type::LARGE_LIST ? arrow::large_list(std::move(element))
-                                               : arrow::list(std::move(element));
+    data->type = ListLike(*chunk->type(), std::move(element));
     data->child_data = {values->data()};
     return arrow::MakeArray(std::move(data));
   }

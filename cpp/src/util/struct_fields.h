@@ -4,7 +4,8 @@
 // reads it.  Structs within structs are flattened too, and so is a list of
 // structs (`items`: list<struct<id, price>>): each field of its elements is a
 // list of its own (`items.id`: list<id>, with the list's nulls and lengths),
-// as Spark's `select("items.id")` reads it.  A map is a list of key-value
+// as Spark's `select("items.id")` reads it (a fixed-size list of structs gives
+// fixed-size lists of each field).  A map is a list of key-value
 // structs: `m.key` and `m.value` are its keys and its values, as lists
 // (Spark's map_keys and map_values).  A struct deeper in lists (a list inside
 // a list of structs, a list of lists) stays part of that column.  The catalog's schema, the files'

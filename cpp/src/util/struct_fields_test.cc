@@ -16,10 +16,16 @@ std::shared_ptr<arrow::Array> Json(const std::shared_ptr<arrow::DataType>& type,
   return arrow::json::ArrayFromJSONString(type, json).ValueOrDie();
 }
 
-// The table as a Parquet file in memory, in row groups of `rows`.
-std::shared_ptr<arrow::Buffer> ToParquet(const arrow::Table& table, int64_t rows) {
+// The table as a Parquet file in memory, in row groups of `rows`; with the
+// Arrow schema beside it (as pyarrow writes), which alone keeps a list's fixed size.
+std::shared_ptr<arrow::Buffer> ToParquet(const arrow::Table& table, int64_t rows,
+                                         bool store_schema = false) {
   auto sink = arrow::io::BufferOutputStream::Create().ValueOrDie();
-  EXPECT_TRUE(parquet::arrow::WriteTable(table, arrow::default_memory_pool(), sink, rows).ok());
+  parquet::ArrowWriterProperties::Builder arrow_props;
+  if (store_schema) arrow_props.store_schema();
+  EXPECT_TRUE(parquet::arrow::WriteTable(table, arrow::default_memory_pool(), sink, rows,
+                                         parquet::default_writer_properties(), arrow_props.build())
+                  .ok());
   return sink->Finish().ValueOrDie();
 }
 
@@ -120,6 +126,39 @@ TEST(StructFields, AListOfStructsIsAListPerField) {
   EXPECT_TRUE(ps.values()->IsNull(ps.value_offset(2)));  // not null, but its element is
   EXPECT_EQ(static_cast<const arrow::FloatArray&>(*ps.values()).Value(ps.value_offset(2) + 1),
             2.5f);
+}
+
+TEST(StructFields, AFixedSizeListOfStructsIsAFixedSizeListPerField) {
+  auto element = arrow::struct_({arrow::field("id", arrow::int64())});
+  auto points_type = arrow::fixed_size_list(arrow::field("element", element), 2);
+  // A null element, a null list, and a full one, read from the second row group.
+  auto points = Json(
+      points_type, R"([[{"id": 9}, {"id": 9}], [{"id": 1}, null], null, [{"id": 3}, {"id": 4}]])");
+  auto schema = arrow::schema(arrow::FieldVector{arrow::field("p", points_type)});
+  auto table = arrow::Table::Make(schema, arrow::ArrayVector{points});
+  auto reader = Open(ToParquet(*table, 1, /*store_schema=*/true));
+  EXPECT_TRUE(HasStructs(reader->manifest()));
+  const auto flat = FlattenStructs(reader->manifest());
+  ASSERT_EQ(flat.size(), 1u);
+  EXPECT_EQ(flat[0].field->name(), "p.id");
+  EXPECT_EQ(flat[0].field->type()->ToString(), "fixed_size_list<element: int64>[2]");
+  for (int rg = 1; rg < 4; ++rg) {
+    auto read = ReadFlatFields(*reader, rg, {&flat[0]});
+    ASSERT_TRUE(read.ok()) << read.status().ToString();
+    const auto& ids = static_cast<const arrow::FixedSizeListArray&>(*(*read)->column(0)->chunk(0));
+    ASSERT_EQ(ids.length(), 1);
+    const auto& values = static_cast<const arrow::Int64Array&>(*ids.values());
+    const int64_t at = ids.value_offset(0);
+    if (rg == 1) {
+      EXPECT_EQ(values.Value(at), 1);
+      EXPECT_TRUE(values.IsNull(at + 1));  // a null element's field
+    } else if (rg == 2) {
+      EXPECT_TRUE(ids.IsNull(0));
+    } else {
+      EXPECT_EQ(values.Value(at), 3);
+      EXPECT_EQ(values.Value(at + 1), 4);
+    }
+  }
 }
 
 TEST(StructFields, AMapIsItsKeysAndItsValues) {
