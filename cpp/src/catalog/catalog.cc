@@ -120,6 +120,9 @@ struct Footer {
   // made of; the same as `schema` in a file without struct columns.
   std::shared_ptr<arrow::Schema> flat_schema;
   std::vector<std::vector<int>> struct_leaves;  // FileEntry::struct_leaves
+  // Per field of flat_schema, the struct it lies in ("": a column of its own);
+  // empty in a file without struct columns.
+  std::vector<std::string> flat_origins;
   int64_t num_rows = 0;
   struct Part {
     int index = 0;  // in the file
@@ -183,6 +186,8 @@ arrow::Result<std::optional<Footer>> ReadFooter(arrow::fs::FileSystem& fs, const
     arrow::FieldVector flat_fields;
     for (const auto& flat : FlattenStructs(*manifest)) {
       flat_fields.push_back(flat.field);
+      const auto& top = manifest->schema_fields[static_cast<size_t>(flat.top)];
+      footer.flat_origins.push_back(flat.path.empty() ? std::string() : top.field->name());
       footer.struct_leaves.emplace_back();
       CollectLeaves(*flat.node, &footer.struct_leaves.back());
     }
@@ -693,7 +698,8 @@ arrow::Status CatalogBuilder::Build(std::vector<std::optional<Footer>> footers) 
       }
       unifier.Add(rel, arrow::Schema(std::move(fields)), &hidden);
     } else {
-      unifier.Add(rel, *footer.flat_schema, nullptr, footer.schema.get());
+      unifier.Add(rel, *footer.flat_schema, nullptr, footer.schema.get(),
+                  footer.flat_origins.empty() ? nullptr : &footer.flat_origins);
     }
     FileEntry entry;
     entry.path = listed[i].info.path();

@@ -208,7 +208,8 @@ std::string Describe(const std::string& name, const std::string& origin) {
 }  // namespace
 
 void SchemaUnifier::Add(const std::string& rel_path, const arrow::Schema& schema,
-                        const std::vector<bool>* hidden, const arrow::Schema* top) {
+                        const std::vector<bool>* hidden, const arrow::Schema* top,
+                        const std::vector<std::string>* origins_given) {
   // Files of one schema (the common case) are looked at once: the same top
   // level gives the same origins, and its kinds are already recorded.
   if (top && (!last_top_ || !top->Equals(*last_top_, /*check_metadata=*/false))) {
@@ -222,6 +223,11 @@ void SchemaUnifier::Add(const std::string& rel_path, const arrow::Schema& schema
       if (file.empty()) file = rel_path;
     }
     last_top_ = std::make_shared<arrow::Schema>(top->fields());
+    // (The same top level flattens the same way: the given origins are those
+    // of the next file of that schema too.)
+    if (origins_given && static_cast<int>(origins_given->size()) == schema.num_fields()) {
+      last_origins_ = *origins_given;
+    }
   }
   const std::vector<std::string>& origins = last_origins_;
   if (!first_) {

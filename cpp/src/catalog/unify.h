@@ -55,8 +55,13 @@ class SchemaUnifier {
   // (util/struct_fields.h): a column of its own and a struct's field that are
   // named alike ('s.a'), or a top-level name that is a struct in one file and
   // a column in another, are then conflicts rather than one column.
+  // `origins`, when given with `top`: per field of `schema`, the struct of
+  // `top` it was flattened from, or "" (FlatField::path empty): what tells a
+  // struct's 's.a' from a column named 's.a' in one file.  Without it they
+  // are told apart by name, which cannot when both are in the file.
   void Add(const std::string& rel_path, const arrow::Schema& schema,
-           const std::vector<bool>* hidden = nullptr, const arrow::Schema* top = nullptr);
+           const std::vector<bool>* hidden = nullptr, const arrow::Schema* top = nullptr,
+           const std::vector<std::string>* origins = nullptr);
 
   // The dataset's columns: the first file's order, then new columns in order
   // of appearance.
