@@ -62,7 +62,7 @@ cmake -S . -B build/cpp-tsan -G Ninja -DSHARDFEED_BUILD_PYTHON=OFF -DSHARDFEED_B
 cmake --build build/cpp-tsan -j "$JOBS"
 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/cpp/tsan.supp" \
   build/cpp-tsan/shardfeed_tests \
-  --gtest_filter='Engine*:ReorderBuffer*:SlabArena*:Prefetcher*:FileCache*:CacheLock*:Catalog*:DeltaLog*:MemoryBudget*:MatrixPool*:BatchRecycler*:SharedWork*:Retry*:CallBefore*:FileCheck*:DecodedTier*:WatchedMap*:UsageLedger*'
+  --gtest_filter='Engine*:ReorderBuffer*:SlabArena*:Prefetcher*:FileCache*:CacheLock*:Catalog*:DeltaLog*:MemoryBudget*:MatrixPool*:BatchRecycler*:SharedWork*:Retry*:CallBefore*:FileCheck*:DecodedTier*:WatchedMap*:UsageLedger*:EntryChanges*'
 
 # The fuzz targets (cpp/fuzz/) under ASan + UBSan: every kept crash input
 # replayed, then about 20 s of fuzzing per target from the seed corpus.

@@ -559,6 +559,7 @@ arrow::Result<std::shared_ptr<const DecodedRowGroup>> DecodeRowGroupBody(const C
     // and then mapped: each row group is decoded once.
     ARROW_ASSIGN_OR_RAISE(entry_lock,
                           hooks.tier->impl()->LockEntry(tier_key, StopOf(hooks), hooks.help));
+    const uint64_t mark = hooks.tier->impl()->changes_.Mark();
     auto maybe_loaded = hooks.tier->impl()->Load(tier_key);
     if (!maybe_loaded.ok()) {
       return WithContext(maybe_loaded.status(), context + ", decoded cache entry");
@@ -566,7 +567,8 @@ arrow::Result<std::shared_ptr<const DecodedRowGroup>> DecodeRowGroupBody(const C
     auto& loaded = *maybe_loaded;
     if (loaded &&
         TakeEntryRecords(&*loaded, layout, entry, num_rows, &decoded->columns, &matrices)) {
-      MarkMapped(hooks.tier->impl()->PathOf(tier_key), decoded->columns, matrices, decoded.get());
+      MarkMapped(hooks.tier->impl()->PathOf(tier_key), mark, decoded->columns, matrices,
+                 decoded.get());
       // The entry is keyed by the file as the catalog saw it: a local file
       // replaced since (a new version renamed over it between epochs) is an
       // error, as an uncached read would make it, not its old rows.  (A stat;
@@ -823,6 +825,7 @@ arrow::Result<std::shared_ptr<const DecodedRowGroup>> DecodeRowGroupBody(const C
     if (hooks.map_stored && stored) {
       // What was just stored, mapped: the decoded copies go (a failed store
       // or load keeps them).
+      const uint64_t mark = hooks.tier->impl()->changes_.Mark();
       auto reloaded = hooks.tier->impl()->Load(tier_key, stored);
       std::vector<DecodedColumn> columns, mapped;
       if (reloaded.ok() && *reloaded &&
@@ -830,7 +833,8 @@ arrow::Result<std::shared_ptr<const DecodedRowGroup>> DecodeRowGroupBody(const C
         decoded->columns = std::move(columns);
         matrices = std::move(mapped);
         cached = true;
-        MarkMapped(hooks.tier->impl()->PathOf(tier_key), decoded->columns, matrices, decoded.get());
+        MarkMapped(hooks.tier->impl()->PathOf(tier_key), mark, decoded->columns, matrices,
+                   decoded.get());
       }
     }
   }
@@ -867,6 +871,7 @@ arrow::Result<std::shared_ptr<const DecodedRowGroup>> DecodeRowGroupBody(const C
     if (!layout.field_used_alone[i]) decoded->columns[i] = DecodedColumn{};
   }
   // Transforms and copies above read the mapped entry.
+  if (decoded->mapped_damage) SeeTierChanges(hooks.tier.get());
   ARROW_RETURN_NOT_OK(MappedIntact(*decoded, context, hooks.tier.get()));
   return std::shared_ptr<const DecodedRowGroup>(std::move(decoded));
 }

@@ -27,11 +27,12 @@ struct DecodedRowGroup {
   // Per Layout::outputs entry: the row-major matrix of a stack, else null.
   std::vector<std::shared_ptr<arrow::Buffer>> stacks;
   // From the decoded tier, mapped: the entry's damage flag (watched_map.h),
-  // path and size.  Whoever reads the row group checks the flag after reading
-  // (MappedIntact, tier_entry.h).
+  // path and size.  Whoever reads the row group checks the flag, and changes
+  // in place since the mark, after reading (MappedIntact, tier_entry.h).
   DamageFlag mapped_damage;
   std::string mapped_path;
   int64_t mapped_bytes = 0;
+  uint64_t mapped_mark = 0;  // the tier's EntryChanges mark before it was mapped
 };
 
 }  // namespace shardfeed

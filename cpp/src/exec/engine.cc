@@ -745,8 +745,10 @@ class EngineImpl final : public Engine {
     limits.memory_limit = options_.memory_limit;
     limits.row_group_name = [this](int32_t rg) { return RowGroupContext(rg); };
     auto batch = Assemble(layout_, in, b, arena_, limits);
-    // A row group mapped from the decoded tier that lost pages meanwhile
-    // gave zeros: the batch is not delivered.
+    // A row group mapped from the decoded tier that lost pages meanwhile, or
+    // was cut short in place, gave zeros: the batch is not delivered.  (The
+    // changes queued by now cover every read above.)
+    if (batch.ok()) SeeTierChanges(options_.decoded_tier.get());
     for (const auto& h : held) {
       if (!batch.ok()) break;
       auto intact = MappedIntact(*h, RowGroupContext(h->index), options_.decoded_tier.get());

@@ -135,22 +135,30 @@ bool TakeEntryRecords(std::vector<DecodedColumn>* loaded, const Layout& layout,
   return true;
 }
 
-void MarkMapped(const std::string& path, const std::vector<DecodedColumn>& columns,
+void MarkMapped(const std::string& path, uint64_t mark, const std::vector<DecodedColumn>& columns,
                 const std::vector<DecodedColumn>& matrices, DecodedRowGroup* decoded) {
   for (const auto* records : {&columns, &matrices}) {
     for (const auto& c : *records) {
       if (auto flag = DamageFlagOf(c.owned, &decoded->mapped_bytes)) {
         decoded->mapped_damage = std::move(flag);
         decoded->mapped_path = path;
+        decoded->mapped_mark = mark;
         return;  // one entry per row group
       }
     }
   }
 }
 
+void SeeTierChanges(DecodedTier* tier) {
+  if (tier) tier->impl()->changes_.Mark();
+}
+
 arrow::Status MappedIntact(const DecodedRowGroup& decoded, const std::string& context,
                            DecodedTier* tier) {
-  if (!decoded.mapped_damage || !decoded.mapped_damage->load()) return arrow::Status::OK();
+  if (!decoded.mapped_damage) return arrow::Status::OK();  // not mapped
+  const bool changed = tier && tier->impl()->changes_.ChangedSince(
+                                   decoded.mapped_path, decoded.mapped_mark, decoded.mapped_bytes);
+  if (!changed && !decoded.mapped_damage->load()) return arrow::Status::OK();
   if (tier) tier->impl()->RemoveDamaged(decoded.mapped_path, decoded.mapped_bytes);
   return Error(ErrorKind::kStorage,
                context + ": its decoded cache entry '" + decoded.mapped_path +

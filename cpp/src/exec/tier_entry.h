@@ -50,14 +50,20 @@ bool TakeEntryRecords(std::vector<DecodedColumn>* loaded, const Layout& layout,
 
 // Records in `decoded` that its columns and matrices map the entry at `path`
 // (when any of them does): its damage flag and path.
-void MarkMapped(const std::string& path, const std::vector<DecodedColumn>& columns,
+// `mark`: the tier's EntryChanges mark taken before the entry was loaded.
+void MarkMapped(const std::string& path, uint64_t mark, const std::vector<DecodedColumn>& columns,
                 const std::vector<DecodedColumn>& matrices, DecodedRowGroup* decoded);
 
-// OK unless `decoded` came mapped from `tier` and lost pages since (the entry
-// truncated in place, a read error beneath it: what was read from it since
-// may be zeros).  Then the tier removes the entry, so that the next epoch
-// decodes the row group again, and the StorageError names `context` (the file
-// and row group) and the entry.
+// OK unless `decoded` came mapped from `tier` and lost pages since, or was
+// changed in place since (the entry truncated in place, a read error beneath
+// it: what was read from it since may be zeros).  Call SeeTierChanges after
+// the reads being checked and before this.  Then the tier removes the entry,
+// so that the next epoch decodes the row group again, and the StorageError names `context` (the
+// file and row group) and the entry.
+// Reads the in-place changes to `tier`'s entries queued so far (null: none):
+// call it after the reads that MappedIntact is to check.
+void SeeTierChanges(DecodedTier* tier);
+
 arrow::Status MappedIntact(const DecodedRowGroup& decoded, const std::string& context,
                            DecodedTier* tier);
 

@@ -35,6 +35,7 @@
 #include "shardfeed/catalog.h"
 #include "shardfeed/decoded_tier.h"
 #include "storage/posix_file.h"
+#include "tier/entry_changes.h"
 #include "tier/usage_ledger.h"
 #include "transform/column.h"
 #include "transform/layout.h"
@@ -105,6 +106,9 @@ struct DecodedTier::Impl {
   std::set<std::string> verified_;  // entries whose digest this process checked or wrote
   std::mutex prune_mu_;
   std::set<uint64_t> pruned_;  // catalog versions PruneSuperseded ran for (under prune_mu_)
+  // Entries changed in place by another program (entry_changes.h): a load
+  // takes a mark before it maps, a reader checks after reading.
+  EntryChanges changes_{dir_};
 };
 
 // Test hook (the fuzz target): rewrites the two digests of an entry's bytes to

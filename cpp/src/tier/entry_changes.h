@@ -1,0 +1,58 @@
+// In-place changes to the decoded tier's entries (internal).
+//
+// An entry is written to a temporary name and renamed into place, so a write
+// to an entry's own name is another program's: truncated or rewritten in
+// place while this process maps it.  Pages past the new end take SIGBUS,
+// which watched_map.h turns into an error; but the bytes past the end of the
+// page that holds the new end read as zeros, with no signal.  An inotify watch
+// on the folder sees the truncation (IN_MODIFY, queued before truncate()
+// returns): a reader that checks after reading knows whether what it read
+// may be zeros.
+//
+// Where inotify is not available (another OS, no instances left, a network
+// file system whose other clients it cannot see) nothing is seen and the
+// SIGBUS check alone stands.  When its queue overflows, changes are looked
+// for by size instead (a stat of the entry).
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+
+namespace shardfeed {
+
+class EntryChanges {
+ public:
+  explicit EntryChanges(std::string dir) : dir_(std::move(dir)) {}
+  ~EntryChanges();
+  EntryChanges(const EntryChanges&) = delete;
+  EntryChanges& operator=(const EntryChanges&) = delete;
+
+  // Reads the changes queued so far; returns their count, the mark a load
+  // records before it maps an entry.  (In a forked child, a watch of its own.)
+  uint64_t Mark();
+  // Whether the entry at `path` (a file of the folder), mapped as `bytes`
+  // bytes after Mark() returned `mark`, was changed in place since.  Reads
+  // nothing: call Mark() once after the reads being checked.
+  // (An entry stored again at that name later is mapped after a later mark.)
+  bool ChangedSince(const std::string& path, uint64_t mark, int64_t bytes);
+
+ private:
+  void OpenLocked();
+  void ReadLocked();
+
+  const std::string dir_;
+  std::mutex mu_;
+  int fd_ = -1;
+  pid_t pid_ = 0;  // the process fd_ belongs to
+  uint64_t count_ = 0;
+  uint64_t overflowed_at_ = 0;            // the count when events were lost (0: never)
+  std::map<std::string, uint64_t> last_;  // entry name -> the count at its last change
+  std::atomic<bool> any_{false};          // a change or an overflow seen
+};
+
+}  // namespace shardfeed
