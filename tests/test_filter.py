@@ -199,6 +199,13 @@ def test_a_state_is_refused_once_other_rows_pass_the_filter(tmp_path: Path) -> N
     assert changed.fingerprint == ld.fingerprint and len(changed) != len(ld)
     with pytest.raises(shardfeed.StateDictError, match="other rows passed its filter"):
         changed.load_state_dict(state)
+    # Another filter, or none, is a changed setting, said as one (once: "a file's values
+    # changed since", though no file had).
+    for other in ([("x", "<", 20)], None):
+        with pytest.raises(
+            shardfeed.StateDictError, match=r"other settings \(filter: saved \[\[\['x', '<', \[50\]"
+        ):
+            shardfeed.Loader(tmp_path, **{**kw, "filter": other}).load_state_dict(state)
 
 
 def test_resume_in_the_middle(lake: Path) -> None:

@@ -63,6 +63,18 @@ def _int_field(state: Mapping[str, Any], name: str, lo: int, hi: int) -> int:
     return value
 
 
+def _settings_diff(state: Mapping[str, Any], settings: Settings) -> tuple[list[Any], str]:
+    """The settings that differ, and them as 'name: saved x, now y' ("" when none)."""
+    saved = state["settings"]
+    if not isinstance(saved, Mapping):
+        raise StateDictError(
+            f"state dict field 'settings' must be a dict, got {type(saved).__name__}"
+        )
+    ours, saved = _plain(settings.stream_settings()), _plain(saved)
+    diff = sorted((k for k in set(ours) | set(saved) if ours.get(k) != saved.get(k)), key=str)
+    return diff, ", ".join(f"{k}: saved {saved.get(k)!r}, now {ours.get(k)!r}" for k in diff)
+
+
 def check_state(
     state: Mapping[str, Any], settings: Settings, fingerprint: str, length: int
 ) -> tuple[int, int]:
@@ -82,6 +94,12 @@ def check_state(
         raise StateDictError(f"state dict field 'fingerprint' must be a string, got {kind}")
     if saved_fingerprint != fingerprint:
         if saved_fingerprint.partition("-")[0] == fingerprint.partition("-")[0]:
+            # Other rows pass: the filter setting changed (said as any setting is), or
+            # the files' values did (settings that follow the rows, such as the
+            # default window, may differ then too).
+            keys, details = _settings_diff(state, settings)
+            if "filter" in keys:
+                raise StateDictError(f"state dict was saved with other settings ({details})")
             raise StateDictError(
                 "state dict is from this dataset when other rows passed its filter: a file's "
                 f"values changed since (field 'fingerprint' {saved_fingerprint} != {fingerprint})"
@@ -94,15 +112,8 @@ def check_state(
     seed = _int_field(state, "seed", *UINT64)
     if seed != settings.seed:
         raise StateDictError(f"state dict has seed {seed}, this loader {settings.seed}")
-    saved = state["settings"]
-    if not isinstance(saved, Mapping):
-        raise StateDictError(
-            f"state dict field 'settings' must be a dict, got {type(saved).__name__}"
-        )
-    ours, saved = _plain(settings.stream_settings()), _plain(saved)
-    diff = sorted((k for k in set(ours) | set(saved) if ours.get(k) != saved.get(k)), key=str)
-    if diff:
-        details = ", ".join(f"{k}: saved {saved.get(k)!r}, now {ours.get(k)!r}" for k in diff)
+    _, details = _settings_diff(state, settings)
+    if details:
         raise StateDictError(f"state dict was saved with other settings ({details})")
     consumed = _int_field(state, "batches_consumed", 0, length + 1)
     return epoch, consumed
