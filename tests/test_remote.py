@@ -204,6 +204,14 @@ def test_cache_cli(remote, tmp_path, capsys):
     assert cli.main(["cache", "clear", "--cache-dir", str(tmp_path)]) == 0
     cleared = json.loads(capsys.readouterr().out)
     assert cleared["files"]["entries"] == 0 and cleared["freed_bytes"] > 0
+    # The options before the source too (once: "unrecognized arguments: <the source>").
+    for args in (["cache", "warm", "--cache-dir", str(tmp_path), remote],
+                 ["cache", "--cache-dir", str(tmp_path), "warm", remote]):  # fmt: skip
+        assert cli.main(args) == 0
+        assert "3 of 3 files cached" in capsys.readouterr().out
+    with pytest.raises(SystemExit):  # an unknown option is still one
+        cli.main(["cache", "warm", "--cache-dir", str(tmp_path), remote, "--bogus"])
+    assert "unrecognized arguments: --bogus" in capsys.readouterr().err
 
 
 def test_keys_with_spaces_and_accents_in_a_uri_as_they_are(s3, tmp_path):

@@ -300,7 +300,14 @@ def main(argv: list[str] | None = None) -> int:
     cache.add_argument("--limit", type=int, default=None, help="cache_limit_bytes")
     cache.set_defaults(func=_cache)
 
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if args.func is _cache:
+        # `cache warm --cache-dir D SOURCE`: argparse gave `source` its (no) values
+        # when the option came, and left the sources after it over.
+        args.source = [*args.source, *(e for e in extra if not e.startswith("-"))]
+        extra = [e for e in extra if e.startswith("-")]
+    if extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     try:
         return int(args.func(args))
     except ShardfeedError as e:
