@@ -323,3 +323,18 @@ def test_a_folder_that_gains_files_keeps_the_streams_files(tmp_path):
     (tmp_path / "b.parquet").unlink()
     with pytest.raises(shardfeed.ShardfeedError, match=r"b\.parquet.*gone"):
         list(dataloader(ds, 2))
+
+
+@pytest.mark.parametrize("batch_size", [2**40, 2**62])
+def test_a_batch_size_past_the_data_makes_buffers_for_the_data(tmp_path, batch_size):
+    """Workers sized their shared-memory slabs by batch_size: 2**40 rows failed in mmap
+    (ENOMEM), 2**62 in ftruncate (OverflowError), where the Loader gave one batch."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"x": list(range(10))}), tmp_path / "t.parquet")
+    kw = dict(batch_size=batch_size, drop_last=False, shuffle=False, columns=["x"])
+    reference = digest(shardfeed.Loader(tmp_path, **kw))
+    batches = list(dataloader(shardfeed.TorchDataset(tmp_path, **kw), 2))
+    assert [b["x"].tolist() for b in batches] == [list(range(10))]
+    assert digest(batches) == reference

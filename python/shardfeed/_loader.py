@@ -236,7 +236,7 @@ class Loader(Stream):
         if self._settings.pin_memory:
             # Room for what the engine's queues hold, and a few batches in use.
             held = self._settings.num_threads * (self._settings.prefetch + 1) + 4
-            self._arena = PinnedArena(batch_bytes(self.outputs, self._settings.batch_size), held)
+            self._arena = PinnedArena(batch_bytes(self.outputs, self._largest_batch), held)
 
     def _seek(self, epoch: int, batch: int) -> None:
         self._counting += 1

@@ -246,12 +246,16 @@ class Stream:
         self._file_sizes = list(dataset.file_sizes())
         self._file_versions = list(dataset.file_versions())
         self._len = int(dataset.num_batches(self._settings.plan_options(0)))
+        # What a batch can hold at most: sizes buffers made ahead (a batch_size far
+        # past the data's rows asks for no more).
+        self._rows = int(self._filter_counts.get("rows_kept", int(dataset.num_rows)))
+        self._largest_batch = max(1, min(self._settings.batch_size, self._rows))
         # Why an epoch has no batches (None: it has some): warned of once, where the
         # loader is iterated (a loader made to look at the data stays quiet), or made
         # for a TorchDataset (iterated in DataLoader workers).
         self._empty_why: str | None = None
         if self._len == 0:
-            rows = self._filter_counts.get("rows_kept", int(dataset.num_rows))
+            rows = self._rows
             deleted = self._filter_counts.get("rows_deleted", 0)
             self._empty_why = _no_batches_reason(self._settings, rows, deleted)
             if self._WARN_EMPTY_AT_INIT:

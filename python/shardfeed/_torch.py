@@ -241,6 +241,7 @@ class TorchDataset(Stream, torch.utils.data.IterableDataset):  # type: ignore[ty
         if self._leftovers is None:
             self._leftovers = _core.EngineLeftovers()
         caches, leftovers, settings = self._caches, self._leftovers, self._settings
+        largest = self._largest_batch
         outputs = self.outputs
 
         def maker(epoch: int, start: int) -> Callable[[], _core.Engine]:
@@ -254,7 +255,7 @@ class TorchDataset(Stream, torch.utils.data.IterableDataset):  # type: ignore[ty
                 # main process (`more` for other workers); the slabs grow when the
                 # engine misses them.
                 held = threads * (settings.prefetch + 1) + 8 + more
-                options.output_arena = shm.arena(batch_bytes(outputs, settings.batch_size), held)
+                options.output_arena = shm.arena(batch_bytes(outputs, largest), held)
             return functools.partial(start_engine, dataset, settings.plan_options(epoch), options)
 
         return maker
