@@ -158,6 +158,36 @@ def test_resume_in_a_later_epoch(dataset):
     assert digest(other) == digest(full[2:])
 
 
+def test_set_epoch_of_the_resumed_epoch_keeps_the_resume(dataset):
+    """The usual loop, load_state_dict then set_epoch(epoch) at the top of each epoch,
+    used to restart the resumed epoch at batch 0 (its first batches trained on twice)."""
+    ld = loader(dataset, seed=5)
+    ld.set_epoch(3)
+    full = list(ld)
+    it = iter(ld)
+    next(it), next(it)
+    state = ld.state_dict()
+    ld.set_epoch(4)
+    after = list(ld)
+    other = loader(dataset, seed=5)
+    other.load_state_dict(state)
+    got = []
+    for epoch in range(state["epoch"], 5):
+        other.set_epoch(epoch)
+        other.set_epoch(epoch)  # twice: still the resume
+        got += list(other)
+    assert digest(got) == digest(full[2:] + after)
+    # Another epoch drops the resume, and after a pass began the epoch is whole again.
+    other.load_state_dict(state)
+    other.set_epoch(2)
+    other.set_epoch(3)
+    assert digest(other) == digest(full)
+    other.load_state_dict(state)
+    assert digest(other) == digest(full[2:])
+    other.set_epoch(3)
+    assert digest(other) == digest(full)
+
+
 def test_state_dict_from_other_dataset_or_settings_is_refused(dataset, tmp_path):
     state = loader(dataset, seed=1).state_dict()
     with pytest.raises(shardfeed.StateDictError, match="batch_size"):

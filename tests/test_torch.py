@@ -338,3 +338,20 @@ def test_a_batch_size_past_the_data_makes_buffers_for_the_data(tmp_path, batch_s
     batches = list(dataloader(shardfeed.TorchDataset(tmp_path, **kw), 2))
     assert [b["x"].tolist() for b in batches] == [list(range(10))]
     assert digest(batches) == reference
+
+
+def test_set_epoch_of_the_resumed_epoch_keeps_the_resume_in_workers(dataset):
+    """load_state_dict then set_epoch(the same epoch), as a training loop does at the top
+    of each epoch: the workers go on from the saved batch (once: from batch 0)."""
+    ld = shardfeed.Loader(dataset, **ARGS)
+    ld.set_epoch(2)
+    full = list(ld)
+    ds = shardfeed.TorchDataset(dataset, **ARGS)
+    ds.set_epoch(2)
+    state = ds.state_dict(3)
+    again = shardfeed.TorchDataset(dataset, **ARGS)
+    again.load_state_dict(state)
+    again.set_epoch(2)
+    assert digest(list(dataloader(again, 2))) == digest(full[3:])
+    again.set_epoch(2)  # a pass began since: the whole epoch
+    assert digest(list(dataloader(again, 2))) == digest(full)

@@ -238,6 +238,9 @@ class Loader(Stream):
             held = self._settings.num_threads * (self._settings.prefetch + 1) + 4
             self._arena = PinnedArena(batch_bytes(self.outputs, self._largest_batch), held)
 
+    def _pending_resume(self, epoch: int) -> int:
+        return self._resume_at if self._seeked and self._epoch == epoch else 0
+
     def _seek(self, epoch: int, batch: int) -> None:
         self._counting += 1
         self._epoch = epoch

@@ -341,8 +341,17 @@ class Stream:
         return self._epoch
 
     def set_epoch(self, epoch: int) -> None:
-        """Selects the epoch of the next pass (its order); resets the position."""
-        self._seek(check_int("epoch", epoch, UINT64), 0)
+        """Selects the epoch of the next pass (its order); resets the position,
+        except a resume that ``load_state_dict`` left for this very epoch and no
+        pass has begun since (the usual loop calls ``set_epoch`` at the top of the
+        resumed epoch: it goes on from the saved batch)."""
+        epoch = check_int("epoch", epoch, UINT64)
+        self._seek(epoch, self._pending_resume(epoch))
+
+    def _pending_resume(self, epoch: int) -> int:
+        """The batch the next pass resumes epoch `epoch` at, when load_state_dict
+        left one and no pass began since; else 0."""
+        raise NotImplementedError
 
     def _state(self, consumed: int) -> dict[str, Any]:
         return make_state(self._settings, self._fingerprint, self._epoch, consumed)

@@ -89,6 +89,13 @@ class TorchDataset(Stream, torch.utils.data.IterableDataset):  # type: ignore[ty
         self._next: NextPass | None = None
         self._seeked = False  # set_epoch / load_state_dict in this process since a pass began
 
+    def _pending_resume(self, epoch: int) -> int:
+        with self._where_lock:
+            where = self._own_where(torch.utils.data.get_worker_info() is not None)
+            if int(where[0]) != epoch or any(where[2:]):  # a pass began since
+                return 0
+            return int(where[1])
+
     def _seek(self, epoch: int, batch: int) -> None:
         self._epoch = epoch
         self._seeked = True
