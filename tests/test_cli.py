@@ -46,6 +46,10 @@ def test_bad_settings_are_errors_not_tracebacks(dataset, capsys):
         assert "Traceback" not in err
     with pytest.raises(SystemExit):
         cli.main(["profile", str(dataset), "--batches", "many"])
+    # A pattern that matches nothing is named as a pattern (once: "column 'zz*' is not in
+    # the dataset").
+    assert cli.main(["info", str(dataset), "--batch-size", "8", "--stack", "x=zz*"]) == 2
+    assert "pattern 'zz*' matches no column" in capsys.readouterr().err
 
 
 def test_demo_trains_and_prints_the_same_order_fingerprint_twice(tmp_path, capsys):

@@ -201,6 +201,10 @@ def test_state_dict_from_other_dataset_or_settings_is_refused(dataset, tmp_path)
         loader(other, seed=1).load_state_dict(state)
     with pytest.raises(shardfeed.StateDictError):
         loader(dataset, seed=1).load_state_dict({"epoch": 0})
+    # Rank 0's state on rank 1: said, with what each rank must do instead.
+    rank0 = loader(dataset, seed=1, rank=0, world_size=2).state_dict()
+    with pytest.raises(shardfeed.StateDictError, match=r"rank: saved 0, now 1\); each rank"):
+        loader(dataset, seed=1, rank=1, world_size=2).load_state_dict(rank0)
 
 
 def test_a_state_with_nan_or_infinite_settings_survives_a_strict_json_round_trip(dataset):

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from ._check import check_source
-from ._errors import InvalidArgumentError
+from ._errors import ColumnNotFoundError, InvalidArgumentError
 from ._loader import Loader
 
 _STAGES = ("fetch", "read", "decode", "transform", "assemble", "deliver")
@@ -70,6 +70,8 @@ def _columns(names: list[str], pattern: str) -> list[str]:
     for part in pattern.split(","):
         part = part.strip()
         matches = [n for n in names if fnmatch.fnmatchcase(n, part)]
+        if not matches and any(c in part for c in "*?["):
+            raise ColumnNotFoundError(f"pattern {part!r} matches no column of the dataset")
         picked.extend(m for m in (matches or [part]) if m not in picked)
     return picked
 

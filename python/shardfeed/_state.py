@@ -112,8 +112,11 @@ def check_state(
     seed = _int_field(state, "seed", *UINT64)
     if seed != settings.seed:
         raise StateDictError(f"state dict has seed {seed}, this loader {settings.seed}")
-    _, details = _settings_diff(state, settings)
+    keys, details = _settings_diff(state, settings)
     if details:
-        raise StateDictError(f"state dict was saved with other settings ({details})")
+        hint = ""
+        if keys == ["rank"]:  # "rank 0 saves the checkpoint" leaves the others without theirs
+            hint = "; each rank resumes from the state dict it saved itself"
+        raise StateDictError(f"state dict was saved with other settings ({details}){hint}")
     consumed = _int_field(state, "batches_consumed", 0, length + 1)
     return epoch, consumed
