@@ -73,8 +73,8 @@ void FileCache::Impl::Degrade(const arrow::Status& why) {
   if (degraded.exchange(true)) return;
   if (warned_in_process().exchange(true)) return;
   std::fprintf(stderr,
-               "shardfeed: warning: cannot write to the cache folder '%s' (%s); reading remote "
-               "files without caching from now on\n",
+               "shardfeed: warning: cannot write to the cache folder '%s' (%s); files already "
+               "in it are still read from it, others from the remote store without caching\n",
                options.dir.c_str(), why.message().c_str());
 }
 
