@@ -245,6 +245,8 @@ def test_cache_cli_counts_and_clears_the_decoded_tier(dataset, tmp_path, capsys)
 
     digest(loader(dataset, tmp_path))
     (tmp_path / "decoded" / "notes.txt").write_text("not the tier's")  # left alone
+    # Not an entry's name either (once counted and removed as one).
+    (tmp_path / "decoded" / "report.sfd").write_text("not the tier's")
     assert cli.main(["cache", "stats", "--cache-dir", str(tmp_path)]) == 0
     stats = json.loads(capsys.readouterr().out)
     assert stats["decoded"]["entries"] == N_ROW_GROUPS and stats["decoded"]["bytes"] > 0
@@ -253,6 +255,7 @@ def test_cache_cli_counts_and_clears_the_decoded_tier(dataset, tmp_path, capsys)
     assert cleared["freed_decoded_bytes"] == stats["decoded"]["bytes"]
     assert cleared["decoded"] == {"dir": stats["decoded"]["dir"], "entries": 0, "bytes": 0}
     assert (tmp_path / "decoded" / "notes.txt").exists()
+    assert (tmp_path / "decoded" / "report.sfd").exists()
     # Cleared, the next loader decodes again and gives the same stream.
     again, reference = loader(dataset, tmp_path), plain(dataset)
     assert digest(again) == digest(reference)

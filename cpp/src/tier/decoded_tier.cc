@@ -15,6 +15,7 @@
 #include <iomanip>
 #include <iostream>
 #include <sstream>
+#include <string_view>
 #include <thread>
 
 #include <arrow/buffer.h>
@@ -118,19 +119,25 @@ int64_t OffsetOf(const Record& r, Part part) {
                                   : r.nulls_offset;
 }
 
-// Entries are "<hex>.sfd", temporaries ".tmp-<pid>-<n>.sfd"; other files in
-// the folder are not the tier's.
+// 16 hex digits (PathOf's Hex64 of the key) and then `suffix`.
+bool IsHexNamed(const std::string& name, std::string_view suffix) {
+  if (name.size() != 16 + suffix.size() || name.compare(16, suffix.size(), suffix) != 0) {
+    return false;
+  }
+  return std::all_of(name.begin(), name.begin() + 16,
+                     [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; });
+}
+
+// Entries are "<16 hex>.sfd", temporaries ".tmp-<pid>-<n>.sfd"; other files in
+// the folder are not the tier's (`cache clear` leaves a "report.sfd" alone).
 bool IsEntryOrTemp(const std::string& name) {
-  return name.size() > 4 && name.compare(name.size() - 4, 4, ".sfd") == 0;
+  if (IsHexNamed(name, ".sfd")) return true;
+  return IsTemp(name) && name.size() > 4 && name.compare(name.size() - 4, 4, ".sfd") == 0;
 }
 
 // An entry's lock file (LockEntry): 16 hex digits + ".lock" (not the
 // folder's own kLockName).
-bool IsLock(const std::string& name) {
-  if (name.size() != 21 || name.compare(16, 5, ".lock") != 0) return false;
-  return std::all_of(name.begin(), name.begin() + 16,
-                     [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; });
-}
+bool IsLock(const std::string& name) { return IsHexNamed(name, ".lock"); }
 
 void Append(std::string* out, const void* data, size_t n) {
   out->append(static_cast<const char*>(data), n);
