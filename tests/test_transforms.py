@@ -413,6 +413,7 @@ def test_sample_rng_is_keyed_per_sample():
         (GaussianNoise("f0", std=-1), ValueError, "std must be >= 0"),
         (GaussianNoise("f0", std=float("inf")), ValueError, "std must be finite, got inf"),
         (Standardize("f0", mean=0, std=float("nan")), ValueError, "std must be finite, got nan"),
+        (Standardize("f0", mean=0, std=1e-320), ValueError, "std must be at least 2.2e-308"),
         (Cast("f0", dtype="complex64"), ValueError, "dtype"),
         (Clip("f0", min=3, max=1), ValueError, "min > max"),
     ],
