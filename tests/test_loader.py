@@ -145,13 +145,18 @@ def test_resume_at_start_middle_and_end(dataset):
         assert digest(second) == digest(full)
 
 
-def test_resume_in_a_later_epoch(dataset):
+def epoch_3_and_its_state_after_2(dataset):
+    """(the loader, epoch 3 of seed 5 whole, the state after its first 2 batches)."""
     ld = loader(dataset, seed=5)
     ld.set_epoch(3)
     full = list(ld)
     it = iter(ld)
     next(it), next(it)
-    state = ld.state_dict()
+    return ld, full, ld.state_dict()
+
+
+def test_resume_in_a_later_epoch(dataset):
+    _, full, state = epoch_3_and_its_state_after_2(dataset)
     other = loader(dataset, seed=5)
     other.load_state_dict(state)
     assert other.epoch == 3
@@ -161,12 +166,7 @@ def test_resume_in_a_later_epoch(dataset):
 def test_set_epoch_of_the_resumed_epoch_keeps_the_resume(dataset):
     """The usual loop, load_state_dict then set_epoch(epoch) at the top of each epoch,
     used to restart the resumed epoch at batch 0 (its first batches trained on twice)."""
-    ld = loader(dataset, seed=5)
-    ld.set_epoch(3)
-    full = list(ld)
-    it = iter(ld)
-    next(it), next(it)
-    state = ld.state_dict()
+    ld, full, state = epoch_3_and_its_state_after_2(dataset)
     ld.set_epoch(4)
     after = list(ld)
     other = loader(dataset, seed=5)

@@ -151,6 +151,11 @@ def _seconds_of(value: dt.timedelta) -> Fraction:
     return Fraction((value.days * 86_400 + value.seconds) * 10**6 + value.microseconds, 10**6)
 
 
+def _since_midnight(t: dt.time) -> Fraction:
+    """Seconds since midnight of a time of day, to its microsecond."""
+    return Fraction(t.hour * 3600 + t.minute * 60 + t.second) + Fraction(t.microsecond, 10**6)
+
+
 def _to_count(kind: str, unit: str, value: Any, where: str) -> Any:
     """A time of day (``datetime.time`` or an ISO string) or a duration
     (``datetime.timedelta``, ``numpy.timedelta64``, pandas' Timedelta) as the exact
@@ -169,11 +174,7 @@ def _to_count(kind: str, unit: str, value: Any, where: str) -> Any:
                 raise InvalidArgumentError(
                     f"{where}: a time column holds times of day without a zone, got {value!r}"
                 )
-            since_midnight = dt.timedelta(
-                hours=value.hour, minutes=value.minute, seconds=value.second,
-                microseconds=value.microsecond,
-            )  # fmt: skip
-            return _seconds_of(since_midnight) * per_second
+            return _since_midnight(value) * per_second
         what = f"datetime.time, ISO strings or integer counts of {unit}"
     else:
         to_numpy = getattr(value, "to_timedelta64", None)  # pandas' Timedelta keeps its ns
@@ -207,9 +208,8 @@ def _time_of(text: str) -> Fraction:
     t = dt.time.fromisoformat(head + rest)
     if t.tzinfo is not None:
         raise ValueError(text)
-    return Fraction(t.hour * 3600 + t.minute * 60 + t.second) + (
-        Fraction(int(digits), 10 ** len(digits)) if digits else 0
-    )
+    # (The fraction was taken off the text: t has no microseconds.)
+    return _since_midnight(t) + (Fraction(int(digits), 10 ** len(digits)) if digits else 0)
 
 
 def _value(kind: str, unit: str, value: Any, where: str) -> Any:

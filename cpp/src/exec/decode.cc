@@ -559,7 +559,7 @@ arrow::Result<std::shared_ptr<const DecodedRowGroup>> DecodeRowGroupBody(const C
     // and then mapped: each row group is decoded once.
     ARROW_ASSIGN_OR_RAISE(entry_lock,
                           hooks.tier->impl()->LockEntry(tier_key, StopOf(hooks), hooks.help));
-    const uint64_t mark = hooks.tier->impl()->changes_.Mark();
+    const uint64_t mark = hooks.tier->impl()->changes_->Mark();
     auto maybe_loaded = hooks.tier->impl()->Load(tier_key);
     if (!maybe_loaded.ok()) {
       return WithContext(maybe_loaded.status(), context + ", decoded cache entry");
@@ -825,7 +825,7 @@ arrow::Result<std::shared_ptr<const DecodedRowGroup>> DecodeRowGroupBody(const C
     if (hooks.map_stored && stored) {
       // What was just stored, mapped: the decoded copies go (a failed store
       // or load keeps them).
-      const uint64_t mark = hooks.tier->impl()->changes_.Mark();
+      const uint64_t mark = hooks.tier->impl()->changes_->Mark();
       auto reloaded = hooks.tier->impl()->Load(tier_key, stored);
       std::vector<DecodedColumn> columns, mapped;
       if (reloaded.ok() && *reloaded &&

@@ -748,7 +748,9 @@ class EngineImpl final : public Engine {
     // A row group mapped from the decoded tier that lost pages meanwhile, or
     // was cut short in place, gave zeros: the batch is not delivered.  (The
     // changes queued by now cover every read above.)
-    if (batch.ok()) SeeTierChanges(options_.decoded_tier.get());
+    const bool mapped = std::any_of(held.begin(), held.end(),
+                                    [](const auto& h) { return h->mapped_damage != nullptr; });
+    if (batch.ok() && mapped) SeeTierChanges(options_.decoded_tier.get());
     for (const auto& h : held) {
       if (!batch.ok()) break;
       auto intact = MappedIntact(*h, RowGroupContext(h->index), options_.decoded_tier.get());

@@ -150,13 +150,13 @@ void MarkMapped(const std::string& path, uint64_t mark, const std::vector<Decode
 }
 
 void SeeTierChanges(DecodedTier* tier) {
-  if (tier) tier->impl()->changes_.Mark();
+  if (tier) tier->impl()->changes_->Mark();
 }
 
 arrow::Status MappedIntact(const DecodedRowGroup& decoded, const std::string& context,
                            DecodedTier* tier) {
   if (!decoded.mapped_damage) return arrow::Status::OK();  // not mapped
-  const bool changed = tier && tier->impl()->changes_.ChangedSince(
+  const bool changed = tier && tier->impl()->changes_->ChangedSince(
                                    decoded.mapped_path, decoded.mapped_mark, decoded.mapped_bytes);
   if (!changed && !decoded.mapped_damage->load()) return arrow::Status::OK();
   if (tier) tier->impl()->RemoveDamaged(decoded.mapped_path, decoded.mapped_bytes);

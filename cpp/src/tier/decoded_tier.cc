@@ -15,7 +15,6 @@
 #include <iomanip>
 #include <iostream>
 #include <sstream>
-#include <string_view>
 #include <thread>
 
 #include <arrow/buffer.h>
@@ -117,15 +116,6 @@ int64_t OffsetOf(const Record& r, Part part) {
          : part == Part::kStarts  ? r.starts_offset
          : part == Part::kLengths ? r.lengths_offset
                                   : r.nulls_offset;
-}
-
-// 16 hex digits (PathOf's Hex64 of the key) and then `suffix`.
-bool IsHexNamed(const std::string& name, std::string_view suffix) {
-  if (name.size() != 16 + suffix.size() || name.compare(16, suffix.size(), suffix) != 0) {
-    return false;
-  }
-  return std::all_of(name.begin(), name.begin() + 16,
-                     [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; });
 }
 
 // Entries are "<16 hex>.sfd", temporaries ".tmp-<pid>-<n>.sfd"; other files in

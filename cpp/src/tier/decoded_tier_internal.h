@@ -108,7 +108,7 @@ struct DecodedTier::Impl {
   std::set<uint64_t> pruned_;  // catalog versions PruneSuperseded ran for (under prune_mu_)
   // Entries changed in place by another program (entry_changes.h): a load
   // takes a mark before it maps, a reader checks after reading.
-  EntryChanges changes_{dir_};
+  const std::shared_ptr<EntryChanges> changes_ = EntryChanges::For(dir_);
 };
 
 // Test hook (the fuzz target): rewrites the two digests of an entry's bytes to

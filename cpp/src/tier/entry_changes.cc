@@ -4,7 +4,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cstring>
+#include <algorithm>
+#include <cctype>
 
 namespace shardfeed {
 
@@ -15,12 +16,26 @@ std::string BaseName(const std::string& path) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
-// Entries only ("<hex>.sfd"): not temporaries (".tmp-..."), locks or the ledger.
-bool IsEntryName(const char* name, size_t len) {
-  return len > 4 && name[0] != '.' && std::memcmp(name + len - 4, ".sfd", 4) == 0;
+}  // namespace
+
+bool IsHexNamed(std::string_view name, std::string_view suffix) {
+  if (name.size() != 16 + suffix.size() || name.substr(16) != suffix) return false;
+  return std::all_of(name.begin(), name.begin() + 16,
+                     [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; });
 }
 
-}  // namespace
+std::shared_ptr<EntryChanges> EntryChanges::For(const std::string& dir) {
+  static std::mutex mu;
+  static std::map<std::string, std::weak_ptr<EntryChanges>> watches;
+  std::lock_guard<std::mutex> lock(mu);
+  auto& weak = watches[dir];
+  auto shared = weak.lock();
+  if (!shared) {
+    shared = std::make_shared<EntryChanges>(dir);
+    weak = shared;
+  }
+  return shared;
+}
 
 EntryChanges::~EntryChanges() {
   if (fd_ >= 0 && pid_ == ::getpid()) ::close(fd_);
@@ -53,7 +68,7 @@ void EntryChanges::ReadLocked() {
       if (event->mask & IN_Q_OVERFLOW) {
         overflowed_at_ = ++count_;
         any_.store(true);
-      } else if (event->len > 0 && IsEntryName(event->name, std::strlen(event->name))) {
+      } else if (event->len > 0 && IsHexNamed(event->name, ".sfd")) {  // entries only
         last_[event->name] = ++count_;
         any_.store(true);
       }

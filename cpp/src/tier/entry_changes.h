@@ -20,13 +20,23 @@
 #include <atomic>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 
 namespace shardfeed {
 
+// The tier's entry file names: 16 hex digits (its key's hash) + `suffix`
+// (".sfd" for an entry, ".lock" for its lock).
+bool IsHexNamed(std::string_view name, std::string_view suffix);
+
 class EntryChanges {
  public:
+  // The one watch of `dir` in this process, shared by every tier open on it
+  // while any holds it: inotify instances are few (128 per user by default).
+  static std::shared_ptr<EntryChanges> For(const std::string& dir);
+
   explicit EntryChanges(std::string dir) : dir_(std::move(dir)) {}
   ~EntryChanges();
   EntryChanges(const EntryChanges&) = delete;

@@ -47,6 +47,16 @@ TEST(EntryChanges, TemporariesLocksAndOtherEntriesAreNotTheEntry) {
   EXPECT_TRUE(changes.ChangedSince((dir.path() / "fedcba9876543210.sfd").string(), mark, 10));
 }
 
+TEST(EntryChanges, OneWatchPerFolderWhileATierHoldsIt) {
+  testing::TempDir dir, other;
+  auto a = EntryChanges::For(dir.path().string());
+  EXPECT_EQ(a, EntryChanges::For(dir.path().string()));
+  EXPECT_NE(a, EntryChanges::For(other.path().string()));
+  a.reset();
+  auto again = EntryChanges::For(dir.path().string());  // the last holder let it go
+  EXPECT_EQ(again.use_count(), 1);
+}
+
 TEST(EntryChanges, AFolderThatCannotBeWatchedSeesNothing) {
   EntryChanges changes("/nonexistent/shardfeed-test");
   const uint64_t mark = changes.Mark();

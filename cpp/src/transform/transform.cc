@@ -181,7 +181,7 @@ arrow::Result<DType> TransformedType(const TransformSpec& t, DType in, ColumnSha
       if (!std::isfinite(t.b))
         return invalid(std::string("std must be finite, got ").append(NumberText(t.b)));
       if (!(t.b > 0)) return invalid("std must be > 0");
-      // A subnormal std makes every value +-inf (1 / std overflows).
+      // A subnormal std puts every value past float64's range, or near it.
       if (t.b < std::numeric_limits<double>::min()) {
         return invalid(std::string("std must be at least 2.2e-308, got ").append(NumberText(t.b)));
       }
