@@ -118,3 +118,42 @@ def test_the_commands_take_sources_as_the_loader_does(dataset, tmp_path, capsys)
     assert json.loads(capsys.readouterr().out)["rows"] == 1745
     assert cli.main(["info", f"{dataset}/*.parquet"]) == 0
     assert json.loads(capsys.readouterr().out)["files"] == 2
+
+
+def test_profile_takes_the_loader_settings_a_real_table_needs(tmp_path, capsys):
+    """A table with nulls, a partition folder and a short tail: `profile` runs on it with
+    the settings a Loader would need (a fill value, a filter, the last batch kept)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    for day, n in (("2024-01-01", 300), ("2024-01-02", 250)):
+        folder = tmp_path / "t" / f"day={day}"
+        folder.mkdir(parents=True)
+        values = [None if i % 7 == 0 else float(i) for i in range(n)]
+        pq.write_table(pa.table({"x": values}), folder / "part-0.parquet", row_group_size=100)
+    source = str(tmp_path / "t")
+
+    def profiled(*argv: str) -> tuple[int, dict, str]:
+        status = cli.main(["profile", source, "--batch-size", "64", "--json", *argv])
+        out, err = capsys.readouterr()
+        return status, (json.loads(out) if status == 0 else {}), err
+
+    status, _, err = profiled("--columns", "x")
+    assert status == 2 and "InvalidDataError" in err and "null" in err
+    status, report, _ = profiled("--columns", "x", "--fill-null", "0", "--keep-last")
+    assert status == 0 and report["rows"] == 550 and report["batches"] == 9
+    status, report, _ = profiled("--columns", "x", "--fill-null", '{"x": -1}')
+    assert status == 0 and report["rows"] == 8 * 64  # the partial batch dropped
+    status, report, _ = profiled(
+        "--columns", "x", "--fill-null", "0", "--keep-last",
+        "--filter", '[["day", "=", "2024-01-02"]]',
+    )  # fmt: skip
+    assert status == 0 and report["rows"] == 250
+    # Without partitioning `day` is no column, so a filter on it is refused by name.
+    status, _, err = profiled(
+        "--columns", "x", "--fill-null", "0", "--no-partitioning",
+        "--filter", '[["day", "=", "2024-01-02"]]',
+    )  # fmt: skip
+    assert status == 2 and "day" in err
+    status, _, err = profiled("--fill-null", "zero")
+    assert status == 2 and "--fill-null is not JSON" in err

@@ -107,7 +107,8 @@ def memory_plan(
     from ._options import open_dataset
 
     sources = check_source(source)  # as the Loader takes it (globs, URIs to escape)
-    cols, stack_arg = _selection(open_dataset(sources), columns, stack)
+    dataset = open_dataset(sources, loader_args.get("partitioning", "hive"))
+    cols, stack_arg = _selection(dataset, columns, stack)
     loader = Loader(sources, columns=cols, batch_size=batch_size, num_threads=threads,
                     stack=stack_arg, output="numpy", **loader_args)  # fmt: skip
     settings = loader._settings
@@ -171,7 +172,7 @@ def profile(
     from ._options import open_dataset
 
     sources = check_source(source)  # as the Loader takes it (globs, URIs to escape)
-    dataset = open_dataset(sources)
+    dataset = open_dataset(sources, loader_args.get("partitioning", "hive"))
     # Where each row group starts in the natural order: sample ids -> row groups (W_eff).
     starts = np.array([first for _, _, _, first, _ in dataset.row_groups()], dtype=np.int64)
     cols, stack_arg = _selection(dataset, columns, stack)

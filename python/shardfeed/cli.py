@@ -8,6 +8,7 @@ import math
 import os
 import sys
 from collections.abc import Callable
+from typing import Any
 
 from ._check import check_source
 from ._errors import (
@@ -42,15 +43,18 @@ def _at_least(
     return parse
 
 
+def _json_option(option: str, text: str) -> Any:
+    """An option's value given as JSON (a filter, a fill value or {column: value})."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise InvalidArgumentError(f"{option} is not JSON: {e}") from None
+
+
 def _info(args: argparse.Namespace) -> int:
     from ._options import open_dataset
 
-    given = None
-    if args.filter is not None:
-        try:
-            given = json.loads(args.filter)
-        except json.JSONDecodeError as e:
-            raise InvalidArgumentError(f"--filter is not JSON: {e}") from None
+    given = None if args.filter is None else _json_option("--filter", args.filter)
     ds = open_dataset(check_source(args.source), args.partitioning)
     info: dict[str, object] = {
         "root": ds.root,
@@ -146,10 +150,18 @@ def _profile(args: argparse.Namespace) -> int:
             raise InvalidArgumentError(
                 f"--trace: cannot write the trace to {args.trace!r}: {e.strerror}"
             ) from None
+    extra: dict[str, Any] = {}
+    if args.fill_null is not None:
+        extra["fill_null"] = _json_option("--fill-null", args.fill_null)
+    if args.filter is not None:
+        extra["filter"] = _json_option("--filter", args.filter)
+    if args.shuffle_window is not None:
+        extra["shuffle_window"] = args.shuffle_window
     report = profile(
         args.source, columns=args.columns, stack=args.stack, batch_size=args.batch_size,
         batches=args.batches, step_ms=args.step_ms, threads=args.threads, trace=args.trace,
-        memory_limit=args.memory_limit,
+        memory_limit=args.memory_limit, drop_last=args.drop_last,
+        partitioning=args.partitioning, **extra,
     )  # fmt: skip
     print(json.dumps(report, indent=2) if args.json else format_table(report))
     return 0
@@ -288,6 +300,33 @@ def main(argv: list[str] | None = None) -> int:
         "--memory-limit",
         default=DEFAULT_MEMORY_LIMIT_TEXT,
         help="bytes, e.g. 512MiB or 2GB; 0: none (default: %(default)s)",
+    )
+    prof.add_argument(
+        "--shuffle-window",
+        type=int,
+        default=None,
+        help="row groups mixed together (default: chosen from the limit)",
+    )
+    prof.add_argument(
+        "--fill-null",
+        default=None,
+        help='value for nulls, as JSON: a number, or {"column": value} (default: a null '
+        "is an error)",
+    )
+    prof.add_argument("--filter", default=None, help="a DNF filter as JSON (as for info)")
+    prof.add_argument(
+        "--keep-last",
+        dest="drop_last",
+        action="store_false",
+        help="hand out the last, partial batch too (drop_last=False)",
+    )
+    prof.add_argument(
+        "--no-partitioning",
+        dest="partitioning",
+        action="store_const",
+        const=None,
+        default="hive",
+        help="read key=value folders as plain paths, not Hive partition columns",
     )
     prof.add_argument("--json", action="store_true", help="print one JSON object")
     prof.add_argument("--trace", metavar="FILE", help="write a Chrome/Perfetto trace")
