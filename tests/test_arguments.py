@@ -138,6 +138,14 @@ def test_a_cache_dir_that_is_a_file_is_refused_even_for_local_data(cls, dataset,
     not_a_folder.write_text("")
     with pytest.raises(shardfeed.InvalidArgumentError, match=r"cache_dir.*not a folder"):
         make(cls, dataset, {"cache_dir": not_a_folder})
+    # Below a file, however deep, it cannot be made: the same mistake, and the file named
+    # (it was a StorageError from the decoded tier's first write, or nothing for local data).
+    for below in (not_a_folder / "sub", not_a_folder / "a" / "b"):
+        for decoded in (False, True):
+            with pytest.raises(
+                shardfeed.InvalidArgumentError, match=rf"cannot be made: '{not_a_folder}' is a file"
+            ):
+                make(cls, dataset, {"cache_dir": below, "cache_decoded": decoded})
 
 
 def test_a_cache_dir_the_caches_cannot_use_is_named_as_the_setting(dataset, tmp_path):

@@ -139,8 +139,8 @@ class CacheSettings:
             root = os.path.abspath(os.path.expanduser(root))
         # Checked here, not where it is first used: local data may never use it,
         # and a mistake should not wait for the first remote or decoded-cache run.
-        if root is not None and os.path.exists(root) and not os.path.isdir(root):
-            raise InvalidArgumentError(f"cache_dir {root!r} exists and is not a folder")
+        if root is not None and "://" not in root:
+            _check_folder_path("cache_dir", root)
         decoded = check_bool("cache_decoded", cache_decoded)
         if decoded and root is None:
             raise InvalidArgumentError("cache_decoded=True needs a cache_dir")
@@ -160,6 +160,21 @@ class CacheSettings:
 
     def files_dir(self) -> str | None:
         return os.path.join(self.dir, "files") if self.dir else None
+
+
+def _check_folder_path(name: str, folder: str) -> None:
+    """A folder that is a file, or lies below one, is the caller's mistake (said as
+    such, not as a failed write later): the nearest part of the path that exists
+    must be a folder."""
+    if os.path.exists(folder) and not os.path.isdir(folder):
+        raise InvalidArgumentError(f"{name} {folder!r} exists and is not a folder")
+    above = os.path.dirname(folder)
+    while above and not os.path.lexists(above) and above != os.path.dirname(above):
+        above = os.path.dirname(above)
+    if above and os.path.exists(above) and not os.path.isdir(above):
+        raise InvalidArgumentError(
+            f"{name} {folder!r} cannot be made: {above!r} is a file, not a folder"
+        )
 
 
 @dataclass
