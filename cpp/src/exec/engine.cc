@@ -748,12 +748,15 @@ class EngineImpl final : public Engine {
     // A row group mapped from the decoded tier that lost pages meanwhile, or
     // was cut short in place, gave zeros: the batch is not delivered.  (The
     // changes queued by now cover every read above.)
-    const bool mapped = std::any_of(held.begin(), held.end(),
-                                    [](const auto& h) { return h->mapped_damage != nullptr; });
-    if (batch.ok() && mapped) SeeTierChanges(options_.decoded_tier.get());
+    // A stat per mapped entry too, where they are few (every window; a global
+    // shuffle over few row groups): it sees a truncation still in progress.
+    const auto mapped = static_cast<size_t>(std::count_if(
+        held.begin(), held.end(), [](const auto& h) { return h->mapped_damage != nullptr; }));
+    if (batch.ok() && mapped > 0) SeeTierChanges(options_.decoded_tier.get());
     for (const auto& h : held) {
       if (!batch.ok()) break;
-      auto intact = MappedIntact(*h, RowGroupContext(h->index), options_.decoded_tier.get());
+      auto intact = MappedIntact(*h, RowGroupContext(h->index), options_.decoded_tier.get(),
+                                 mapped <= kSizeChecksPerBatch);
       if (!intact.ok()) batch = std::move(intact);
     }
     if (options_.debug_slow_stage == "assemble" && options_.debug_slow_us > 0) {

@@ -154,10 +154,11 @@ void SeeTierChanges(DecodedTier* tier) {
 }
 
 arrow::Status MappedIntact(const DecodedRowGroup& decoded, const std::string& context,
-                           DecodedTier* tier) {
+                           DecodedTier* tier, bool check_size) {
   if (!decoded.mapped_damage) return arrow::Status::OK();  // not mapped
-  const bool changed = tier && tier->impl()->changes_->ChangedSince(
-                                   decoded.mapped_path, decoded.mapped_mark, decoded.mapped_bytes);
+  const bool changed =
+      tier && tier->impl()->changes_->ChangedSince(decoded.mapped_path, decoded.mapped_mark,
+                                                   decoded.mapped_bytes, check_size);
   if (!changed && !decoded.mapped_damage->load()) return arrow::Status::OK();
   if (tier) tier->impl()->RemoveDamaged(decoded.mapped_path, decoded.mapped_bytes);
   return Error(ErrorKind::kStorage,

@@ -64,7 +64,11 @@ void MarkMapped(const std::string& path, uint64_t mark, const std::vector<Decode
 // call it after the reads that MappedIntact is to check.
 void SeeTierChanges(DecodedTier* tier);
 
+// `check_size`: its size too (a stat, EntryChanges::ChangedSince), which sees
+// a truncation still in progress during the reads; a batch that read many
+// entries (kSizeChecksPerBatch) relies on the events alone.
+inline constexpr size_t kSizeChecksPerBatch = 32;
 arrow::Status MappedIntact(const DecodedRowGroup& decoded, const std::string& context,
-                           DecodedTier* tier);
+                           DecodedTier* tier, bool check_size = true);
 
 }  // namespace shardfeed

@@ -65,10 +65,8 @@ void EntryChanges::ReadLocked() {
     for (ssize_t at = 0; at + static_cast<ssize_t>(sizeof(inotify_event)) <= got;) {
       const auto* event = reinterpret_cast<const inotify_event*>(buffer + at);
       at += static_cast<ssize_t>(sizeof(inotify_event) + event->len);
-      if (event->mask & IN_Q_OVERFLOW) {
-        overflowed_at_ = ++count_;
-        any_.store(true);
-      } else if (event->len > 0 && IsHexNamed(event->name, ".sfd")) {  // entries only
+      // (An overflow loses events: the size check of ChangedSince stands.)
+      if (event->len > 0 && IsHexNamed(event->name, ".sfd")) {  // entries only
         last_[event->name] = ++count_;
         any_.store(true);
       }
@@ -82,14 +80,20 @@ uint64_t EntryChanges::Mark() {
   return count_;
 }
 
-bool EntryChanges::ChangedSince(const std::string& path, uint64_t mark, int64_t bytes) {
-  if (!any_.load()) return false;  // the common case: no lookup
-  std::lock_guard<std::mutex> lock(mu_);
-  const auto it = last_.find(BaseName(path));
-  if (it != last_.end() && it->second > mark) return true;
-  if (overflowed_at_ <= mark) return false;
-  // Changes were lost: the entry's size says whether it was cut short.  (One
-  // renamed over it is another file, and leaves the mapped one whole.)
+bool EntryChanges::ChangedSince(const std::string& path, uint64_t mark, int64_t bytes,
+                                bool check_size) {
+  if (any_.load()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    const auto it = last_.find(BaseName(path));
+    if (it != last_.end() && it->second > mark) return true;
+  }
+  // The size too: a truncation still in progress zeroes the page of
+  // its new end before its event is queued (at the end of the syscall), so a
+  // read of those zeros may come before the event.  The size is set before
+  // the page is zeroed (ext4, tmpfs), so a stat after the reads sees it; and
+  // when events were lost (an overflow) the size is all there is.  (One
+  // renamed over the entry is another file, and leaves the mapped one whole.)
+  if (!check_size) return false;
   struct stat st;
   return ::stat(path.c_str(), &st) == 0 && st.st_size < bytes;
 }

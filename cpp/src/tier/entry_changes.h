@@ -9,10 +9,12 @@
 // returns): a reader that checks after reading knows whether what it read
 // may be zeros.
 //
-// Where inotify is not available (another OS, no instances left, a network
-// file system whose other clients it cannot see) nothing is seen and the
-// SIGBUS check alone stands.  When its queue overflows, changes are looked
-// for by size instead (a stat of the entry).
+// The event comes at the end of the truncation, after the page is zeroed, so
+// a read during it may see zeros before the event: the entry's size, set
+// before the zeroing (ext4, tmpfs), is checked too (a stat after the reads),
+// where the caller can afford a stat per entry.  Where inotify is not
+// available (another OS, no instances left, an overflow, a network file system
+// whose other clients it cannot see) the size and the SIGBUS check stand.
 #pragma once
 
 #include <sys/types.h>
@@ -46,10 +48,11 @@ class EntryChanges {
   // records before it maps an entry.  (In a forked child, a watch of its own.)
   uint64_t Mark();
   // Whether the entry at `path` (a file of the folder), mapped as `bytes`
-  // bytes after Mark() returned `mark`, was changed in place since.  Reads
-  // nothing: call Mark() once after the reads being checked.
+  // bytes after Mark() returned `mark`, was changed in place since: an event
+  // after the mark, or, with `check_size`, a size below `bytes` now (one
+  // stat).  Reads no event: call Mark() once after the reads being checked.
   // (An entry stored again at that name later is mapped after a later mark.)
-  bool ChangedSince(const std::string& path, uint64_t mark, int64_t bytes);
+  bool ChangedSince(const std::string& path, uint64_t mark, int64_t bytes, bool check_size = true);
 
  private:
   void OpenLocked();
@@ -60,9 +63,8 @@ class EntryChanges {
   int fd_ = -1;
   pid_t pid_ = 0;  // the process fd_ belongs to
   uint64_t count_ = 0;
-  uint64_t overflowed_at_ = 0;            // the count when events were lost (0: never)
   std::map<std::string, uint64_t> last_;  // entry name -> the count at its last change
-  std::atomic<bool> any_{false};          // a change or an overflow seen
+  std::atomic<bool> any_{false};          // a change seen
 };
 
 }  // namespace shardfeed
