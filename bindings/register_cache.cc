@@ -64,7 +64,9 @@ void RegisterCache(nb::module_& m) {
             return Unwrap(t.Clear());
           },
           "Removes every complete entry; returns the bytes freed.")
-      .def_prop_ro("dir", &DecodedTier::dir);
+      .def_prop_ro("dir", &DecodedTier::dir)
+      .def_prop_ro("read_only", &DecodedTier::read_only,
+                   "Whether the folder opened read-only: entries served, none stored.");
   nb::class_<FileCache>(m, "FileCache")
       .def(
           "stats",

@@ -290,6 +290,10 @@ class DecodedTier:
     @property
     def dir(self) -> str: ...
 
+    @property
+    def read_only(self) -> bool:
+        """Whether the folder opened read-only: entries served, none stored."""
+
 class FileCache:
     def stats(self) -> dict[str, Any]: ...
 

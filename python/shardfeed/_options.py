@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -432,15 +433,26 @@ class Caches:
     def open(cls, cache: CacheSettings, dataset: _core.Dataset, remote_timeout: float) -> Caches:
         tier_dir, files_dir = cache.decoded_dir(), cache.files_dir()
         try:
-            return cls(
-                tier=None
-                if tier_dir is None
-                else _core.open_decoded_tier(tier_dir, cache.limit_bytes),
-                # Local files are read in place: caching them would only copy them.
-                files=None
-                if files_dir is None or dataset.is_local
-                else _core.open_file_cache(files_dir, cache.limit_bytes, remote_timeout),
+            tier = (
+                None if tier_dir is None else _core.open_decoded_tier(tier_dir, cache.limit_bytes)
             )
+            # Local files are read in place: caching them would only copy them.
+            if files_dir is None or dataset.is_local:
+                return cls(tier=tier)
+            try:
+                files = _core.open_file_cache(files_dir, cache.limit_bytes, remote_timeout)
+            except StorageError as e:
+                if tier is None or not tier.read_only:
+                    raise
+                # A decoded tier warmed elsewhere and mounted read-only: its entries
+                # serve, and the row groups it lacks are read from the source.
+                warnings.warn(
+                    f"cache_dir {cache.dir!r} is read-only: the decoded tier's entries are "
+                    f"read from it, and remote files are read without the file cache ({e})",
+                    stacklevel=4,
+                )
+                files = None
+            return cls(tier=tier, files=files)
         except StorageError as e:
             # Named by the setting (it named a lock file inside it): a read-only or
             # unwritable folder cannot hold the caches' lock files and entries.

@@ -30,7 +30,9 @@ struct DecodedTierUsage {
 class DecodedTier {
  public:
   // Opens `dir`, created (mode 0700) when missing; limit_bytes 0: unlimited.
-  // Removes the temporary files of dead writers.
+  // Removes the temporary files of dead writers.  A folder this process cannot
+  // write (a read-only mount of a tier warmed elsewhere) opens read-only: its
+  // entries are served, a miss is decoded each time and never stored.
   static arrow::Result<std::shared_ptr<DecodedTier>> Open(const std::string& dir,
                                                           int64_t limit_bytes);
   ~DecodedTier();
@@ -48,6 +50,8 @@ class DecodedTier {
   arrow::Result<int64_t> Clear();
 
   const std::string& dir() const;
+  // Whether the folder opened read-only (see Open).
+  bool read_only() const;
 
   struct Impl;  // tier/decoded_tier_internal.h
   // The engine's access to the entries; opaque outside the core.

@@ -147,9 +147,10 @@ std::string Spec(const TransformSpec& t) {
 
 }  // namespace
 
-DecodedTier::Impl::Impl(std::string dir, int64_t limit, int64_t used)
+DecodedTier::Impl::Impl(std::string dir, int64_t limit, int64_t used, bool read_only)
     : dir_(std::move(dir)),
       limit_(limit),
+      read_only_(read_only),
       usage_(std::make_unique<UsageLedger>(dir_ + "/" + kUsageName, used)) {}
 
 DecodedTier::DecodedTier(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -158,16 +159,23 @@ DecodedTier::~DecodedTier() = default;
 arrow::Result<std::shared_ptr<DecodedTier>> DecodedTier::Open(const std::string& dir,
                                                               int64_t limit_bytes) {
   ARROW_RETURN_NOT_OK(storage_internal::MakePrivateFolder(dir, "decoded cache folder"));
+  // A folder this process cannot write (a read-only mount of a tier warmed
+  // elsewhere, a folder without write permission): its entries are read, no
+  // lock, stamp, ledger or entry is written, and misses are decoded each time.
+  const bool read_only = ::faccessat(AT_FDCWD, dir.c_str(), W_OK, AT_EACCESS) != 0 &&
+                         (errno == EROFS || errno == EACCES || errno == EPERM);
   // Temps of dead writers go (storage/temp_file.h); live ones stay and count.
-  ARROW_ASSIGN_OR_RAISE(
-      auto creation,
-      storage_internal::LockTempCreation(dir + kLockName, storage_internal::LockMode::kExclusive));
+  storage_internal::LockedFd creation;
+  if (!read_only) {
+    ARROW_ASSIGN_OR_RAISE(creation, storage_internal::LockTempCreation(
+                                        dir + kLockName, storage_internal::LockMode::kExclusive));
+  }
   int64_t used = 0;
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
     std::error_code size_ec;
     const std::string name = entry.path().filename().string();
-    if (storage_internal::IsTempName(name) &&
+    if (!read_only && storage_internal::IsTempName(name) &&
         storage_internal::CleanTemp(entry.path().string()) != storage_internal::TempState::kInUse) {
       continue;
     }
@@ -178,7 +186,7 @@ arrow::Result<std::shared_ptr<DecodedTier>> DecodedTier::Open(const std::string&
     }
   }
   return std::shared_ptr<DecodedTier>(
-      new DecodedTier(std::make_unique<Impl>(dir, limit_bytes, used)));
+      new DecodedTier(std::make_unique<Impl>(dir, limit_bytes, used, read_only)));
 }
 
 std::string DecodedTier::Impl::Key(const Catalog& catalog, int32_t rg, const Layout& layout) {
@@ -215,6 +223,7 @@ arrow::Result<storage_internal::LockedFd> DecodedTier::Impl::LockEntry(
     const std::string& key, const std::function<bool()>& stopped,
     const std::function<bool()>& help) const {
   using storage_internal::LockMode, storage_internal::LockOutcome;
+  if (read_only_) return storage_internal::LockedFd{};  // nothing is stored: no one to wait for
   const std::string path = LockPathOf(key);
   auto locked = storage_internal::OpenLockedWithin(path, O_RDWR | O_CREAT, LockMode::kExclusive,
                                                    kEntryLockWait, stopped, help);
@@ -307,7 +316,7 @@ arrow::Result<std::optional<std::vector<DecodedColumn>>> DecodedTier::Impl::Load
       auto at = [&](size_t k, Part part) { return p + OffsetOf(records[k], part); };
       ++digests_checked_;
       if (DataDigest(records, at) != data_digest || damaged()) return corrupt();
-      WriteStamp(stamp, file->file_descriptor(), data_digest);
+      if (!read_only_) WriteStamp(stamp, file->file_descriptor(), data_digest);
     }
     std::lock_guard<std::mutex> lock(mu_);
     verified_.insert(verified_id);
@@ -400,6 +409,11 @@ std::optional<uint64_t> DecodedTier::Impl::Store(const std::string& key,
                                                  const std::vector<DecodedColumn>& columns,
                                                  int64_t rows, std::string* why,
                                                  const std::function<void()>& make_room) {
+  if (read_only_) {
+    ++skipped_;
+    if (why) *why = "the folder '" + dir_ + "' is read-only for this process";
+    return std::nullopt;
+  }
   // Header first, then buffers at aligned offsets computed up front.
   std::string header(kMagic, 8);
   const uint64_t key_len = key.size(), n = columns.size();
@@ -546,6 +560,7 @@ int64_t DecodedTier::Impl::PruneSuperseded(const Catalog& catalog) {
   const SupersededKeys superseded(catalog);
   // One at a time: a thread that finds the tier full while another prunes
   // waits for it, and then finds the room it made.
+  if (read_only_) return 0;
   std::lock_guard<std::mutex> prune_lock(prune_mu_);
   if (!pruned_.insert(Hash64(superseded.versions())).second) return 0;
   int64_t freed = 0;
@@ -575,7 +590,7 @@ int64_t DecodedTier::Impl::PruneSuperseded(const Catalog& catalog) {
 }
 
 void DecodedTier::Impl::RemoveDamaged(const std::string& path, int64_t bytes) {
-  if (::unlink(path.c_str()) == 0) usage_->Release(bytes);
+  if (!read_only_ && ::unlink(path.c_str()) == 0) usage_->Release(bytes);
 }
 
 DecodedTierStats DecodedTier::Impl::stats() const {
@@ -606,7 +621,13 @@ arrow::Result<DecodedTierUsage> DecodedTier::Usage() const {
   return usage;
 }
 
+bool DecodedTier::read_only() const { return impl_->read_only_; }
+
 arrow::Result<int64_t> DecodedTier::Clear() {
+  if (impl_->read_only_) {
+    return Error(ErrorKind::kStorage, "cannot clear decoded cache folder '" + impl_->dir_ +
+                                          "': it is read-only for this process");
+  }
   int64_t freed = 0;
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(impl_->dir_, ec)) {

@@ -43,7 +43,7 @@
 namespace shardfeed {
 
 struct DecodedTier::Impl {
-  Impl(std::string dir, int64_t limit, int64_t used);
+  Impl(std::string dir, int64_t limit, int64_t used, bool read_only);
 
   // The identity of row group `rg` decoded under `layout` (only the
   // deterministic prefix of each column's transforms counts).
@@ -97,6 +97,10 @@ struct DecodedTier::Impl {
 
   const std::string dir_;
   const int64_t limit_;
+  // The folder cannot be written by this process (DecodedTier::Open): entries
+  // are loaded (each hashed once per process, as no stamp can be left), never
+  // stored, locked, pruned or removed.
+  const bool read_only_;
   // The folder's bytes, shared by the processes that use it (usage_ledger.h).
   std::unique_ptr<UsageLedger> usage_;
   std::atomic<int64_t> hits_{0}, misses_{0}, stored_{0}, skipped_{0}, corrupt_{0};
