@@ -161,6 +161,50 @@ def test_files_must_agree_on_partition_keys(tmp_path):
     assert shardfeed.Loader(tmp_path, partitioning=None).num_rows == 2
 
 
+def test_a_glob_has_the_partition_keys_of_its_folder_however_many_values_match(tmp_path):
+    """`lake/y=*/k=*/*.parquet` lost `y` while every match had y=2024 (the root was the
+    matches' common folder), so a filter on it failed and the columns changed the day a
+    second year landed.  The keys below the pattern's fixed folder are columns."""
+    lake = tmp_path / "lake"
+    for k in (1, 2):
+        write(lake / "y=2024" / f"k={k}" / "part-0.parquet", pa.table({"x": [k * 10, k * 10 + 1]}))
+    folder = epoch(lake)
+    assert list(folder) == ["x", "y", "k"]
+    for pattern in ("y=*/k=*/*.parquet", "**/*.parquet", "y=*", "*/k=1/*"):
+        got = epoch(f"{lake}/{pattern}")
+        assert list(got) == ["x", "y", "k"], pattern
+        picked = folder["k"] == 1 if "k=1" in pattern else np.ones(4, dtype=bool)
+        assert {n: v.tolist() for n, v in got.items()} == {
+            n: v[picked].tolist() for n, v in folder.items()
+        }, pattern
+    got = epoch(f"file://{lake}/y=*/k=*/*.parquet", filter=[("y", "=", 2024)])
+    assert got["y"].tolist() == [2024] * 4
+    # A pattern in a partition folder's own name keeps the keys above it out, as a
+    # folder source does (the fixed folder is the root).
+    assert list(epoch(f"{lake}/y=2024/k=*")) == ["x", "k"]
+    # Files named one by one are read below their common folder, as before.
+    assert list(epoch([lake / "y=2024" / "k=1" / "part-0.parquet",
+                       lake / "y=2024" / "k=2" / "part-0.parquet"])) == ["x", "k"]  # fmt: skip
+
+
+def test_one_file_linked_into_two_partition_folders_is_read_under_each(tmp_path):
+    """Read once (by inode, as any file reached by two paths) it lost the k=2 rows; under
+    Hive partitioning the two paths are rows with other keys, as pyarrow.dataset reads them."""
+    lake = tmp_path / "lake"
+    write(lake / "k=1" / "part-0.parquet", pa.table({"x": [1, 2, 3]}))
+    (lake / "k=2").mkdir()
+    (lake / "k=2" / "part-0.parquet").hardlink_to(lake / "k=1" / "part-0.parquet")
+    (lake / "k=3").symlink_to(lake / "k=1", target_is_directory=True)
+    got = epoch(lake)
+    expected = pads.dataset(lake, partitioning="hive").to_table()
+    assert sorted(zip(got["k"].tolist(), got["x"].tolist(), strict=True)) == sorted(
+        zip(expected["k"].to_pylist(), expected["x"].to_pylist(), strict=True)
+    )
+    assert len(got["k"]) == 9
+    # Without partitioning they are one file reached by three paths: read once.
+    assert len(epoch(lake, partitioning=None)["x"]) == 3
+
+
 def test_a_file_column_wins_over_a_partition_key(tmp_path):
     write(tmp_path / "k=1" / "a.parquet", pa.table({"k": [7, 8], "v": [1, 2]}))
     write(tmp_path / "k=2" / "b.parquet", pa.table({"v": [3]}))  # lacks k: the folder's value

@@ -490,6 +490,11 @@ def test_a_uris_glob_reads_what_the_same_glob_reads_on_a_local_disk(s3, tmp_path
     local = next(iter(shardfeed.Loader(str(tree / "day=*"), **hive)))
     remote = next(iter(shardfeed.Loader(f"{base}/day=*?{query}", **hive)))
     assert {k: v.tolist() for k, v in remote.items()} == {k: v.tolist() for k, v in local.items()}
+    # Matches of one key value keep the key: it lies below the pattern's fixed folder.
+    local = next(iter(shardfeed.Loader(str(tree / "day=[2]" / "*.parquet"), **hive)))
+    remote = next(iter(shardfeed.Loader(f"{base}/day=[2]/*.parquet?{query}", **hive)))
+    assert local["day"].tolist() == remote["day"].tolist() == [2, 2, 2]
+    assert local["v"].tolist() == remote["v"].tolist()
     with pytest.raises(shardfeed.DatasetNotFoundError, match="matches no file or folder"):
         shardfeed.Loader(f"{base}/day=3*/*.parquet?{query}")
     with pytest.raises(shardfeed.DatasetNotFoundError, match="matches no file or folder"):

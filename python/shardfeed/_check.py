@@ -187,17 +187,35 @@ def check_path(name: str, value: Any) -> str:
     return path
 
 
-def check_source(value: Any) -> list[str]:
+class Sources(list[str]):
+    """The paths a source names (local globs expanded), and ``bases``: the fixed
+    folders of those globs (``lake`` for ``lake/y=*/k=*/*.parquet``), which the
+    dataset root must contain, so that a glob's partition keys are columns
+    however many values its matches have (as a folder's are)."""
+
+    def __init__(self, paths: list[str], bases: list[str]) -> None:
+        super().__init__(paths)
+        self.bases = bases
+
+
+def check_source(value: Any) -> Sources:
     if isinstance(value, (str, os.PathLike)):
-        return _expand_local(check_path("source", value))
-    if isinstance(value, bytes) or not isinstance(value, Sequence):
+        items = [check_path("source", value)]
+    elif isinstance(value, bytes) or not isinstance(value, Sequence):
         raise ArgumentTypeError(
             f"source must be a path, a URI or a list of them, got {_what(value)}"
         )
-    items = [check_path("source", s) for s in value]
+    else:
+        items = [check_path("source", s) for s in value]
     if not items:
         raise InvalidArgumentError("source is an empty list")
-    return [path for item in items for path in _expand_local(item)]
+    paths: list[str] = []
+    bases: list[str] = []
+    for item in items:
+        expanded, base = _expand_local(item)
+        paths += expanded
+        bases += [base] if base is not None else []
+    return Sources(paths, bases)
 
 
 # scheme://authority, the path, and the query and fragment as they are.
@@ -225,15 +243,16 @@ def _quote_uri(uri: str) -> str:
     return head + urllib.parse.quote(path, safe="/%:@!$&'()*+,;=~") + rest
 
 
-def _expand_local(source: str) -> list[str]:
+def _expand_local(source: str) -> tuple[list[str], str | None]:
     """A local path with ``~`` expanded; a glob pattern (``*``, ``?``, ``[``; ``**``
-    for any depth) that names no existing path becomes the paths it matches.  A URI
-    has its path percent-encoded where it must be (see _quote_uri)."""
+    for any depth) that names no existing path becomes the paths it matches, and
+    its fixed folder is returned too (else None).  A URI has its path
+    percent-encoded where it must be (see _quote_uri; the core expands its globs)."""
     if "://" in source:
-        return [_quote_uri(source)]
+        return [_quote_uri(source)], None
     path = os.path.expanduser(source)
     if os.path.lexists(path) or not glob.has_magic(path):
-        return [path]
+        return [path], None
     # As in a folder, a path below the pattern's fixed part with a component that
     # starts with "_" is not data (Spark's _temporary/ attempts, a Delta _delta_log/),
     # unless the pattern names that component itself.  (glob skips "." names already.)
@@ -249,7 +268,7 @@ def _expand_local(source: str) -> list[str]:
     ]
     if not matches:
         raise DatasetNotFoundError(f"source {source!r} matches no file or folder")
-    return matches
+    return matches, str(Path(*parts[:fixed])) if fixed else None
 
 
 def check_stack(value: Any) -> dict[str, list[str]]:

@@ -18,6 +18,7 @@ from ._check import (
     INT32,
     UINT64,
     FillNull,
+    Sources,
     check_bool,
     check_bytes,
     check_callable,
@@ -400,8 +401,10 @@ def open_dataset(
     """The catalog; ``partitioning="hive"`` makes key=value folders columns;
     ``only_files`` (relative paths), when given, the files to keep of those listed."""
     paths = [str(Path(s)) if "://" not in s else s for s in sources]
+    # The fixed folders of local globs (check_source): their keys are columns.
+    bases = sources.bases if isinstance(sources, Sources) else []
     return _core.Dataset(paths, partitioning=partitioning or "", remote_timeout=remote_timeout,
-                         only_files=list(only_files))  # fmt: skip
+                         only_files=list(only_files), base_dirs=bases)  # fmt: skip
 
 
 def open_filtered(

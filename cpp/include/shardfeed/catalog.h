@@ -112,6 +112,11 @@ struct CatalogOptions {
   // process that reopens a dataset (a DataLoader worker) reads the files its
   // parent read, not the ones added to a folder since.
   std::vector<std::string> only_files;
+  // Folders (given as sources are) that the dataset root must contain: the
+  // fixed parts of glob patterns expanded before the catalog saw them (a local
+  // glob, in Python), so that the key=value folders between such a part and
+  // the matches are partition columns, as a URI's glob makes them.
+  std::vector<std::string> base_dirs;
 };
 
 class Catalog {

@@ -16,6 +16,7 @@
 #include <optional>
 #include <string_view>
 #include <thread>
+#include <tuple>
 #include <utility>
 
 #include <arrow/filesystem/localfs.h>
@@ -343,6 +344,10 @@ struct CatalogBuilder {
   std::vector<Listed> listed;
   std::vector<std::string> dir_sources;   // per source: its text when a folder, else empty
   std::vector<std::string> source_paths;  // per source: its path on the filesystem
+  // Folders the root must contain: the fixed parts of globs (a pattern's
+  // partition keys below it are columns, however many values the matches
+  // have), and CatalogOptions::base_dirs.
+  std::vector<std::string> bases;
 
   std::optional<DeltaLookup> delta_files;  // the tables explicitly named files lie in
 
@@ -399,13 +404,23 @@ arrow::Status CatalogBuilder::List(const std::vector<std::string>& sources) {
       ARROW_RETURN_NOT_OK(AddPath(match, raw + " (" + match + ")", match_info));
     }
   }
-  const bool single_dir = dir_sources.size() == 1 && !dir_sources.front().empty();
+  for (const auto& base : options.base_dirs) {
+    std::string path;
+    if (catalog.fs_ && OpenFileSystem(Normalize(base), &path, options.remote_timeout).ok()) {
+      bases.push_back(path);
+    }
+  }
+  const bool single_dir = bases.empty() && dir_sources.size() == 1 && !dir_sources.front().empty();
   if (single_dir) {
     catalog.root_ = source_paths.front();
     while (catalog.root_.size() > 1 && catalog.root_.back() == '/') catalog.root_.pop_back();
   } else {
     std::vector<std::string> dirs;
     for (const auto& file : listed) dirs.push_back(ParentDir(file.info.path()));
+    for (auto base : bases) {
+      while (base.size() > 1 && base.back() == '/') base.pop_back();
+      dirs.push_back(std::move(base));
+    }
     if (dirs.empty()) dirs.push_back(source_paths.front());
     catalog.root_ = CommonDir(dirs);
   }
@@ -416,15 +431,21 @@ arrow::Status CatalogBuilder::List(const std::vector<std::string>& sources) {
   // folders, a folder and a file in it, a file named twice) is read once.
   // On the local filesystem also a file reached by two paths (a folder and a
   // symlink to it, a glob through both, a symlink or hard link to a file in
-  // the same folder): by identity, the first path in order kept.
+  // the same folder): by identity, the first path in order kept.  Not one
+  // linked into two partition folders (k=1/ and k=2/): under Hive
+  // partitioning those are rows with other keys, read under each.
   const bool by_identity = catalog.fs_->type_name() == "local";
-  std::map<std::pair<dev_t, ino_t>, size_t> first;  // identity -> index in kept
+  const bool hive = options.partitioning == Partitioning::kHive;
+  // identity and partition keys -> index in kept
+  std::map<std::tuple<dev_t, ino_t, PartitionPairs>, size_t> first;
   std::vector<Listed> kept;
   for (auto& file : listed) {
     Listed* same = !kept.empty() && kept.back().rel == file.rel ? &kept.back() : nullptr;
     struct stat st;
     if (!same && by_identity && ::stat(file.info.path().c_str(), &st) == 0) {
-      const auto [at, fresh] = first.emplace(std::pair{st.st_dev, st.st_ino}, kept.size());
+      const auto [at, fresh] = first.emplace(
+          std::tuple{st.st_dev, st.st_ino, hive ? ParseHivePath(file.rel) : PartitionPairs{}},
+          kept.size());
       if (!fresh) same = &kept[at->second];
     }
     if (same) {
@@ -520,6 +541,7 @@ arrow::Status CatalogBuilder::AddPath(const std::string& path, const std::string
 arrow::Result<std::vector<std::pair<std::string, arrow::fs::FileInfo>>> CatalogBuilder::Expand(
     const std::string& pattern, const std::string& raw) {
   const std::string fixed = GlobFixedPart(pattern);
+  if (!fixed.empty()) bases.push_back(fixed);
   std::map<std::string, arrow::fs::FileInfo> files;  // what is listed below the fixed part
   if (!fixed.empty()) {
     auto maybe_info = FileInfoWithin(*catalog.fs_, fixed, options.remote_timeout);
@@ -772,7 +794,7 @@ arrow::Result<std::shared_ptr<Catalog>> Catalog::OpenUnredacted(
     const std::vector<std::string>& sources, const CatalogOptions& options) {
   if (sources.empty()) return Error(ErrorKind::kInvalidArgument, "no source given");
   auto catalog = std::make_shared<Catalog>();
-  CatalogBuilder builder{*catalog, options, {}, {}, {}, {}};
+  CatalogBuilder builder{*catalog, options, {}, {}, {}, {}, {}};
   ARROW_RETURN_NOT_OK(builder.List(sources));
   ARROW_ASSIGN_OR_RAISE(auto footers, builder.ReadFooters());
   ARROW_RETURN_NOT_OK(builder.Build(std::move(footers)));

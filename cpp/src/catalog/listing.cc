@@ -7,7 +7,6 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
-#include <set>
 #include <utility>
 
 #include <arrow/util/future.h>
@@ -32,11 +31,25 @@ arrow::fs::FileInfo FileInfoOf(const std::string& path, const struct stat& st) {
 }
 
 struct LocalWalk {
-  std::set<std::pair<dev_t, ino_t>> seen;  // directories entered
+  // The folders above the one being listed: a link back to one of them is a
+  // loop, not followed.  A folder reached by two paths otherwise is listed
+  // under each (a partition folder linked as k=3/ holds rows with k=3); the
+  // catalog reads a file reached twice under the same partition keys once.
+  std::vector<std::pair<dev_t, ino_t>> ancestors;
   std::vector<arrow::fs::FileInfo> files;
 
   arrow::Status Visit(const std::string& dir, const struct stat& dir_st) {
-    if (!seen.emplace(dir_st.st_dev, dir_st.st_ino).second) return arrow::Status::OK();
+    const std::pair<dev_t, ino_t> id{dir_st.st_dev, dir_st.st_ino};
+    if (std::find(ancestors.begin(), ancestors.end(), id) != ancestors.end()) {
+      return arrow::Status::OK();
+    }
+    ancestors.push_back(id);
+    auto status = List(dir);
+    ancestors.pop_back();
+    return status;
+  }
+
+  arrow::Status List(const std::string& dir) {
     DIR* d = opendir(dir.c_str());
     if (!d) {
       return Error(ErrorKind::kStorage, "cannot list '" + dir + "': " + std::strerror(errno));
