@@ -12,7 +12,8 @@ namespace shardfeed {
 namespace {
 constexpr size_t kCachedPermutations = 8;
 
-int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+// a >= 0, b >= 1; without a + b, which overflows for a batch size near 2^63.
+int64_t CeilDiv(int64_t a, int64_t b) { return a / b + (a % b != 0 ? 1 : 0); }
 }  // namespace
 
 arrow::Status PlanOptions::Validate() const {
@@ -99,7 +100,7 @@ arrow::Result<std::shared_ptr<const EpochPlan>> EpochPlan::Make(std::vector<int6
   // 3. This rank's slice and its batch layout.
   const int64_t N = plan->total_rows_, W = o.world_size, B = o.batch_size, r = o.rank;
   if (o.drop_last) {
-    plan->num_batches_ = N / (W * B);
+    plan->num_batches_ = N / B / W;  // N / (W * B), without the product (it can overflow)
     plan->rank_size_ = plan->num_batches_ * B;
     plan->rank_begin_ = r * plan->rank_size_;
     plan->full_ = plan->num_batches_;
@@ -122,7 +123,7 @@ arrow::Result<std::shared_ptr<const EpochPlan>> EpochPlan::Make(std::vector<int6
     plan->num_batches_ = nb;
     const int64_t n = plan->rank_size_;
     int64_t f = nb;
-    if (n < nb * B) f = B > 1 ? std::min(nb, (n - nb) / (B - 1)) : nb;
+    if (nb > n / B) f = B > 1 ? std::min(nb, (n - nb) / (B - 1)) : nb;  // n < nb * B
     plan->full_ = f;
     plan->tail_ = nb - f;
     plan->tail_rows_ = n - f * B;

@@ -1,6 +1,7 @@
 #include "shardfeed/plan.h"
 
 #include <algorithm>
+#include <limits>
 #include <numeric>
 #include <set>
 
@@ -98,6 +99,28 @@ TEST(EpochPlan, BatchOfInvertsBatchBegin) {
       EXPECT_EQ(plan->BatchOf(p), b);
     }
   }
+}
+
+TEST(EpochPlan, SizesNearTheInt64LimitDoNotOverflow) {
+  // world_size * batch_size wrapped to 0 (SIGFPE) or to a small number (rank 0 of 2^62
+  // ranks got most of the data); (N + B - 1) / B wrapped and gave no batch at all.
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  PlanOptions o;
+  o.world_size = int64_t{1} << 54;
+  o.batch_size = 1024;
+  EXPECT_EQ(EpochPlan::Make({222}, o).ValueOrDie()->num_batches(), 0);
+  o.world_size = (int64_t{1} << 62) + 1;
+  o.batch_size = 4;
+  EXPECT_EQ(EpochPlan::Make({222}, o).ValueOrDie()->num_batches(), 0);
+  o.world_size = 1;
+  o.batch_size = kMax;
+  o.drop_last = false;
+  auto plan = EpochPlan::Make({222}, o).ValueOrDie();
+  ASSERT_EQ(plan->num_batches(), 1);
+  EXPECT_EQ(plan->BatchSize(0), 222);
+  o.batch_size = kMax - 1;
+  o.world_size = 2;
+  EXPECT_EQ(EpochPlan::Make({222}, o).ValueOrDie()->num_batches(), 1);
 }
 
 TEST(EpochPlan, RejectsBadSettings) {
