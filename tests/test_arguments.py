@@ -125,11 +125,47 @@ def test_wrong_values_raise_value_errors_naming_the_argument(cls, dataset, kw, n
     assert not isinstance(info.value, TypeError)
 
 
-@pytest.mark.parametrize(("var", "value"), [("RANK", "one"), ("WORLD_SIZE", "2.5")])
+@pytest.mark.parametrize(
+    ("var", "value"),
+    [("RANK", "one"), ("WORLD_SIZE", "2.5"), ("WORLD_SIZE", "1_0"), ("RANK", "\u0661"),
+     ("WORLD_SIZE", "99999999999999999999"), ("RANK", "-99999999999999999999")],
+)  # fmt: skip
 def test_bad_rank_environment_names_the_variable(dataset, monkeypatch, var, value):
+    """int() took "1_0" (as 10) and Arabic-Indic digits; a value past int64 was a
+    nanobind TypeError that named neither."""
     monkeypatch.setenv(var, value)
-    with pytest.raises(shardfeed.InvalidArgumentError, match=var):
+    other = "WORLD_SIZE" if var == "RANK" else "RANK"
+    monkeypatch.setenv(other, "4" if other == "WORLD_SIZE" else "0")
+    with pytest.raises(shardfeed.InvalidArgumentError, match=var) as info:
         shardfeed.Loader(dataset)
+    assert not isinstance(info.value, TypeError)
+
+
+def test_world_size_from_the_environment_without_a_rank_is_refused(dataset, monkeypatch):
+    """Each such process was rank 0: all of them read the same slice."""
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.delenv("RANK", raising=False)
+    with pytest.raises(shardfeed.InvalidArgumentError, match="WORLD_SIZE='2' is set but RANK"):
+        shardfeed.Loader(dataset)
+    assert shardfeed.Loader(dataset, rank=1).state_dict()["settings"]["rank"] == 1  # said: fine
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    assert shardfeed.Loader(dataset).state_dict()["settings"]["rank"] == 0  # one rank: it is 0
+    monkeypatch.setenv("WORLD_SIZE", " 2 ")
+    monkeypatch.setenv("RANK", "+1")
+    assert shardfeed.Loader(dataset).state_dict()["settings"]["world_size"] == 2
+
+
+def test_byte_counts_in_strings_are_exact():
+    """They went through a float: "9007199254740993" was ...992, and 2**63 - 1 was
+    refused as 2**63."""
+    from shardfeed._check import check_bytes
+
+    assert check_bytes("m", "9007199254740993") == 9007199254740993
+    assert check_bytes("m", str(2**63 - 1)) == 2**63 - 1
+    assert check_bytes("m", "1.5GiB") == 3 * 2**29
+    assert check_bytes("m", "0.1KB") == 100
+    with pytest.raises(shardfeed.InvalidArgumentError, match="does not fit"):
+        check_bytes("m", str(2**63))
 
 
 def test_a_cache_dir_that_is_a_file_is_refused_even_for_local_data(cls, dataset, tmp_path):

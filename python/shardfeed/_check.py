@@ -14,6 +14,7 @@ import os
 import re
 import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -83,7 +84,7 @@ def check_bytes(name: str, value: Any) -> int:
             raise InvalidArgumentError(
                 f"{name} must be a byte count such as 536870912, '512MiB' or '1.5GB', got {value!r}"
             )
-        count = float(match.group(1)) * unit
+        count = Fraction(match.group(1)) * unit  # exact: "9007199254740993" is that many
         if 0 < count < 1:  # "0.5B" would be 0, which means no limit
             raise InvalidArgumentError(f"{name} must be at least one byte, got {value!r}")
         return check_int(name, int(count))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import sys
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -16,6 +17,7 @@ import numpy as np
 from . import _core, _filter
 from ._check import (
     INT32,
+    INT64,
     UINT64,
     FillNull,
     Sources,
@@ -60,15 +62,21 @@ DEFAULT_REMOTE_TIMEOUT: float = _ENGINE.remote_timeout
 
 
 def _env_int(name: str) -> int | None:
+    """An integer environment variable: ASCII digits only (int() would take "1_0" and
+    other scripts' digits), in int64's range."""
     text = os.environ.get(name)
     if text is None:
         return None
-    try:
-        return int(text)
-    except ValueError:
+    if re.fullmatch(r"\s*[+-]?[0-9]+\s*", text) is None:
         raise InvalidArgumentError(
             f"the {name} environment variable must be an integer, got {text!r}"
-        ) from None
+        )
+    value = int(text)
+    if not INT64[0] <= value < INT64[1]:
+        raise InvalidArgumentError(
+            f"the {name} environment variable is out of range: {text.strip()}"
+        )
+    return value
 
 
 def _missing(module: str) -> bool:
@@ -96,6 +104,12 @@ def _resolve_world(rank: int | None, world_size: int | None) -> tuple[int, int]:
     from_env = False  # a value taken from RANK/WORLD_SIZE
     if dist_rank is None or dist_world is None:
         env_rank, env_world = _env_int("RANK"), _env_int("WORLD_SIZE")
+        if rank is None and env_rank is None and env_world is not None and env_world > 1:
+            # Every such process would be rank 0 and read the same slice.
+            raise InvalidArgumentError(
+                f"WORLD_SIZE={os.environ['WORLD_SIZE']!r} is set but RANK is not: say which "
+                "rank this process is (rank=, or RANK as torchrun sets it)"
+            )
         dist_rank = 0 if env_rank is None else env_rank
         dist_world = 1 if env_world is None else env_world
         from_env = (rank is None and env_rank is not None) or (
