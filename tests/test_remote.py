@@ -328,10 +328,16 @@ def test_an_entry_damaged_in_place_with_its_mtime_kept_is_fetched_again(s3, tmp_
 
 
 @contextlib.contextmanager
-def _proxy(s3: Any, answered: Callable[[str, str], None]) -> Iterator[str]:
+def _proxy(
+    s3: Any,
+    answered: Callable[[str, str], None] = lambda command, path: None,
+    refuse: Callable[[str, str, bool], bool] = lambda command, path, ranged: False,
+) -> Iterator[str]:
     """An HTTP proxy on loopback in front of the S3 server; `answered(command, path)` runs
-    after the server answered each request, before the answer is passed on.  Yields the
-    proxy's endpoint ("127.0.0.1:port")."""
+    after the server answered each request, before the answer is passed on; a request
+    for which `refuse(command, path, ranged)` is true is answered 503 ServiceUnavailable
+    (throttling) without reaching the server.  Yields the proxy's endpoint
+    ("127.0.0.1:port")."""
 
     class Proxy(http.server.BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -342,6 +348,16 @@ def _proxy(s3: Any, answered: Callable[[str, str], None]) -> Iterator[str]:
         def forward(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(length) if length else b""
+            if refuse(self.command, self.path, "Range" in self.headers):
+                error = (b"<?xml version='1.0' encoding='UTF-8'?><Error><Code>"
+                         b"ServiceUnavailable</Code><Message>test</Message></Error>")  # fmt: skip
+                self.send_response(503)
+                self.send_header("Content-Type", "application/xml")
+                self.send_header("Content-Length", str(len(error)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(error)
+                return
             upstream = http.client.HTTPConnection(s3.host, s3.port, timeout=30)
             headers = {k: v for k, v in self.headers.items() if k.lower() != "host"}
             upstream.request(self.command, self.path, body=body, headers=headers)
@@ -405,6 +421,32 @@ def test_an_object_overwritten_between_its_check_and_its_read_is_never_mixed(s3,
             for batch in loader:
                 got += batch["id"].tolist()
         assert got == list(range(len(got))) and len(got) >= 1000  # part-0 whole, nothing new
+
+
+def test_a_burst_of_throttling_is_ridden_out_until_remote_timeout(s3, remote, dataset, tmp_path):
+    """An uncached read (footers at open, row groups in the epoch) gave up after the S3
+    client's own retries and five of shardfeed's, a few seconds into a 60 s remote_timeout,
+    where the README promises retries until remote_timeout.  Twelve 503s to one object's
+    ranged GETs now cost time, not the epoch; with a file cache too."""
+    reference = digest(shardfeed.Loader(dataset, batch_size=64, output="numpy", seed=2,
+                                        with_sample_id=True))  # fmt: skip
+    refused: list[str] = []
+
+    def refuse(command: str, path: str, ranged: bool) -> bool:
+        if command == "GET" and ranged and "b.parquet" in path and len(refused) < 12:
+            refused.append(path)
+            return True
+        return False
+
+    for cache in (None, tmp_path / "cache"):
+        refused.clear()
+        with _proxy(s3, refuse=refuse) as endpoint:
+            uri = f"s3://data/ds?endpoint_override={endpoint}&scheme=http"  # `remote`
+            loader = shardfeed.Loader(uri, batch_size=64, output="numpy", seed=2,
+                                      with_sample_id=True, remote_timeout=60,
+                                      cache_dir=cache)  # fmt: skip
+            assert digest(loader) == reference
+        assert len(refused) == 12, cache
 
 
 def test_a_row_group_read_from_the_store_is_checked_twice_not_once_per_part(s3):

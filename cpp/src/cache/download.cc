@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <limits>
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -119,8 +120,22 @@ arrow::Result<uint64_t> FileCache::Impl::Download(const std::shared_ptr<arrow::f
                                              stopped));
     return checksum.Digest();
   };
+  // With a remote_timeout, retried until it passes without progress (each
+  // attempt checks), however many attempts that takes; without one, 1 +
+  // max_retries attempts.
+  storage_internal::RetryPolicy policy = retry;
+  if (timeout > 0) {
+    policy.max_retries = std::numeric_limits<int>::max();
+    policy.max_seconds = std::min(policy.max_seconds, timeout / 4);  // no long sleep past it
+  }
+  arrow::Status last_failure;  // the store's, said when the deadline ends the retries
+  auto tracked = [&]() -> arrow::Result<uint64_t> {
+    auto r = attempt();
+    if (!r.ok() && !r.status().IsCancelled()) last_failure = r.status();
+    return r;
+  };
   const int64_t start = NowNs();
-  auto result = storage_internal::Retry(retry, interrupt, attempt);
+  auto result = storage_internal::Retry(policy, interrupt, tracked);
   fetch_ns.fetch_add(NowNs() - start, std::memory_order_relaxed);
   if (!local.ok()) {
     *local_failure = true;
@@ -130,9 +145,11 @@ arrow::Result<uint64_t> FileCache::Impl::Download(const std::shared_ptr<arrow::f
   if (timed_out) {
     char seconds[32];
     std::snprintf(seconds, sizeof(seconds), "%g", timeout);
-    return Error(ErrorKind::kStorage, "cannot fetch remote file '" + file.path +
-                                          "': no data from the storage within " + seconds +
-                                          " s (remote_timeout)");
+    return Error(ErrorKind::kStorage,
+                 "cannot fetch remote file '" + file.path + "': no data from the storage within " +
+                     seconds + " s (remote_timeout)" +
+                     (last_failure.ok() ? std::string()
+                                        : "; the last attempt failed: " + last_failure.message()));
   }
   if (!result.ok() && !result.status().IsCancelled()) {
     // A file that changed since the catalog read it is bad data, not a fault.

@@ -37,11 +37,13 @@ using testing::RandomBytes;
 using testing::ReadAll;
 using testing::TempDir;
 
-std::shared_ptr<FileCache> OpenCache(const fs::path& dir, int64_t limit = 0) {
+std::shared_ptr<FileCache> OpenCache(const fs::path& dir, int64_t limit = 0,
+                                     double remote_timeout = CacheOptions{}.remote_timeout) {
   CacheOptions options;
   options.dir = dir.string();
   options.limit_bytes = limit;
   options.retry_base_seconds = 0.001;
+  options.remote_timeout = remote_timeout;
   auto cache = FileCache::Open(options);
   EXPECT_TRUE(cache.ok()) << cache.status().ToString();
   return *cache;
@@ -400,16 +402,31 @@ TEST(FileCache, RemoteFailuresAreRetriedThenNamed) {
   EXPECT_EQ(ReadAll(*cache->OpenFile(hooked, file).ValueOrDie()), "0123456789");
   EXPECT_EQ(hooked->opens.load(), 3);
 
-  // Always failing: 1 + max_retries attempts, then an error naming the file.
+  // Always failing: retried until remote_timeout, then an error naming the file;
+  // without a remote_timeout, 1 + max_retries attempts.
   RemoteFileInfo other{"s3://bucket/g", path, 10, ""};
-  hooked->opens = 0;
   hooked->on_open = [] { return arrow::Status::IOError("AWS Error SLOW_DOWN (HTTP 503)"); };
-  auto failed = cache->OpenFile(hooked, other);
-  ASSERT_FALSE(failed.ok());
-  EXPECT_EQ(hooked->opens.load(), 6);
-  EXPECT_EQ(KindOf(failed.status()), ErrorKind::kStorage);
-  EXPECT_NE(failed.status().message().find(path), std::string::npos);
-  EXPECT_NE(failed.status().message().find("SLOW_DOWN"), std::string::npos);
+  for (const double timeout : {0.0, 0.4}) {
+    TempDir fresh;
+    auto bounded = OpenCache(fresh.path(), 0, timeout);
+    hooked->opens = 0;
+    const auto t0 = std::chrono::steady_clock::now();
+    auto failed = bounded->OpenFile(hooked, other);
+    const double took =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    ASSERT_FALSE(failed.ok());
+    if (timeout == 0) {
+      EXPECT_EQ(hooked->opens.load(), 6);
+    } else {  // (not 1 + max_retries: the deadline bounds the retries)
+      EXPECT_GT(hooked->opens.load(), 6);
+      EXPECT_GE(took, 0.3);
+      EXPECT_LT(took, 5.0);
+    }
+    EXPECT_EQ(KindOf(failed.status()), ErrorKind::kStorage);
+    EXPECT_NE(failed.status().message().find(path), std::string::npos);
+    EXPECT_NE(failed.status().message().find("SLOW_DOWN"), std::string::npos)
+        << failed.status().message();
+  }
 
   // A missing key is not retried.
   hooked->opens = 0;

@@ -42,6 +42,7 @@
 #include "catalog/table_formats.h"
 #include "catalog/unify.h"
 #include "shardfeed/status.h"
+#include "storage/retry.h"
 #include "util/deadline_file.h"
 #include "util/file_identity.h"
 #include "util/hash.h"
@@ -148,9 +149,25 @@ struct Listed {
 arrow::Result<std::optional<Footer>> ReadFooter(arrow::fs::FileSystem& fs, const Listed& file,
                                                 double remote_timeout) {
   const std::string context = "file '" + file.rel + "'";
-  auto maybe_input = fs.OpenInputFile(file.info);
+  arrow::Result<std::shared_ptr<arrow::io::RandomAccessFile>> maybe_input;
+  if (fs.type_name() == "local") {
+    maybe_input = fs.OpenInputFile(file.info);
+  } else {
+    // Transient failures (503 SlowDown, a reset connection) are retried until
+    // remote_timeout, as a row group's reads are (storage/retry.h).
+    storage_internal::RetryPolicy policy;
+    policy.deadline = DeadlineAfter(remote_timeout);
+    auto remote = storage_internal::RemoteFile::Open(
+        fs.shared_from_this(), file.info.path(), file.info.size(),
+        storage_internal::RemoteName(fs, file.info.path()), policy,
+        std::make_shared<std::atomic<int64_t>>(0));
+    if (remote.ok()) {
+      maybe_input = WithDeadline(*remote, remote_timeout);
+    } else {
+      maybe_input = remote.status();
+    }
+  }
   if (!maybe_input.ok()) return WithContext(maybe_input.status(), context);
-  if (fs.type_name() != "local") maybe_input = WithDeadline(*maybe_input, remote_timeout);
   if (file.sniff) {
     auto magic = HasParquetMagic(**maybe_input, file.info.size());
     if (!magic.ok()) return WithContext(magic.status(), context);

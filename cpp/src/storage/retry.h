@@ -35,7 +35,7 @@ class Interrupt {
 };
 
 struct RetryPolicy {
-  int max_retries = 5;
+  int max_retries = 5;  // without a deadline (remote_timeout=0)
   double base_seconds = 0.05;
   double max_seconds = 5.0;
   // No retry whose wait would end at or after it: a read abandoned at its
@@ -59,10 +59,11 @@ const arrow::Status& StatusOf(const arrow::Result<T>& result) {
   return result.status();
 }
 
-// Runs `op` until it succeeds, fails in a way retrying cannot fix, has
-// failed 1 + max_retries times, the next wait would reach the policy's
-// deadline, or its caller gave up (CallAbandoned); waits Delay(attempt) in
-// between.  Returns
+// Runs `op` until it succeeds, fails in a way retrying cannot fix, the next
+// wait would reach the policy's deadline (with one: remote_timeout is the
+// bound, as the README promises, however many attempts fit), has failed
+// 1 + max_retries times (without one), or its caller gave up
+// (CallAbandoned); waits Delay(attempt) in between.  Returns
 // Cancelled when `interrupt` is requested during a wait.
 template <typename Op>
 auto Retry(const RetryPolicy& policy, const Interrupt* interrupt, Op&& op) -> decltype(op()) {
@@ -70,12 +71,13 @@ auto Retry(const RetryPolicy& policy, const Interrupt* interrupt, Op&& op) -> de
   const Interrupt& stop = interrupt ? *interrupt : kNever;
   for (int attempt = 0;; ++attempt) {
     auto result = op();
-    if (result.ok() || attempt >= policy.max_retries || !IsRetryable(StatusOf(result)) ||
-        CallAbandoned()) {
+    const bool bounded = policy.deadline != std::chrono::steady_clock::time_point::max();
+    if (result.ok() || (!bounded && attempt >= policy.max_retries) ||
+        !IsRetryable(StatusOf(result)) || CallAbandoned()) {
       return result;
     }
     const double delay = policy.Delay(attempt);
-    if (policy.deadline != std::chrono::steady_clock::time_point::max() &&
+    if (bounded &&
         std::chrono::duration<double>(policy.deadline - std::chrono::steady_clock::now()).count() <=
             delay) {
       return result;
