@@ -304,6 +304,16 @@ void RegisterEngine(nb::module_& m) {
               "dict[str, typing.Any]"),
       "The shuffle window (plan.window_row_groups == 0: chosen from options.memory_limit), the "
       "expected peak of stats()['memory'] and the expected mixing W_eff, from the footers.");
+  m.def(
+      "wait_for_abandoned_calls",
+      [](double seconds) {
+        ReleaseGil release;
+        return WaitForAbandonedRemoteCalls(seconds);
+      },
+      "seconds"_a,
+      "From the exit hook: waits until no remote call given up at its deadline still runs "
+      "(or `seconds` pass), so that pyarrow's S3 shutdown does not tear the AWS SDK down "
+      "under one; whether none runs.");
   m.def("live_buffers", &OutputBuffer::live_count,
         "Batch buffers allocated by the engine and not yet freed (for tests).");
   m.def("live_engine_threads", &LiveEngineThreads,

@@ -289,6 +289,24 @@ def test_after_a_server_died_another_store_opens_without_waiting(remote, dataset
     assert np.array_equal(np.concatenate(got), np.concatenate(want))
 
 
+def test_a_filesystem_given_up_at_remote_timeout_does_not_crash_the_exit(remote):
+    """remote_timeout=0.01: the S3 filesystem was still being made on a thread the loader
+    had given up on when pyarrow's exit hook shut the AWS SDK down under it: SIGSEGV or
+    SIGABRT after the StorageError, in 5 runs of 6.  The exit hook now waits for it."""
+    child = (
+        "import shardfeed, sys\n"
+        "try:\n"
+        "    shardfeed.Loader(sys.argv[1], remote_timeout=0.01)\n"
+        "except shardfeed.StorageError as e:\n"
+        "    print('raised', e)\n"
+    )
+    for _ in range(4):
+        run = subprocess.run([sys.executable, "-c", child, remote], capture_output=True,
+                             text=True, timeout=120)  # fmt: skip
+        assert run.returncode == 0, (run.returncode, run.stderr[-2000:])
+        assert "within 0.01 s" in run.stdout or run.stdout == "", run.stdout
+
+
 def test_a_read_the_storage_refuses_is_not_called_bad_data(remote, monkeypatch, tmp_path):
     """Without credentials the server lists but refuses the reads: a StorageError that
     says the file could not be read, not "not a readable Parquet file"."""

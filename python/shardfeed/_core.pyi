@@ -494,6 +494,11 @@ def plan_memory(dataset: Dataset, plan: PlanOptions, options: EngineOptions) -> 
     The shuffle window (plan.window_row_groups == 0: chosen from options.memory_limit), the expected peak of stats()['memory'] and the expected mixing W_eff, from the footers.
     """
 
+def wait_for_abandoned_calls(seconds: float) -> bool:
+    """
+    From the exit hook: waits until no remote call given up at its deadline still runs (or `seconds` pass), so that pyarrow's S3 shutdown does not tear the AWS SDK down under one; whether none runs.
+    """
+
 def live_buffers() -> int:
     """Batch buffers allocated by the engine and not yet freed (for tests)."""
 

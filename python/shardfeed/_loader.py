@@ -72,6 +72,10 @@ def _close_engines() -> None:
     _core.begin_exit(quiet_leaks=threading.active_count() > 1 or forked)
     for engine in list(_live_engines):
         engine.close()
+    # A remote call given up at remote_timeout may still run (a filesystem being
+    # made, a read): pyarrow's exit hook, which runs after this one, shuts the AWS
+    # SDK down, and under such a call that crashed the process.  Bounded.
+    _core.wait_for_abandoned_calls(30.0)
 
 
 def start_engine(

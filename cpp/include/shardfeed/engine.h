@@ -250,4 +250,10 @@ class Engine {
 // have not returned yet; 0 once every engine is stopped (for tests).
 int64_t LiveEngineThreads();
 
+// Waits until no remote call that its caller gave up at remote_timeout still
+// runs (a filesystem being made, a read), or `seconds` pass; whether none
+// runs.  For the exit hook: pyarrow's S3 shutdown tears the AWS SDK down
+// under such a call.
+bool WaitForAbandonedRemoteCalls(double seconds);
+
 }  // namespace shardfeed

@@ -26,6 +26,7 @@
 #include "shardfeed/cache.h"
 #include "shardfeed/status.h"
 #include "transform/layout.h"
+#include "util/deadline_file.h"
 #include "util/live_threads.h"
 #include "util/thread_policy.h"
 
@@ -956,5 +957,7 @@ arrow::Result<std::unique_ptr<Engine>> Engine::Make(std::shared_ptr<const Catalo
 }
 
 int64_t LiveEngineThreads() { return LiveThreadGuard::count(); }
+
+bool WaitForAbandonedRemoteCalls(double seconds) { return WaitForDetachedCalls(seconds); }
 
 }  // namespace shardfeed

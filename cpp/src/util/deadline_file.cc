@@ -1,5 +1,7 @@
 #include "util/deadline_file.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <condition_variable>
 #include <cstdio>
@@ -76,6 +78,42 @@ bool CallAbandoned() {
 }
 
 void SetAbandonedFlag(const std::atomic<bool>* flag) { abandoned_flag = flag; }
+
+namespace {
+// Never destroyed: threads may end after exit.
+std::mutex* detached_mu = new std::mutex;
+std::condition_variable* detached_done = new std::condition_variable;
+int64_t detached_calls = 0;  // under detached_mu
+
+std::mutex& DetachedMutex() { return *detached_mu; }
+std::condition_variable& DetachedDone() { return *detached_done; }
+
+// A forked child has none of the parent's threads (and the mutex may have
+// been held by one of them): it starts with none and a free mutex; the
+// parent's copies are left as they are.
+void ForgetDetachedInChild() {
+  detached_mu = new std::mutex;
+  detached_done = new std::condition_variable;
+  detached_calls = 0;
+}
+[[maybe_unused]] const int kAtFork = pthread_atfork(nullptr, nullptr, ForgetDetachedInChild);
+}  // namespace
+
+void DetachedCallStarted() {
+  std::lock_guard<std::mutex> lock(DetachedMutex());
+  ++detached_calls;
+}
+
+void DetachedCallEnded() {
+  std::lock_guard<std::mutex> lock(DetachedMutex());
+  if (--detached_calls == 0) DetachedDone().notify_all();
+}
+
+bool WaitForDetachedCalls(double seconds) {
+  std::unique_lock<std::mutex> lock(DetachedMutex());
+  return DetachedDone().wait_for(lock, std::chrono::duration<double>(std::max(0.0, seconds)),
+                                 [] { return detached_calls == 0; });
+}
 
 std::chrono::steady_clock::time_point DeadlineAfter(double seconds) {
   constexpr double kYear = 365.0 * 24 * 3600;

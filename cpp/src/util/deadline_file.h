@@ -39,6 +39,15 @@ bool CallAbandoned();
 // The flag CallAbandoned reads on this thread (null: none); CallBefore's.
 void SetAbandonedFlag(const std::atomic<bool>* flag);
 
+// CallBefore's threads still running, whether or not their callers still
+// wait: counted, so that the exit hook can wait for them (bounded) before
+// pyarrow's tears the AWS SDK down under them (a filesystem still being made
+// there crashed the process at exit).
+void DetachedCallStarted();
+void DetachedCallEnded();
+// Waits until no CallBefore thread runs, or `seconds` pass; whether none runs.
+bool WaitForDetachedCalls(double seconds);
+
 // Runs `call` on a thread of its own and waits for its result until
 // `deadline`, looking at `stopped` (when given) every 100 ms: past the
 // deadline NoAnswerWithin(timeout_seconds), once stopped Cancelled.  Then the
@@ -58,13 +67,19 @@ arrow::Result<T> CallBefore(std::function<arrow::Result<T>()> call,
     std::atomic<bool> abandoned{false};
   };
   auto shared = std::make_shared<Shared>();
-  std::thread([shared, call = std::move(call)] {
+  DetachedCallStarted();
+  std::thread([shared, call = std::move(call)]() mutable {
     SetAbandonedFlag(&shared->abandoned);
     auto result = call();
+    call = nullptr;  // what it holds (a filesystem) goes before the count does
     SetAbandonedFlag(nullptr);
-    std::lock_guard<std::mutex> lock(shared->mu);
-    shared->result.emplace(std::move(result));
-    shared->done.notify_all();
+    {
+      std::lock_guard<std::mutex> lock(shared->mu);
+      shared->result.emplace(std::move(result));
+      shared->done.notify_all();
+    }
+    shared.reset();  // the last holder when the caller gave up: the result goes too
+    DetachedCallEnded();
   }).detach();
   std::unique_lock<std::mutex> lock(shared->mu);
   auto ready = [&] { return shared->result.has_value(); };
