@@ -157,3 +157,25 @@ def test_profile_takes_the_loader_settings_a_real_table_needs(tmp_path, capsys):
     assert status == 2 and "day" in err
     status, _, err = profiled("--fill-null", "zero")
     assert status == 2 and "--fill-null is not JSON" in err
+
+
+def test_a_table_without_columns_is_described_not_refused(tmp_path, capsys):
+    """`info` on a file with no columns exited 2 with "no columns selected", naming neither
+    the file nor the cause; a Loader said the same."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    import pytest
+    import shardfeed
+
+    path = tmp_path / "nocols.parquet"
+    pq.write_table(pa.table({"a": [1, 2]}).select([]), path)
+    assert cli.main(["info", str(path)]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["schema"] == {}
+    assert "InvalidDataError" in info["plan"]["error"] and "no columns" in info["plan"]["error"]
+    with pytest.raises(shardfeed.InvalidDataError, match="the dataset has no columns"):
+        shardfeed.Loader(path)
+    ok = tmp_path / "ok.parquet"
+    pq.write_table(pa.table({"a": [1, 2]}), ok)
+    with pytest.raises(shardfeed.InvalidArgumentError, match=r"columns=\[\] and no stack"):
+        shardfeed.Loader(ok, columns=[])

@@ -464,8 +464,18 @@ arrow::Result<Layout> MakeLayout(const arrow::Schema& schema, const OutputOption
     if (out.kind == OutputKind::kStack) continue;
     for (int source : out.sources) layout.field_used_alone[static_cast<size_t>(source)] = true;
   }
+  if (layout.outputs.empty() && options.all_columns && options.stacks.empty()) {
+    // Nothing asked for by name: the data holds nothing to hand out.
+    return Error(ErrorKind::kInvalidData,
+                 schema.num_fields() == 0
+                     ? "the dataset has no columns: its files hold none, so there is nothing "
+                       "to load"
+                     : "the dataset has no columns to hand out: only pandas' index columns "
+                       "(__index_level_N__), which are left out unless named in columns=");
+  }
   if (layout.outputs.empty()) {
-    return Error(ErrorKind::kInvalidArgument, "no columns selected");
+    return Error(ErrorKind::kInvalidArgument,
+                 "no columns selected: columns=[] and no stack (name the columns to load)");
   }
   return layout;
 }
