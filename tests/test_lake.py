@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 import shardfeed
 from shardfeed import cli
-from shardfeed.transforms import HashBucket
+from shardfeed.transforms import HashBucket, Vocabulary
 
 from .conftest import digest, to_numpy, write_dataset
 
@@ -301,6 +301,22 @@ def test_string_and_large_string_hash_alike(tmp_path):
     )
     got = epoch(root, transforms=[HashBucket("s", num_buckets=2**40)])
     assert got["s"][0] == got["s"][3] and got["s"][1] == got["s"][2] and got["s"][0] != got["s"][1]
+
+
+def test_text_without_the_utf8_annotation_reads_with_text_that_has_it(tmp_path):
+    """Old Hive and Impala files store strings as plain BYTE_ARRAY (binary): with files
+    that annotate them it was a SchemaMismatchError.  Now the same bytes give the same
+    ids, as in a table whose files all say string."""
+    texts = [["a", "b", None], ["b", "c", "a"]]
+    plain = evolved(tmp_path / "binary", pa.table({"s": pa.array([t and t.encode() for t in
+                                                                    texts[0]], pa.binary())}),
+                    pa.table({"s": pa.array(texts[1], pa.large_string())}))  # fmt: skip
+    text = evolved(tmp_path / "text", pa.table({"s": pa.array(texts[0])}),
+                   pa.table({"s": pa.array(texts[1])}))  # fmt: skip
+    for t in (HashBucket("s", num_buckets=2**40), Vocabulary("s", values=["a", "b", "c"])):
+        got = epoch(plain, transforms=[t], fill_null=-1)["s"].tolist()
+        assert got == epoch(text, transforms=[t], fill_null=-1)["s"].tolist()
+    assert got == [1, 2, 0, 2, 3, 1]
 
 
 def test_missing_column_is_null_then_fill_null_decides(tmp_path):

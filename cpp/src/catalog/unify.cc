@@ -157,6 +157,11 @@ arrow::Result<TypePtr> PromoteTypes(const TypePtr& a, const TypePtr& b) {
   if (IsNumber(ia) && IsNumber(ib)) return arrow::float64();
   if (IsStringLike(ia) && IsStringLike(ib)) return arrow::large_utf8();
   if (IsBinaryLike(ia) && IsBinaryLike(ib)) return arrow::large_binary();
+  // Text without the UTF8 annotation (old Hive and Impala files) with text that
+  // has it: the same bytes (what Spark's binaryAsString reads as one column).
+  if ((IsStringLike(ia) || IsBinaryLike(ia)) && (IsStringLike(ib) || IsBinaryLike(ib))) {
+    return arrow::large_binary();
+  }
   if (arrow::is_list(ia) && arrow::is_list(ib)) return PromoteLists(a, b);
   const bool ta = arrow::is_temporal(ia) || ia == Type::DURATION;
   const bool tb = arrow::is_temporal(ib) || ib == Type::DURATION;

@@ -48,7 +48,9 @@ TEST(Promote, FloatsAndDecimals) {
 TEST(Promote, StringsBinariesAndLists) {
   EXPECT_EQ(Promote(arrow::utf8(), arrow::large_utf8()), "large_string");
   EXPECT_EQ(Promote(arrow::binary(), arrow::large_binary()), "large_binary");
-  EXPECT_EQ(Promote(arrow::utf8(), arrow::binary()), "error");
+  // Text without the UTF8 annotation (old Hive, Impala) with annotated text: bytes.
+  EXPECT_EQ(Promote(arrow::utf8(), arrow::binary()), "large_binary");
+  EXPECT_EQ(Promote(arrow::large_binary(), arrow::large_utf8()), "large_binary");
   EXPECT_EQ(Promote(arrow::utf8(), arrow::int64()), "error");
   EXPECT_EQ(Promote(arrow::list(arrow::int32()), arrow::large_list(arrow::int64())),
             "large_list<item: int64>");
