@@ -234,6 +234,26 @@ def _cache(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_no_partitioning(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--no-partitioning",
+        dest="partitioning",
+        action="store_const",
+        const=None,
+        default="hive",
+        help="read key=value folders as plain paths, not Hive partition columns",
+    )
+
+
+def _add_shuffle_window(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    parser.add_argument(
+        "--shuffle-window",
+        type=int,
+        default=None,
+        help="row groups mixed together (default: chosen from the limit)",
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="shardfeed", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -247,14 +267,7 @@ def main(argv: list[str] | None = None) -> int:
 
     info = sub.add_parser("info", help="print a dataset's catalog (footers only)")
     info.add_argument("source", nargs="+", help="a folder, a file, or several files")
-    info.add_argument(
-        "--no-partitioning",
-        dest="partitioning",
-        action="store_const",
-        const=None,
-        default="hive",
-        help="read key=value folders as plain paths, not Hive partition columns",
-    )
+    _add_no_partitioning(info)
     info.add_argument(
         "--filter",
         default=None,
@@ -273,12 +286,7 @@ def main(argv: list[str] | None = None) -> int:
         default=DEFAULT_MEMORY_LIMIT_TEXT,
         help="bytes, e.g. 512MiB or 2GB; 0: none (default: %(default)s)",
     )
-    plan.add_argument(
-        "--shuffle-window",
-        type=int,
-        default=None,
-        help="row groups mixed together (default: chosen from the limit)",
-    )
+    _add_shuffle_window(plan)
     plan.add_argument("--threads", type=int, default=None)
     plan.add_argument("--world-size", type=int, default=1)
     info.set_defaults(func=_info)
@@ -301,12 +309,7 @@ def main(argv: list[str] | None = None) -> int:
         default=DEFAULT_MEMORY_LIMIT_TEXT,
         help="bytes, e.g. 512MiB or 2GB; 0: none (default: %(default)s)",
     )
-    prof.add_argument(
-        "--shuffle-window",
-        type=int,
-        default=None,
-        help="row groups mixed together (default: chosen from the limit)",
-    )
+    _add_shuffle_window(prof)
     prof.add_argument(
         "--fill-null",
         default=None,
@@ -320,14 +323,7 @@ def main(argv: list[str] | None = None) -> int:
         action="store_false",
         help="hand out the last, partial batch too (drop_last=False)",
     )
-    prof.add_argument(
-        "--no-partitioning",
-        dest="partitioning",
-        action="store_const",
-        const=None,
-        default="hive",
-        help="read key=value folders as plain paths, not Hive partition columns",
-    )
+    _add_no_partitioning(prof)
     prof.add_argument("--json", action="store_true", help="print one JSON object")
     prof.add_argument("--trace", metavar="FILE", help="write a Chrome/Perfetto trace")
     prof.set_defaults(func=_profile)
