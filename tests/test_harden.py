@@ -4,6 +4,7 @@ that alias, credentials in messages, Ctrl-C."""
 from __future__ import annotations
 
 import gc
+import itertools
 import os
 import signal
 import socket
@@ -209,6 +210,28 @@ def test_a_directory_symlink_loop_reads_each_file_once(tmp_path):
     assert loader.num_rows == 600
     ids = sample_ids(loader)
     assert sorted(ids.tolist()) == list(range(600))
+
+
+def test_folders_linked_many_ways_are_listed_once_not_once_per_path(tmp_path):
+    """Two links from each level to the next: 2^24 paths to the last folder.  Skipping
+    only links back to a folder above would list it once per path (days); a folder is
+    listed once per partition keys on its path, and a loop through key=value folders
+    stops too."""
+    data = tmp_path / "data"
+    levels = [data / f"l{i}" for i in range(25)]
+    for level in levels:
+        level.mkdir(parents=True)
+    for upper, lower in itertools.pairwise(levels):
+        (upper / "x").symlink_to(lower, target_is_directory=True)
+        (upper / "y").symlink_to(lower, target_is_directory=True)
+    pq.write_table(make_table(0, 300, seed=1), levels[-1] / "a.parquet")
+    (data / "k=1").mkdir()
+    pq.write_table(make_table(300, 300, seed=2), data / "k=1" / "b.parquet")
+    (data / "k=1" / "k=2").symlink_to(data, target_is_directory=True)  # a loop via keys
+    loader = shardfeed.Loader(data, batch_size=100, output="numpy", with_sample_id=True,
+                              partitioning=None)  # fmt: skip
+    assert loader.num_rows == 600
+    assert sorted(sample_ids(loader).tolist()) == list(range(600))
 
 
 def test_object_keys_with_dot_components_are_rejected(s3, tmp_path):

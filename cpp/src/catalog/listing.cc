@@ -7,6 +7,9 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <set>
+#include <string_view>
+#include <tuple>
 #include <utility>
 
 #include <arrow/util/future.h>
@@ -31,18 +34,38 @@ arrow::fs::FileInfo FileInfoOf(const std::string& path, const struct stat& st) {
 }
 
 struct LocalWalk {
-  // The folders above the one being listed: a link back to one of them is a
-  // loop, not followed.  A folder reached by two paths otherwise is listed
-  // under each (a partition folder linked as k=3/ holds rows with k=3); the
-  // catalog reads a file reached twice under the same partition keys once.
+  // A folder is listed once per (identity, key=value folders on its path from
+  // the walk's start): a folder reached by two paths is listed once, unless
+  // the paths hold other partition keys (a partition folder linked as k=3/
+  // holds rows with k=3; the catalog then reads its files under each).  A
+  // link back to a folder above is a loop, never followed (each turn of it
+  // would add keys).
+  std::string start;
   std::vector<std::pair<dev_t, ino_t>> ancestors;
+  std::set<std::tuple<dev_t, ino_t, std::string>> seen;
   std::vector<arrow::fs::FileInfo> files;
 
+  static std::string KeysOf(std::string_view rel) {
+    std::string keys;
+    while (!rel.empty()) {
+      const size_t slash = rel.find('/');
+      const std::string_view part = rel.substr(0, slash);
+      if (part.find('=') != std::string_view::npos) keys.append(part).push_back('/');
+      if (slash == std::string_view::npos) break;
+      rel.remove_prefix(slash + 1);
+    }
+    return keys;
+  }
+
   arrow::Status Visit(const std::string& dir, const struct stat& dir_st) {
+    if (ancestors.empty()) start = dir;
     const std::pair<dev_t, ino_t> id{dir_st.st_dev, dir_st.st_ino};
     if (std::find(ancestors.begin(), ancestors.end(), id) != ancestors.end()) {
       return arrow::Status::OK();
     }
+    const std::string_view rel =
+        dir.size() > start.size() ? std::string_view(dir).substr(start.size()) : "";
+    if (!seen.emplace(id.first, id.second, KeysOf(rel)).second) return arrow::Status::OK();
     ancestors.push_back(id);
     auto status = List(dir);
     ancestors.pop_back();
