@@ -161,7 +161,9 @@ def test_files_must_agree_on_partition_keys(tmp_path):
     assert shardfeed.Loader(tmp_path, partitioning=None).num_rows == 2
 
 
-def test_a_glob_has_the_partition_keys_of_its_folder_however_many_values_match(tmp_path):
+def test_a_glob_has_the_partition_keys_of_its_folder_however_many_values_match(
+    tmp_path, monkeypatch, capsys
+):
     """`lake/y=*/k=*/*.parquet` lost `y` while every match had y=2024 (the root was the
     matches' common folder), so a filter on it failed and the columns changed the day a
     second year landed.  The keys below the pattern's fixed folder are columns."""
@@ -179,6 +181,14 @@ def test_a_glob_has_the_partition_keys_of_its_folder_however_many_values_match(t
         }, pattern
     got = epoch(f"file://{lake}/y=*/k=*/*.parquet", filter=[("y", "=", 2024)])
     assert got["y"].tolist() == [2024] * 4
+    # A relative pattern that starts with a wildcard: its fixed folder is the current one.
+    monkeypatch.chdir(lake)
+    for pattern in ("y=*/k=*/*.parquet", "**/*.parquet", "./**/*.parquet", "*/k=*/*"):
+        assert list(epoch(pattern)) == ["x", "y", "k"], pattern
+    # The command line reads it as a Loader does (profile's and info's filters on y).
+    assert cli.main(["info", "y=*/k=*/*.parquet", "--filter", '[["y", "=", 2024]]']) == 0
+    assert cli.main(["profile", "y=*/k=*/*.parquet", "--columns", "x,y", "--batch-size", "2",
+                     "--filter", '[["y", "=", 2024]]', "--json"]) == 0  # fmt: skip
     # A pattern in a partition folder's own name keeps the keys above it out, as a
     # folder source does (the fixed folder is the root).
     assert list(epoch(f"{lake}/y=2024/k=*")) == ["x", "k"]

@@ -397,6 +397,10 @@ def test_a_glob_skips_what_a_folder_skips_and_a_uri_may_hold_a_bare_percent(data
     reference = digest(loader(root, with_sample_id=True))
     assert digest(loader(f"{root}/**/*.parquet", with_sample_id=True)) == reference
     assert digest(loader(f"{root}/_temporary/**/*.parquet")) == digest(loader(attempt))
+    # A pattern component that starts with "_" names the "_" folders it matches, as `.*`
+    # names hidden ones (it matched nothing).
+    assert digest(loader(f"{root}/_tem*/**/*.parquet")) == digest(loader(attempt))
+    assert digest(loader(f"file://{root}/_tem*/**/*.parquet")) == digest(loader(attempt))
     odd = tmp_path / "50% sample"
     shutil.copytree(dataset, odd)
     assert digest(loader(f"file://{odd}", with_sample_id=True)) == reference

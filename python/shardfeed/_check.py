@@ -7,6 +7,7 @@ so that each mistake has one message.
 
 from __future__ import annotations
 
+import fnmatch
 import glob
 import numbers
 import operator
@@ -68,13 +69,15 @@ _UNITS = {
     "t": 10**12, "tb": 10**12,
     "ki": 2**10, "kib": 2**10, "mi": 2**20, "mib": 2**20, "gi": 2**30, "gib": 2**30,
     "ti": 2**40, "tib": 2**40,
+    "p": 10**15, "pb": 10**15, "e": 10**18, "eb": 10**18,
+    "pi": 2**50, "pib": 2**50, "ei": 2**60, "eib": 2**60,
 }  # fmt: skip
 _SIZE = re.compile(r"\s*([0-9]+(?:\.[0-9]*)?)\s*([A-Za-z]*)\s*")
 
 
 def check_bytes(name: str, value: Any) -> int:
     """A byte count: an integer, or a string such as ``"512MiB"``, ``"1.5GB"``, ``"2g"``
-    (decimal units k/M/G/T and binary Ki/Mi/Gi/Ti, case-insensitive; None: 0)."""
+    (decimal units k/M/G/T/P/E and binary Ki/Mi/Gi/Ti/Pi/Ei, case-insensitive; None: 0)."""
     if value is None:
         return 0
     if isinstance(value, str):
@@ -200,6 +203,8 @@ class Sources(list[str]):
 
 
 def check_source(value: Any) -> Sources:
+    if isinstance(value, Sources):  # checked already (the CLI's, handed to a Loader)
+        return value
     if isinstance(value, (str, os.PathLike)):
         items = [check_path("source", value)]
     elif isinstance(value, bytes) or not isinstance(value, Sequence):
@@ -256,20 +261,30 @@ def _expand_local(source: str) -> tuple[list[str], str | None]:
         return [path], None
     # As in a folder, a path below the pattern's fixed part with a component that
     # starts with "_" is not data (Spark's _temporary/ attempts, a Delta _delta_log/),
-    # unless the pattern names that component itself.  (glob skips "." names already.)
-    # A dangling symlink holds nothing to read: skipped, as in a folder.
+    # unless the pattern names that component: literally, or by a component that
+    # starts with "_" itself (`_stag*`), as `.*` names hidden ones (glob skips "."
+    # names already).  A dangling symlink holds nothing to read: skipped, as in a folder.
     parts = Path(path).parts
     fixed = next((i for i, p in enumerate(parts) if glob.has_magic(p)), len(parts))
     named = set(parts[fixed:])
+    underscored = [w for w in named if w.startswith("_")]
+
+    def data(component: str) -> bool:
+        return (
+            not component.startswith("_")
+            or component in named
+            or any(fnmatch.fnmatchcase(component, w) for w in underscored)
+        )
+
     matches = [
         m
         for m in sorted(glob.glob(path, recursive=True))
-        if not any(p.startswith("_") and p not in named for p in Path(m).parts[fixed:])
-        and os.path.exists(m)
+        if all(data(p) for p in Path(m).parts[fixed:]) and os.path.exists(m)
     ]
     if not matches:
         raise DatasetNotFoundError(f"source {source!r} matches no file or folder")
-    return matches, str(Path(*parts[:fixed])) if fixed else None
+    # The fixed folder; "." for a relative pattern that starts with one (`*/k=*/x`).
+    return matches, str(Path(*parts[:fixed])) if fixed else "."
 
 
 def check_stack(value: Any) -> dict[str, list[str]]:

@@ -171,8 +171,14 @@ std::vector<std::string> MatchGlob(const std::string& pattern,
                                                below.begin() + static_cast<std::ptrdiff_t>(k));
       std::vector<char> memo((wanted.size() + 1) * (head.size() + 1), 0);
       if (!MatchParts(wanted, 0, head, 0, &memo)) continue;
+      // A "_" name is not data (_temporary/, _delta_log/) unless the pattern
+      // names it: literally, or by a component that starts with "_" itself
+      // (`_stag*`), as `.*` names hidden ones.
       const bool hidden = std::any_of(head.begin(), head.end(), [&](std::string_view p) {
-        return p.front() == '_' && named.count(p) == 0;
+        return p.front() == '_' && named.count(p) == 0 &&
+               std::none_of(wanted.begin(), wanted.end(), [&](std::string_view w) {
+                 return !w.empty() && w.front() == '_' && MatchComponent(w, p);
+               });
       });
       if (hidden) continue;
       // The path as the listing spells it, cut after component k.

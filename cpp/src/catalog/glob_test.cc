@@ -88,6 +88,10 @@ TEST(Glob, FilesAndFoldersAsPythonsGlobFindsThem) {
   // A hidden component only when the pattern names it.
   EXPECT_EQ(Match("b/ds/_temporary/*/*.parquet"),
             (std::vector<std::string>{"b/ds/_temporary/0/part-5.parquet"}));
+  // ... literally, or by a component that starts with "_" (as `.*` names hidden ones).
+  EXPECT_EQ(Match("b/ds/_temp*/*/*.parquet"),
+            (std::vector<std::string>{"b/ds/_temporary/0/part-5.parquet"}));
+  EXPECT_TRUE(Match("b/ds/*/0/*.parquet").empty());
   EXPECT_EQ(Match("b/ds/.hidden/*"), (std::vector<std::string>{"b/ds/.hidden/part-6.parquet"}));
   EXPECT_EQ(Match("b/ds/day=1/.*"), (std::vector<std::string>{"b/ds/day=1/.part-0.parquet.crc"}));
   EXPECT_EQ(Match("b/*/part-0.parquet"), (std::vector<std::string>{"b/other/part-0.parquet"}));
