@@ -80,19 +80,19 @@ void FileCache::Impl::Degrade(const arrow::Status& why) {
 
 arrow::Result<FileCache::Impl::Fetched> FileCache::Impl::Uncached(
     const std::atomic<bool>* stop, const std::shared_ptr<arrow::fs::FileSystem>& fs,
-    const RemoteFileInfo& file) {
+    const RemoteFileInfo& file, double seconds) {
   uncached_reads.fetch_add(1, std::memory_order_relaxed);
   Fetched out;
   out.outcome = Outcome::kUncacheable;
   storage_internal::RetryPolicy policy = retry;
-  policy.deadline = DeadlineAfter(options.remote_timeout);
+  policy.deadline = DeadlineAfter(seconds);
   ARROW_ASSIGN_OR_RAISE(
       auto remote, storage_internal::RemoteFile::Open(fs, file.path, file.size,
                                                       storage_internal::RemoteName(*fs, file.path),
                                                       policy, remote_bytes));
   // The same deadline as an uncached read without a cache: per opening (one
   // row group's reads), retries included.
-  out.file = WithDeadline(std::move(remote), options.remote_timeout, stop);
+  out.file = WithDeadline(std::move(remote), seconds, stop);
   return out;
 }
 
@@ -135,6 +135,16 @@ arrow::Result<FileCache::Impl::Fetched> FileCache::Impl::Fetch(
     const std::atomic<bool>* stop) {
   const bool open = purpose == Purpose::kOpen;
   const std::string name = cache_internal::EntryName(file.key);
+  // One remote_timeout for the whole fetch: a read that waited for another
+  // process's download and then goes to the store itself has what is left.
+  const double timeout = options.remote_timeout;
+  const auto started = std::chrono::steady_clock::now();
+  auto time_left = [&] {
+    if (timeout <= 0) return 0.0;  // no deadline
+    const double spent =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    return std::max(timeout - spent, 0.001);
+  };
   auto serve = [&](Fd pin) -> arrow::Result<Fetched> {
     Fetched out;
     if (!open) return out;
@@ -143,7 +153,7 @@ arrow::Result<FileCache::Impl::Fetched> FileCache::Impl::Fetch(
     return out;
   };
   auto give_up = [&](Outcome outcome) -> arrow::Result<Fetched> {
-    if (open) return Uncached(stop, fs, file);
+    if (open) return Uncached(stop, fs, file, time_left());
     Fetched out;
     out.outcome = outcome;
     return out;
@@ -158,7 +168,8 @@ arrow::Result<FileCache::Impl::Fetched> FileCache::Impl::Fetch(
 
   // 2. Become the one that fills it; whoever filled it before us wins.  A
   // filler that makes no end (a stopped or hung process on the node) is waited
-  // for remote_timeout at most: then this read goes to the remote itself.
+  // for half of remote_timeout at most: then this read goes to the remote
+  // itself, with the rest.
   bool stalled_before = false;
   if (fill_wait == LockWait::kWait) {
     std::lock_guard<std::mutex> lock(mu);
@@ -168,8 +179,8 @@ arrow::Result<FileCache::Impl::Fetched> FileCache::Impl::Fetch(
                   ? OpenLocked(PathOf(name, ".lock"), O_RDWR | O_CREAT, LockMode::kExclusive,
                                LockWait::kNoWait)
                   : storage_internal::OpenLockedWithin(
-                        PathOf(name, ".lock"), O_RDWR | O_CREAT, LockMode::kExclusive,
-                        options.remote_timeout, [stop] { return stop != nullptr && stop->load(); });
+                        PathOf(name, ".lock"), O_RDWR | O_CREAT, LockMode::kExclusive, timeout / 2,
+                        [stop] { return stop != nullptr && stop->load(); });
   if (fill.ok() && fill_wait == LockWait::kWait) {
     std::lock_guard<std::mutex> lock(mu);
     if (fill->outcome == LockOutcome::kBusy) {

@@ -101,9 +101,11 @@ struct FileCache::Impl {
   // Switches to uncached reads for good, with one warning per process.
   void Degrade(const arrow::Status& why);
   static std::atomic<bool>& warned_in_process();  // tests reset it
+  // A read of the remote file itself, within `seconds` (0: no deadline),
+  // retries included.
   arrow::Result<Fetched> Uncached(const std::atomic<bool>* stop,
                                   const std::shared_ptr<arrow::fs::FileSystem>& fs,
-                                  const RemoteFileInfo& file);
+                                  const RemoteFileInfo& file, double seconds);
 
   CacheOptions options;
   storage_internal::RetryPolicy retry;
