@@ -145,8 +145,12 @@ def test_world_size_from_the_environment_without_a_rank_is_refused(dataset, monk
     """Each such process was rank 0: all of them read the same slice."""
     monkeypatch.setenv("WORLD_SIZE", "2")
     monkeypatch.delenv("RANK", raising=False)
-    with pytest.raises(shardfeed.InvalidArgumentError, match="WORLD_SIZE='2' is set but RANK"):
+    with pytest.raises(shardfeed.InvalidArgumentError, match="WORLD_SIZE='2' is given but no rank"):
         shardfeed.Loader(dataset)
+    monkeypatch.delenv("WORLD_SIZE")
+    with pytest.raises(shardfeed.InvalidArgumentError, match="world_size=3 is given but no rank"):
+        shardfeed.Loader(dataset, world_size=3)
+    monkeypatch.setenv("WORLD_SIZE", "2")
     assert shardfeed.Loader(dataset, rank=1).state_dict()["settings"]["rank"] == 1  # said: fine
     monkeypatch.setenv("WORLD_SIZE", "1")
     assert shardfeed.Loader(dataset).state_dict()["settings"]["rank"] == 0  # one rank: it is 0
@@ -164,6 +168,9 @@ def test_byte_counts_in_strings_are_exact():
     assert check_bytes("m", str(2**63 - 1)) == 2**63 - 1
     assert check_bytes("m", "1.5GiB") == 3 * 2**29
     assert check_bytes("m", "0.1KB") == 100
+    assert check_bytes("m", "7EiB") == 7 << 60 and check_bytes("m", "1.5PiB") == 3 << 49
+    with pytest.raises(shardfeed.InvalidArgumentError, match="does not fit"):
+        check_bytes("m", "8EiB")
     with pytest.raises(shardfeed.InvalidArgumentError, match="does not fit"):
         check_bytes("m", str(2**63))
 

@@ -104,11 +104,17 @@ def _resolve_world(rank: int | None, world_size: int | None) -> tuple[int, int]:
     from_env = False  # a value taken from RANK/WORLD_SIZE
     if dist_rank is None or dist_world is None:
         env_rank, env_world = _env_int("RANK"), _env_int("WORLD_SIZE")
-        if rank is None and env_rank is None and env_world is not None and env_world > 1:
+        world = world_size if world_size is not None else env_world
+        if rank is None and env_rank is None and world is not None and world > 1:
             # Every such process would be rank 0 and read the same slice.
+            said = (
+                f"world_size={world_size}"
+                if world_size is not None
+                else f"WORLD_SIZE={os.environ['WORLD_SIZE']!r}"
+            )
             raise InvalidArgumentError(
-                f"WORLD_SIZE={os.environ['WORLD_SIZE']!r} is set but RANK is not: say which "
-                "rank this process is (rank=, or RANK as torchrun sets it)"
+                f"{said} is given but no rank (neither rank= nor RANK): say which rank this "
+                "process is (rank=, or RANK as torchrun sets it)"
             )
         dist_rank = 0 if env_rank is None else env_rank
         dist_world = 1 if env_world is None else env_world
