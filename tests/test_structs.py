@@ -48,6 +48,13 @@ ROWS = st.lists(
 )
 
 
+def _examples(n: int) -> Any:
+    """Hypothesis settings for a test that takes tmp_path (one folder for all its examples)."""
+    return settings(
+        max_examples=n, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    )
+
+
 def flattened(table: pa.Table) -> pa.Table:
     """pyarrow's flattening, to the leaves: a struct's nulls are its fields' nulls."""
     while any(pa.types.is_struct(f.type) for f in table.schema):
@@ -84,9 +91,7 @@ def padded(column: pa.ChunkedArray, fill: float = FILL) -> tuple[np.ndarray, np.
     return out, np.array([len(r) for r in rows])
 
 
-@settings(
-    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@_examples(40)
 @given(rows=ROWS, rg=st.integers(1, 20), threads=st.sampled_from([1, 3]))
 def test_struct_fields_are_what_pyarrow_flattens(tmp_path: Path, rows: list, rg: int, threads: int):
     table = pa.table({"top": pa.array(range(len(rows)), pa.int64()), "s": pa.array(rows, OUTER)})
@@ -297,9 +302,7 @@ MAPS = st.lists(
 )
 
 
-@settings(
-    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@_examples(30)
 @given(rows=MAPS, rg=st.integers(1, 15))
 def test_a_map_is_its_keys_and_its_values(tmp_path: Path, rows: list, rg: int):
     """Sparse features as map<string, float>: m.key (hashed) and m.value, aligned,
@@ -347,9 +350,7 @@ ITEMS = st.lists(
 )
 
 
-@settings(
-    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@_examples(40)
 @given(rows=ITEMS, rg=st.integers(1, 15), large=st.booleans())
 def test_a_list_of_structs_is_a_list_per_field(tmp_path: Path, rows: list, rg: int, large: bool):
     """items: list<struct<id, price, tag>> gives items.id, items.price, items.tag,
@@ -461,9 +462,7 @@ POINTS = st.lists(
 )
 
 
-@settings(
-    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@_examples(30)
 @given(rows=POINTS, rg=st.integers(1, 15))
 def test_a_fixed_size_list_of_structs_is_a_fixed_size_list_per_field(
     tmp_path: Path, rows: list, rg: int

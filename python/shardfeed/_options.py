@@ -188,15 +188,16 @@ def _check_folder_path(name: str, folder: str) -> None:
     """A folder that is a file, or lies below one, is the caller's mistake (said as
     such, not as a failed write later): the nearest part of the path that exists
     must be a folder."""
-    if os.path.exists(folder) and not os.path.isdir(folder):
+    nearest = folder
+    while not os.path.lexists(nearest) and nearest != os.path.dirname(nearest):
+        nearest = os.path.dirname(nearest)
+    if not os.path.exists(nearest) or os.path.isdir(nearest):
+        return
+    if nearest == folder:
         raise InvalidArgumentError(f"{name} {folder!r} exists and is not a folder")
-    above = os.path.dirname(folder)
-    while above and not os.path.lexists(above) and above != os.path.dirname(above):
-        above = os.path.dirname(above)
-    if above and os.path.exists(above) and not os.path.isdir(above):
-        raise InvalidArgumentError(
-            f"{name} {folder!r} cannot be made: {above!r} is a file, not a folder"
-        )
+    raise InvalidArgumentError(
+        f"{name} {folder!r} cannot be made: {nearest!r} is a file, not a folder"
+    )
 
 
 @dataclass

@@ -749,8 +749,9 @@ class EngineImpl final : public Engine {
     // A row group mapped from the decoded tier that lost pages meanwhile, or
     // was cut short in place, gave zeros: the batch is not delivered.  (The
     // changes queued by now cover every read above.)
-    // A stat per mapped entry too, where they are few (every window; a global
-    // shuffle over few row groups): it sees a truncation still in progress.
+    // A stat per mapped entry too, where they are few (a window of up to
+    // kSizeChecksPerBatch row groups; a global shuffle over few): it sees a
+    // truncation still in progress.
     const auto mapped = static_cast<size_t>(std::count_if(
         held.begin(), held.end(), [](const auto& h) { return h->mapped_damage != nullptr; }));
     if (batch.ok() && mapped > 0) SeeTierChanges(options_.decoded_tier.get());

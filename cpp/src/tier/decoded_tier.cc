@@ -557,10 +557,10 @@ std::optional<std::string> ReadEntryKey(const std::string& path) {
 }  // namespace
 
 int64_t DecodedTier::Impl::PruneSuperseded(const Catalog& catalog) {
+  if (read_only_) return 0;  // nothing there is ours to remove
   const SupersededKeys superseded(catalog);
   // One at a time: a thread that finds the tier full while another prunes
   // waits for it, and then finds the room it made.
-  if (read_only_) return 0;
   std::lock_guard<std::mutex> prune_lock(prune_mu_);
   if (!pruned_.insert(Hash64(superseded.versions())).second) return 0;
   int64_t freed = 0;
