@@ -121,3 +121,14 @@ def test_the_next_pass_starts_early_with_pinned_batches_too(dataset, fake_pinned
 def test_torch_dataset_points_to_the_dataloader(dataset, fake_pinned):
     with pytest.raises(ValueError, match="DataLoader"):
         shardfeed.TorchDataset(dataset, columns=["label"], pin_memory=True)
+
+
+def test_a_device_this_process_does_not_see_is_refused_by_name(dataset, monkeypatch):
+    """cuda:N past the visible devices fails at construction, naming the setting, not
+    with 'invalid device ordinal' at the first batch's copy."""
+    monkeypatch.setattr(_device, "_cuda_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    with pytest.raises(
+        ValueError, match=r"device='cuda:2': .* sees 2 CUDA device\(s\), numbered 0 to 1"
+    ):
+        loader(dataset, device="cuda:2")

@@ -41,15 +41,24 @@ def check_device(pin_memory: Any, device: Any, output: str) -> tuple[bool, str |
         import torch
 
         try:
-            kind = torch.device(name).type
+            parsed = torch.device(name)
         except (RuntimeError, ValueError):
-            kind = ""
+            parsed = None
+        kind = "" if parsed is None else parsed.type
         if kind == "cpu":
             return pin and _require_cuda("pin_memory=True"), None
         if kind != "cuda":
             raise InvalidArgumentError(
                 f"device must be 'cpu' or a CUDA device ('cuda', 'cuda:1', ...), got {name!r}"
             )
+        _require_cuda(setting)
+        count = int(torch.cuda.device_count())
+        if parsed is not None and parsed.index is not None and parsed.index >= count:
+            raise InvalidArgumentError(
+                f"{setting}: this process sees {count} CUDA device(s), "
+                f"numbered 0 to {count - 1} (CUDA_VISIBLE_DEVICES renumbers them)"
+            )
+        return True, name
     return _require_cuda(setting), name
 
 
@@ -149,18 +158,25 @@ def to_device(batches: Iterator[dict[str, Any]], device: str) -> Iterator[dict[s
         in_flight.append((done, host))
         return out, done
 
-    ahead = next(batches, None)
-    pending = None if ahead is None else issue(ahead)
-    while pending is not None:
-        current, done = pending
-        following = next(batches, None)
-        pending = None if following is None else issue(following)
-        stream = torch.cuda.current_stream(dev)
-        stream.wait_event(done)
-        for value in current.values():
-            if isinstance(value, torch.Tensor):
-                value.record_stream(stream)  # allocated on the side stream, used on this one
-        while in_flight and (len(in_flight) > 4 or in_flight[0][0].query()):
-            in_flight[0][0].synchronize()
-            in_flight.popleft()
-        yield current
+    try:
+        ahead = next(batches, None)
+        pending = None if ahead is None else issue(ahead)
+        while pending is not None:
+            current, done = pending
+            following = next(batches, None)
+            pending = None if following is None else issue(following)
+            stream = torch.cuda.current_stream(dev)
+            stream.wait_event(done)
+            for value in current.values():
+                if isinstance(value, torch.Tensor):
+                    value.record_stream(stream)  # allocated on the side stream, used on this one
+            while in_flight and (len(in_flight) > 4 or in_flight[0][0].query()):
+                in_flight[0][0].synchronize()
+                in_flight.popleft()
+            yield current
+    finally:
+        # A loop that breaks off (or an error) drops the batch copied ahead: its host
+        # buffers go back to the engine only once the copy has read them.
+        for done, _ in in_flight:
+            done.synchronize()
+        in_flight.clear()
