@@ -16,6 +16,8 @@
 #include <parquet/schema.h>
 
 #include "exec/stack_matrix.h"
+#include "exec/tile_read.h"
+#include "util/struct_fields.h"
 
 namespace shardfeed {
 
@@ -66,6 +68,61 @@ std::vector<double> FusedShares(const Layout& layout) {
   }
   return share;
 }
+
+// Per layout field, what the tile read's choice of it (TileLeaf) depends on
+// in the layout: -1 for a field that is not a fused stack member, else its
+// transforms, string source, dtypes, stack dtype and fill.  Footprints are
+// kept per catalog and these (a pre-buffered row group counts a member once
+// only where the tile read takes it).
+std::vector<int64_t> TileKeys(const Layout& layout) {
+  std::vector<int64_t> keys(layout.fields.size(), -1);
+  const auto fused = FusedStacks(layout);
+  for (size_t o = 0; o < fused.size(); ++o) {
+    if (!fused[o]) continue;
+    const auto& plan = layout.outputs[o];
+    for (int s : plan.sources) {
+      const auto f = static_cast<size_t>(s);
+      const bool plain = layout.field_transforms[f].empty() && !layout.field_from_strings[f];
+      keys[f] =
+          (plain ? 1 : 0) | int64_t{static_cast<int>(layout.field_raw_dtypes[f])} << 1 |
+          int64_t{static_cast<int>(layout.field_dtypes[f])} << 9 |
+          int64_t{static_cast<int>(plan.matrix_dtype)} << 17 |
+          int64_t{layout.field_nulls_to_stack[f] || layout.field_fill_null[f].has_value() ? 1 : 0}
+              << 25;
+    }
+  }
+  return keys;
+}
+
+// Per layout field of a pre-buffered row group (its footer: `meta`): whether
+// the tile read takes it, i.e. reads it straight into its stack's matrix with
+// no array made (a group of kFusedColumns members is taken only whole).  What
+// it does not take is read whole through Arrow's arrays: held twice.
+std::vector<bool> TiledFields(const Layout& layout, const FileEntry& file,
+                              const std::vector<FlatField>& flat,
+                              const parquet::FileMetaData& meta) {
+  std::vector<bool> tiled(layout.fields.size(), false);
+  const auto fused = FusedStacks(layout);
+  for (size_t o = 0; o < fused.size(); ++o) {
+    if (!fused[o]) continue;
+    const auto& plan = layout.outputs[o];
+    for (size_t first = 0; first < plan.sources.size(); first += kFusedColumns) {
+      const size_t last = std::min(plan.sources.size(), first + kFusedColumns);
+      bool all = true;
+      for (size_t c = first; c < last && all; ++c) {
+        const auto f = static_cast<size_t>(plan.sources[c]);
+        const int field = layout.fields[f];
+        const int in_file =
+            file.field_map.empty() ? field : file.field_map[static_cast<size_t>(field)];
+        all = TileLeaf(layout, f, in_file, flat, meta, plan.matrix_dtype).has_value();
+      }
+      for (size_t c = first; c < last && all; ++c) {
+        tiled[static_cast<size_t>(plan.sources[c])] = true;
+      }
+    }
+  }
+  return tiled;
+}
 }  // namespace
 
 std::vector<RowGroupFootprint> EstimateFootprints(const Catalog& catalog, const Layout& layout) {
@@ -73,6 +130,10 @@ std::vector<RowGroupFootprint> EstimateFootprints(const Catalog& catalog, const 
   const auto& rgs = catalog.row_groups();
   std::vector<RowGroupFootprint> out(rgs.size());
   const std::vector<double> share = FusedShares(layout);
+  const bool any_fused = std::any_of(share.begin(), share.end(), [](double v) { return v >= 0; });
+  // Per file: its columns as the readers map them (for TileLeaf), made once.
+  std::vector<std::optional<parquet::arrow::SchemaManifest>> manifests(files.size());
+  std::vector<std::vector<FlatField>> flat(files.size());
   // Per file and leaf column read: the layout field it belongs to.
   std::vector<std::vector<size_t>> field_of_leaf(files.size());
   // Per file: its leaf columns that the layout reads, and how many of the
@@ -125,6 +186,17 @@ std::vector<RowGroupFootprint> EstimateFootprints(const Catalog& catalog, const 
     const auto& meta = *parsed;
     auto rg = meta->RowGroup(0);
     const parquet::SchemaDescriptor* schema = meta->schema();
+    std::vector<bool> tiled;
+    if (any_fused && PreBuffered(entry.total_bytes) && files[f].metadata) {
+      if (!manifests[f]) {
+        auto made = MakeManifest(*files[f].metadata);
+        if (made.ok()) {
+          manifests[f] = std::move(*made);
+          flat[f] = FlattenStructs(*manifests[f]);
+        }
+      }
+      if (manifests[f]) tiled = TiledFields(layout, files[f], flat[f], *meta);
+    }
     for (size_t k = 0; k < leaves[f].size(); ++k) {
       const int c = leaves[f][k];
       if (c >= rg->num_columns()) continue;
@@ -135,8 +207,12 @@ std::vector<RowGroupFootprint> EstimateFootprints(const Catalog& catalog, const 
       const int64_t bytes = DecodedChunkBytes(*schema->Column(c), chunk->num_values(),
                                               entry.num_rows, chunk->total_uncompressed_size());
       fp.decoded += bytes;
-      const double held = share[field_of_leaf[f][k]];
-      if (held >= 0 && !PreBuffered(entry.total_bytes)) {  // as DecodeRowGroup fuses
+      const size_t field = field_of_leaf[f][k];
+      const double held = share[field];
+      // As DecodeRowGroup fuses: every member of a row group too large to
+      // pre-buffer, in a pre-buffered one the members the tile read takes.
+      if (held >= 0 &&
+          (!PreBuffered(entry.total_bytes) || (field < tiled.size() && tiled[field]))) {
         fp.fused += bytes;
         fp.fused_held += static_cast<int64_t>(held * static_cast<double>(bytes));
       }
@@ -153,7 +229,8 @@ struct KeptFootprints {
   struct Entry {
     std::weak_ptr<const Catalog> catalog;
     std::vector<int> fields;
-    std::vector<double> shares;  // what fusing depends on (FusedShares)
+    std::vector<double> shares;      // what fusing depends on (FusedShares)
+    std::vector<int64_t> tile_keys;  // and the tile read (TileKeys)
     std::shared_ptr<const std::vector<RowGroupFootprint>> footprints;
   };
   std::mutex mu;
@@ -178,6 +255,7 @@ std::shared_ptr<const std::vector<RowGroupFootprint>> Footprints(
     const std::shared_ptr<const Catalog>& catalog, const Layout& layout) {
   using Entry = KeptFootprints::Entry;
   const std::vector<double> shares = FusedShares(layout);
+  const std::vector<int64_t> tile_keys = TileKeys(layout);
   constexpr size_t kKept = 8;
   std::mutex& mu = Kept()->mu;
   std::vector<Entry>& kept = Kept()->kept;
@@ -185,7 +263,8 @@ std::shared_ptr<const std::vector<RowGroupFootprint>> Footprints(
     // Owner equality, not the address: a catalog freed and another made at
     // the same address is not a match.
     return !e.catalog.owner_before(catalog) && !catalog.owner_before(e.catalog) &&
-           !e.catalog.expired() && e.fields == layout.fields && e.shares == shares;
+           !e.catalog.expired() && e.fields == layout.fields && e.shares == shares &&
+           e.tile_keys == tile_keys;
   };
   {
     std::lock_guard<std::mutex> lock(mu);
@@ -201,7 +280,7 @@ std::shared_ptr<const std::vector<RowGroupFootprint>> Footprints(
     if (same(e)) return e.footprints;  // another thread made it meanwhile
   }
   if (kept.size() >= kKept) kept.erase(kept.begin());
-  kept.push_back(Entry{catalog, layout.fields, shares, made});
+  kept.push_back(Entry{catalog, layout.fields, shares, tile_keys, made});
   return made;
 }
 

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <parquet/schema.h>
 
+#include "transform/layout.h"
 #include "util/test_util.h"
 
 namespace shardfeed {
@@ -115,6 +116,50 @@ TEST_F(FootprintsTest, ACatalogThatIsGoneIsNeverMatched) {
   ASSERT_EQ(after->size(), 1u);
   EXPECT_EQ((*after)[0].decoded, 50 * 8 + 50 / 8 + 1);
   EXPECT_EQ(before->size(), 5u);  // what was handed out stays valid
+}
+
+TEST_F(FootprintsTest, APreBufferedRowGroupCountsOnceWhatTheTileReadTakes) {
+  // The row groups are small: pre-buffered, their compressed chunks held
+  // whole.  The tile read writes float32 "x" straight into a float32 matrix
+  // (held once); int64 "id" it does not convert, so the group of "id" and "x"
+  // is read as arrays first (held twice).
+  auto catalog = Open();
+  auto layout = [&](std::vector<std::string> members) {
+    OutputOptions o;
+    o.all_columns = false;
+    o.stacks = {{"m", std::move(members)}};
+    return MakeLayout(*catalog->schema(), o).ValueOrDie();
+  };
+  const Layout tiled = layout({"x"});
+  const Layout converted = layout({"id", "x"});
+  ASSERT_EQ(tiled.outputs[0].matrix_dtype, DType::kFloat32);
+  ASSERT_EQ(converted.outputs[0].matrix_dtype, DType::kFloat32);
+  const auto& rgs = catalog->row_groups();
+  const auto once = Footprints(catalog, tiled);
+  const auto twice = Footprints(catalog, converted);
+  ASSERT_NE(once, twice);  // the same fields read another way: another entry
+  for (size_t i = 0; i < rgs.size(); ++i) {
+    ASSERT_TRUE(PreBuffered(rgs[i].total_bytes));
+    const auto& a = (*once)[i];
+    EXPECT_GT(a.decoded, 0);
+    EXPECT_EQ(a.fused, a.decoded);
+    EXPECT_EQ(DecodeReservation(a, rgs[i].total_bytes), a.read + a.decoded + a.fused_held);
+    const auto& b = (*twice)[i];
+    EXPECT_EQ(b.fused, 0);
+    EXPECT_EQ(DecodeReservation(b, rgs[i].total_bytes), b.read + 2 * b.decoded);
+  }
+  // A transform on the member keeps it from the tile read: counted twice.
+  OutputOptions o;
+  o.all_columns = false;
+  o.stacks = {{"m", {"x"}}};
+  TransformSpec clip;
+  clip.op = TransformOp::kClip;
+  clip.column = "x";
+  clip.b = 1;
+  o.transforms = {clip};
+  const auto clipped = Footprints(catalog, MakeLayout(*catalog->schema(), o).ValueOrDie());
+  EXPECT_NE(clipped, once);
+  EXPECT_EQ((*clipped)[0].fused, 0);
 }
 
 }  // namespace
