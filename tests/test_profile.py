@@ -93,3 +93,16 @@ def test_effective_shuffle_window_on_sorted_data(tmp_path):
     assert 3.5 < window4 < 4.5, window4
     full = profile(str(data), shuffle=True, shuffle_window=16, **kw)["effective_shuffle_window"]
     assert 13 < full < 17.5, full
+
+
+def test_verdict_names_the_memory_budget_when_it_holds_decodes_back(dataset):
+    """With no room for a decode ahead, only the consumer's next row group is decoded
+    (the budget slows, never stops): the consumer waits for each slowed decode while the
+    other worker waits for room.  The verdict names the setting, not a stage."""
+    report = slowed(dataset, "decode", 30_000, memory_limit="1KiB")
+    assert report["memory"]["waits"] > 0
+    assert report["verdict"].startswith("input-bound: the memory budget"), report["verdict"]
+    assert "memory_limit=1MiB" in report["verdict"]  # 1 KiB, rounded up to whole MiB
+    # With room, the same slowed decodes run ahead: a stage, not the budget, is named.
+    roomy = slowed(dataset, "decode", 30_000, memory_limit=None)
+    assert not roomy["verdict"].startswith("input-bound: the memory budget")

@@ -27,6 +27,9 @@ _ADVICE = {
 }
 # The consumer waiting more than this share of the time means the loader is the bottleneck.
 INPUT_BOUND = 0.05
+# Decodes waiting for room under memory_limit for at least this share of the consumer's wait
+# mean the budget, not a stage, is what holds the loader back.
+BUDGET_BOUND = 0.5
 
 
 def verdict(report: dict[str, Any]) -> str:
@@ -35,6 +38,19 @@ def verdict(report: dict[str, Any]) -> str:
     stages = report["stages"]
     busy = {s: stages[s] for s in _STAGES if stages.get(s, 0) > 0}
     worker_total = max(report["threads"] * report["wall_seconds"], 1e-12)
+    memory = report.get("memory") or {}
+    held = float(memory.get("wait_seconds") or 0.0)  # decodes ahead held back by the budget
+    waited = wait * max(report["wall_seconds"] - report.get("startup_seconds", 0.0), 0.0)
+    # Decodes of the consumer's next batch that found no room (and went ahead past the
+    # limit): the budget had kept them from being decoded ahead.
+    late = int(memory.get("over_limit") or 0)
+    if wait > INPUT_BOUND and memory.get("limit_bytes") and (held >= BUDGET_BOUND * waited or late):
+        limit = int(memory["limit_bytes"])
+        return (f"input-bound: the memory budget holds the engine back: "
+                f"{int(memory.get('waits') or 0)} decodes waited {held:.2f} s for room under "
+                f"memory_limit={-(-limit // 2**20):,}MiB and {late} of the consumer's next "
+                f"batch found none (the consumer waited {wait:.0%} of the time); raise "
+                "memory_limit, or write smaller row groups")  # fmt: skip
     if wait > INPUT_BOUND and busy:
         worst = max(busy, key=lambda s: busy[s])
         if worst == "deliver":
