@@ -80,6 +80,10 @@ def loader_for(system: str, path: str, args: argparse.Namespace, features: list[
         kw["pin_memory"] = True
     elif system == "device":
         kw["device"] = "cuda"
+    if args.threads is not None:
+        kw["num_threads"] = args.threads
+    if args.memory_limit is not None:
+        kw["memory_limit"] = None if args.memory_limit.lower() == "none" else args.memory_limit
     return shardfeed.Loader(
         path,
         stack={"x": features},
@@ -204,6 +208,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--warmup", type=int, default=20)
     p.add_argument("--steps", type=int, default=300)
     p.add_argument("--systems", default=",".join(SYSTEMS))
+    p.add_argument("--threads", type=int, default=None, help="num_threads (default: the Loader's)")
+    p.add_argument(
+        "--memory-limit", default=None, help="memory_limit: 1GiB, none, ... (default: the Loader's)"
+    )
     p.add_argument("--data-root", type=Path, default=common.DATA_DIR)
     p.add_argument("--output", type=Path, default=common.RESULTS_DIR / "gpu.json")
     p.add_argument("--smoke", action="store_true", help="CPU, pageable only, tiny")

@@ -939,7 +939,8 @@ def _gpu_md(docs: list[dict[str, Any]]) -> list[str]:
             f"{_dataset_line(doc['dataset'])}; MLP 256 -> {cfg.get('hidden')} -> "
             f"{cfg.get('hidden')} -> 1 (fp32), {cfg.get('steps')} steps of "
             f"{cfg.get('batch_size')}; {m.get('cpus')} CPUs, torch {m.get('torch')}; "
-            f"{doc['timestamp']}.",
+            f"Loader settings: memory_limit {cfg.get('memory_limit') or 'default'}, "
+            f"num_threads {cfg.get('threads') or 'default'}; {doc['timestamp']}.",
             "",
             "| system | samples/s | ÷ device | GPU busy | wait share | step ms | "
             "H2D GB/s (1 batch) | host batch pinned |",
