@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import shardfeed
 from shardfeed import cli
 
 
@@ -106,6 +107,25 @@ def test_cache_stats_and_clear_never_create_the_folder(tmp_path, capsys):
         assert report["files"]["entries"] == 0 and report["decoded"]["bytes"] == 0
         assert report.get("freed_bytes", 0) == 0
     assert list(empty.iterdir()) == []
+
+
+def test_cache_clear_and_stats_refuse_a_source(dataset, tmp_path, capsys):
+    """clear empties the whole folder, every dataset's entries: a SOURCE, which reads as
+    'only this one', is refused before anything is cleared."""
+    cache = tmp_path / "cache"
+    loader = shardfeed.Loader(dataset, batch_size=100, columns=["label"], output="numpy",
+                              cache_dir=cache, cache_decoded=True)  # fmt: skip
+    assert sum(1 for _ in loader) > 0
+    loader.close()
+    assert cli.main(["cache", "stats", "--cache-dir", str(cache)]) == 0
+    before = json.loads(capsys.readouterr().out)["decoded"]["entries"]
+    assert before > 0
+    for action in ("clear", "stats"):
+        assert cli.main(["cache", action, str(dataset), "--cache-dir", str(cache)]) == 2
+        err = capsys.readouterr().err
+        assert f"cache {action} takes no SOURCE" in err and "whole --cache-dir" in err
+    assert cli.main(["cache", "stats", "--cache-dir", str(cache)]) == 0
+    assert json.loads(capsys.readouterr().out)["decoded"]["entries"] == before
 
 
 def test_the_commands_take_sources_as_the_loader_does(dataset, tmp_path, capsys):

@@ -180,6 +180,14 @@ def _cache(args: argparse.Namespace) -> int:
     from ._options import CacheSettings, open_dataset
 
     folder = os.path.expanduser(args.cache_dir)
+    if args.action != "warm" and args.source:
+        # The folder is shared by every dataset (and job) that uses it: a source here
+        # would read as 'only this dataset's entries', which is not what is done.
+        raise InvalidArgumentError(
+            f"cache {args.action} takes no SOURCE (got {' '.join(args.source)!r}): it "
+            f"{'empties' if args.action == 'clear' else 'reports on'} the whole --cache-dir, "
+            "every dataset's entries; a dataset's own entries are superseded when it changes"
+        )
     if args.action != "warm" and not os.path.isdir(folder):
         # Inspecting or clearing makes nothing: a mistyped folder is said, not created.
         if os.path.exists(folder):
@@ -330,7 +338,7 @@ def main(argv: list[str] | None = None) -> int:
 
     cache = sub.add_parser("cache", help="inspect, clear or fill the node-local cache")
     cache.add_argument("action", choices=["stats", "clear", "warm"])
-    cache.add_argument("source", nargs="*", help="for warm: the dataset to download")
+    cache.add_argument("source", nargs="*", help="warm only: the dataset to download")
     cache.add_argument("--cache-dir", required=True)
     cache.add_argument("--limit", type=int, default=None, help="cache_limit_bytes")
     cache.set_defaults(func=_cache)
