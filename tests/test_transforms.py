@@ -511,6 +511,7 @@ def test_random_mask_values_must_fit_the_column(tmp_path, column, value):
         lambda: Clip("x", min=np.int64(-(2**62) - 1)),
         lambda: FillNull("x", value=[0, 2**63 - 1]),
         lambda: RandomMask("x", probability=0.5, value=10**400),
+        lambda: Bucketize("x", boundaries=[0, 2**53 + 1]),
     ],
 )
 def test_integer_settings_that_float64_would_round_are_refused(make):
@@ -523,3 +524,56 @@ def test_integer_settings_that_float64_would_round_are_refused(make):
 def test_integer_settings_that_float64_holds_are_kept():
     assert Clip("x", min=-(2**53), max=2**60).spec()["max"] == 2**60
     assert FillNull("x", value=[1, 2**53]).spec()["value"] == [1.0, float(2**53)]
+
+
+@cfg
+@given(
+    values=ints,
+    bounds=st.lists(
+        st.one_of(
+            st.integers(-(2**53), 2**53).map(float),
+            st.floats(-1e19, 1e19, allow_nan=False),
+            st.sampled_from([float(2**53), 2.0**53 + 2, 2.0**63, -(2.0**63), 0.5, -0.5]),
+        ),
+        min_size=1,
+        max_size=8,
+        unique=True,
+    ),
+)
+def test_bucketize_integers_compares_exactly(tmp_path, values, bounds):
+    """int64 values past 2**53 are compared as integers, not rounded to float64 first:
+    the bucket is how many boundaries are <= the value, as Python compares them."""
+    b = sorted(bounds)
+    got = run(tmp_path, pa.table({"v": pa.array(values, pa.int64())}), [Bucketize("v", b)], "v")
+    assert got.tolist() == [sum(x <= v for x in b) for v in values]
+
+
+def test_bucketize_integers_at_the_edges_of_their_types(tmp_path):
+    near = [2**53, 2**53 + 1, 2**53 + 2, 2**53 + 3]
+    got = run(tmp_path, pa.table({"v": pa.array(near, pa.int64())}),
+              [Bucketize("v", [float(2**53 + 4)])], "v")  # fmt: skip
+    assert got.tolist() == [0, 0, 0, 0]  # through float64, 2**53 + 3 became 2**53 + 4
+    big = [0, 2**63 - 1, 2**63, 2**64 - 1]  # uint64 past int64's range: not wrapped
+    got = run(tmp_path, pa.table({"v": pa.array(big, pa.uint64())}),
+              [Bucketize("v", [-1.0, 2.0**63, 2.0**64])], "v")  # fmt: skip
+    assert got.tolist() == [1, 1, 2, 2]
+    small = [-128, -1, 0, 1, 127]
+    got = run(tmp_path, pa.table({"v": pa.array(small, pa.int8())}),
+              [Bucketize("v", [-1000.0, -0.5, 0.5, 126.5, 1000.0])], "v")  # fmt: skip
+    assert got.tolist() == [1, 1, 2, 3, 4]
+
+
+@pytest.mark.parametrize(("lo", "hi"), [(0.2, 0.8), (300, 400), (-400, -300), (127.5, 1000)])
+def test_clip_that_no_integer_of_the_column_satisfies_is_refused(tmp_path, lo, hi):
+    """Clamping int8 values to [0.2, 0.8] would give 1 (outside it), to [300, 400] 127:
+    a range that holds no value of the column's type is refused by name."""
+    table = pa.table({"v": pa.array([-5, 0, 1, 5], pa.int8())})
+    with pytest.raises(shardfeed.InvalidArgumentError, match=r"holds no int8 value"):
+        run(tmp_path, table, [Clip("v", min=lo, max=hi)], "v")
+    # One that holds one is kept, clamping to it.
+    assert run(tmp_path, table, [Clip("v", min=0.2, max=1.5)], "v").tolist() == [1, 1, 1, 1]
+
+
+def test_a_vocabulary_value_that_is_no_unicode_text_is_refused_by_name():
+    with pytest.raises(shardfeed.InvalidArgumentError, match=r"'s': value 1 .* not valid Unicode"):
+        shardfeed.transforms.Vocabulary("s", values=["ok", "bad\udcff"])

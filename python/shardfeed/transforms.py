@@ -262,6 +262,10 @@ class Bucketize(Transform):
 
     boundaries: Sequence[float] = field(default_factory=tuple)
 
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self._floats()  # checked as Clip's bounds are: when made
+
     def spec(self) -> dict[str, Any]:
         return {"op": "Bucketize", "column": self.column, "boundaries": self._floats()}
 
@@ -279,6 +283,7 @@ class Bucketize(Transform):
         for b in given:
             if isinstance(b, (bool, np.bool_)) or not isinstance(b, numbers.Real):
                 raise ArgumentTypeError(f"{where} must be numbers, got {b!r}")
+            _exact("Bucketize", self.column, "boundary", b)
             out.append(float(b))
         return out
 
@@ -357,12 +362,20 @@ class Vocabulary(Transform):
                 f"got {type(self.values).__name__}"
             )
         values = tuple(self.values)
-        for v in values:
+        for at, v in enumerate(values):
             if not isinstance(v, (str, bytes)):
                 raise ArgumentTypeError(
                     f"Vocabulary on column '{self.column}': values must be strings (or bytes, "
                     f"for binary ids), got {v!r}"
                 )
+            if isinstance(v, str):
+                try:
+                    v.encode()
+                except UnicodeEncodeError as e:  # a lone surrogate: no UTF-8 spells it
+                    raise InvalidArgumentError(
+                        f"Vocabulary on column '{self.column}': value {at} ({v!r}) is not "
+                        f"valid Unicode text, so no UTF-8 string equals it ({e.reason})"
+                    ) from None
         if isinstance(self.oov, bool) or not isinstance(self.oov, int):
             raise ArgumentTypeError(
                 f"Vocabulary on column '{self.column}': oov must be an integer, got {self.oov!r}"

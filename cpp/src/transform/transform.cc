@@ -173,10 +173,28 @@ arrow::Result<DType> TransformedType(const TransformSpec& t, DType in, ColumnSha
     case TransformOp::kFillNull:
       ARROW_RETURN_NOT_OK(CheckFillValue(t.a, in, what));
       return in;
-    case TransformOp::kClip:
+    case TransformOp::kClip: {
       if (std::isnan(t.a) || std::isnan(t.b)) return invalid("bounds must not be NaN");
       if (t.a > t.b) return invalid("min > max");
+      if (!IsInteger(in)) return in;
+      // An integer column: some value of its type must lie in [min, max], or
+      // every value would be clamped to one outside it.
+      const auto [least, most] = VisitDType(in, [](auto z) {
+        using T = decltype(z);
+        return std::pair<double, double>(static_cast<double>(std::numeric_limits<T>::min()),
+                                         static_cast<double>(std::numeric_limits<T>::max()));
+      });
+      if (std::max(std::ceil(t.a), least) > std::min(std::floor(t.b), most)) {
+        return invalid(std::string("[")
+                           .append(NumberText(t.a))
+                           .append(", ")
+                           .append(NumberText(t.b))
+                           .append("] holds no ")
+                           .append(DTypeName(in))
+                           .append(" value"));
+      }
       return in;
+    }
     case TransformOp::kStandardize:
       if (!std::isfinite(t.b))
         return invalid(std::string("std must be finite, got ").append(NumberText(t.b)));
@@ -228,6 +246,42 @@ arrow::Result<DType> TransformedType(const TransformSpec& t, DType in, ColumnSha
 namespace {
 
 // Clip in the column's own type, so 64-bit integers keep every bit.
+// Bucketize of integers, compared as integers (through float64, values past
+// 2^53 would round): a boundary b is <= an integer v exactly when ceil(b) is.
+// Bucket indices replace the values in int64 (uint64 in place: converting it
+// to int64 first would wrap the values past 2^63).
+template <typename T>
+void BucketizeAs(const std::vector<double>& boundaries, T* values, int64_t count) {
+  std::vector<T> thresholds;  // non-decreasing: strictly increasing b, ceil(b)
+  for (double b : boundaries) {
+    const double c = std::ceil(b);
+    if (c <= static_cast<double>(std::numeric_limits<T>::min())) {
+      thresholds.push_back(std::numeric_limits<T>::min());  // <= every value
+    } else if (c >= std::ldexp(1.0, std::numeric_limits<T>::digits)) {
+      break;  // above every value, as every later boundary is
+    } else {
+      thresholds.push_back(static_cast<T>(c));
+    }
+  }
+  auto* out = reinterpret_cast<int64_t*>(values);
+  static_assert(sizeof(T) == sizeof(int64_t));
+  for (int64_t i = 0; i < count; ++i) {
+    out[i] = std::upper_bound(thresholds.begin(), thresholds.end(), values[i]) - thresholds.begin();
+  }
+}
+
+arrow::Status BucketizeIntegers(const std::vector<double>& boundaries, DecodedColumn* c) {
+  if (c->dtype != DType::kUInt64) ARROW_RETURN_NOT_OK(ConvertValues(c, DType::kInt64));
+  ARROW_ASSIGN_OR_RAISE(uint8_t * values, MutableValues(c));
+  if (c->dtype == DType::kUInt64) {
+    BucketizeAs(boundaries, reinterpret_cast<uint64_t*>(values), c->count);
+  } else {
+    BucketizeAs(boundaries, reinterpret_cast<int64_t*>(values), c->count);
+  }
+  c->dtype = DType::kInt64;
+  return arrow::Status::OK();
+}
+
 arrow::Status ClipValues(const TransformSpec& t, DecodedColumn* c) {
   ARROW_ASSIGN_OR_RAISE(uint8_t * values, MutableValues(c));
   VisitDType(c->dtype, [&](auto z) {
@@ -326,6 +380,7 @@ arrow::Status ApplyTransform(const TransformSpec& t, size_t position, const Rand
       return arrow::Status::OK();
     }
     case TransformOp::kBucketize: {
+      if (IsInteger(c->dtype)) return BucketizeIntegers(t.boundaries, c);
       ARROW_RETURN_NOT_OK(ConvertValues(c, DType::kFloat64));
       ARROW_RETURN_NOT_OK(MapValues(c, [&](int64_t, double v) {
         return static_cast<double>(std::upper_bound(t.boundaries.begin(), t.boundaries.end(), v) -
