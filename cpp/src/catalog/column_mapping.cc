@@ -205,19 +205,20 @@ arrow::Status Bad(const std::string& why) {
   return Error(ErrorKind::kInvalidData, "its schemaString " + why);
 }
 
-// The fields of a struct type `type` (and of structs in its arrays and maps).
-arrow::Status Walk(const Json& type, bool top, int depth, ColumnMapping* out) {
+// The fields of a struct type `type` (and of structs in its arrays and maps)
+// below the field whose physical path is `parent` ("" at the top).
+arrow::Status Walk(const Json& type, const std::string& parent, int depth, ColumnMapping* out) {
   if (depth > kMaxDepth) return Bad("nests deeper than " + std::to_string(kMaxDepth));
   if (type.kind != Json::kObject) return arrow::Status::OK();  // a primitive: "long"
   const Json* kind = type.Get("type");
   if (!kind || kind->kind != Json::kString) return Bad("has a type without its kind");
   if (kind->text == "array") {
     const Json* element = type.Get("elementType");
-    return element ? Walk(*element, false, depth + 1, out) : arrow::Status::OK();
+    return element ? Walk(*element, parent, depth + 1, out) : arrow::Status::OK();
   }
   if (kind->text == "map") {
     for (const char* part : {"keyType", "valueType"}) {
-      if (const Json* t = type.Get(part)) ARROW_RETURN_NOT_OK(Walk(*t, false, depth + 1, out));
+      if (const Json* t = type.Get(part)) ARROW_RETURN_NOT_OK(Walk(*t, parent, depth + 1, out));
     }
     return arrow::Status::OK();
   }
@@ -236,10 +237,18 @@ arrow::Status Walk(const Json& type, bool top, int depth, ColumnMapping* out) {
     if (!seen.insert(physical->text).second) {
       return Bad("names the physical column '" + physical->text + "' twice in one struct");
     }
-    out->display[physical->text] = name->text;
-    if (top) out->top_level.insert(physical->text);
+    const std::string path =
+        parent.empty() ? physical->text
+                       : std::string(parent).append(1, kPathSeparator).append(physical->text);
+    // A map's key and value structs are one step below it: the same physical
+    // name in both must not stand for two display names.
+    const auto [at, made] = out->display.emplace(path, name->text);
+    if (!made && at->second != name->text) {
+      return Bad("names the physical column '" + physical->text + "' twice in one struct");
+    }
+    if (parent.empty()) out->top_level.insert(physical->text);
     if (const Json* inner = field.Get("type")) {
-      ARROW_RETURN_NOT_OK(Walk(*inner, false, depth + 1, out));
+      ARROW_RETURN_NOT_OK(Walk(*inner, path, depth + 1, out));
     }
   }
   return arrow::Status::OK();
@@ -250,21 +259,28 @@ arrow::Status Walk(const Json& type, bool top, int depth, ColumnMapping* out) {
 arrow::Result<ColumnMapping> ParseColumnMapping(std::string_view schema_string) {
   ARROW_ASSIGN_OR_RAISE(const Json schema, Parser(schema_string).Document());
   ColumnMapping mapping;
-  ARROW_RETURN_NOT_OK(Walk(schema, true, 0, &mapping));
+  ARROW_RETURN_NOT_OK(Walk(schema, "", 0, &mapping));
   if (mapping.top_level.empty()) return Bad("has no columns");
   return mapping;
 }
 
 std::optional<std::string> DisplayName(const ColumnMapping& mapping, const std::string& flat) {
   std::string out;
+  std::string path;  // the physical path of the last component the schema named
   size_t start = 0;
   while (start <= flat.size()) {
     const size_t dot = std::min(flat.find('.', start), flat.size());
     const std::string part = flat.substr(start, dot - start);
     if (start == 0 && !mapping.top_level.count(part)) return std::nullopt;
-    const auto it = mapping.display.find(part);
+    std::string key = path.empty() ? part : std::string(path).append(1, kPathSeparator) + part;
+    const auto it = mapping.display.find(key);
     if (start > 0) out += '.';
-    out += it == mapping.display.end() ? part : it->second;
+    if (it == mapping.display.end()) {
+      out += part;  // a list's "element", a map's "key": as it is, no step in the schema
+    } else {
+      out += it->second;
+      path = std::move(key);
+    }
     start = dot + 1;
   }
   return out;

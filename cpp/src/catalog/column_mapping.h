@@ -20,8 +20,15 @@
 
 namespace shardfeed {
 
+// The separator of a field's path in ColumnMapping::display.
+inline constexpr char kPathSeparator = '\x1f';
+
 struct ColumnMapping {
-  // Physical name -> display name, for the fields of every struct at any depth.
+  // Physical path -> display name, for the fields of every struct at any
+  // depth: the physical names from the top-level column down, joined by
+  // kPathSeparator (arrays and maps add no step).  By path, not by name: a
+  // table upgraded to the mapping keeps its names as physical ones, so a
+  // column and a struct's field may share one and be renamed apart.
   std::map<std::string, std::string> display;
   // The physical names of the table's top-level columns.
   std::set<std::string> top_level;

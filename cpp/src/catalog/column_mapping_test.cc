@@ -43,6 +43,30 @@ TEST(ColumnMapping, MapsEveryFieldAndLeavesOutDroppedColumns) {
   EXPECT_EQ(DisplayName(*mapping, "col-4"), std::nullopt);  // a struct field, not a column
 }
 
+TEST(ColumnMapping, NamesAreMappedByTheirPathNotAlone) {
+  // A table upgraded to the mapping keeps its names as physical ones: the
+  // column "id" (renamed user_id) and the struct field s.id share "id", and
+  // the struct field a.x was renamed y while b.x kept its name.
+  const auto mapping = ParseColumnMapping(
+      R"({"type":"struct","fields":[)"
+      R"({"name":"user_id","type":"long","metadata":{"delta.columnMapping.physicalName":"id"}},)"
+      R"({"name":"s","type":{"type":"struct","fields":[)"
+      R"({"name":"id","type":"long","metadata":{"delta.columnMapping.physicalName":"id"}}]},)"
+      R"("metadata":{"delta.columnMapping.physicalName":"s"}},)"
+      R"({"name":"a","type":{"type":"struct","fields":[)"
+      R"({"name":"y","type":"long","metadata":{"delta.columnMapping.physicalName":"x"}}]},)"
+      R"("metadata":{"delta.columnMapping.physicalName":"a"}},)"
+      R"({"name":"b","type":{"type":"struct","fields":[)"
+      R"({"name":"x","type":"long","metadata":{"delta.columnMapping.physicalName":"x"}}]},)"
+      R"("metadata":{"delta.columnMapping.physicalName":"b"}}]})");
+  ASSERT_TRUE(mapping.ok()) << mapping.status().ToString();
+  EXPECT_EQ(DisplayName(*mapping, "id"), "user_id");
+  EXPECT_EQ(DisplayName(*mapping, "s.id"), "s.id");
+  EXPECT_EQ(DisplayName(*mapping, "a.x"), "a.y");
+  EXPECT_EQ(DisplayName(*mapping, "b.x"), "b.x");
+  EXPECT_EQ(DisplayName(*mapping, "x"), std::nullopt);  // a struct field, not a column
+}
+
 TEST(ColumnMapping, DamagedSchemasAreInvalidData) {
   for (
       const std::string& bad : std::vector<std::string>{
