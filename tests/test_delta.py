@@ -207,3 +207,41 @@ def test_an_empty_partition_value_is_null_as_delta_says(tmp_path):
                               fill_null={"p": -1}, shuffle=False)  # fmt: skip
     got = [(int(b["id"][0]), int(b["p"][0])) for b in loader]
     assert sorted(i for i, p in got if p == -1) == nulls == [0, 2]
+
+
+def write_log(table: Path, actions: list[list[dict]]) -> None:
+    """Commits written by hand, one list of actions each (a table's own schema)."""
+    log = table / "_delta_log"
+    log.mkdir(parents=True)
+    for version, commit in enumerate(actions):
+        text = "".join(json.dumps(a) + "\n" for a in commit)
+        (log / f"{version:020d}.json").write_text(text)
+
+
+def add(path: str) -> dict:
+    return {"add": {"path": path, "partitionValues": {}, "size": 1, "modificationTime": 1,
+                    "dataChange": True}}  # fmt: skip
+
+
+def test_log_paths_not_folders_say_what_a_table_holds(tmp_path):
+    """An unpartitioned table whose files lie in "k=1/" folders has no column k (its log
+    has no partition columns), and a remove that names a file by an absolute URI, or
+    unescaped where its add was escaped, removes it (the protocol's paths are URIs)."""
+    table = tmp_path / "t"
+    for rel, first in (("k=1/a.parquet", 0), ("k=2/b.parquet", 10), ("k=2/c d.parquet", 20)):
+        (table / rel).parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(rows(first, 3).select(["id"]), table / rel)
+    schema = {"type": "struct", "fields": [
+        {"name": "id", "type": "long", "nullable": True, "metadata": {}}]}  # fmt: skip
+    meta = {"metaData": {"id": "t", "format": {"provider": "parquet", "options": {}},
+                         "schemaString": json.dumps(schema), "partitionColumns": [],
+                         "configuration": {}, "createdTime": 1}}  # fmt: skip
+    protocol = {"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}}
+    write_log(table, [
+        [protocol, meta, add("k=1/a.parquet"), add("k=2/b.parquet"), add("k=2/c%20d.parquet")],
+        [{"remove": {"path": (table / "k=1" / "a.parquet").as_uri(), "dataChange": True}},
+         {"remove": {"path": "k=2/c d.parquet", "dataChange": True}}],
+    ])  # fmt: skip
+    loader = shardfeed.Loader(table, batch_size=1, drop_last=False, output="numpy")
+    assert [name for name, *_ in loader.outputs] == ["id"]
+    assert delivered_ids(table) == [10, 11, 12]

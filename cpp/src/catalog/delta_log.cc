@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <charconv>
 #include <limits>
 #include <map>
@@ -208,23 +209,42 @@ std::optional<DeletionVectorDescriptor> DescriptorAt(const std::shared_ptr<arrow
   return out;
 }
 
-// A log path is relative and URL-escaped ("part=a/x%20y.parquet").  Absolute
-// paths (shallow clones) and ".." components would read outside the table.
-arrow::Result<std::string> LivePath(const std::string& table, const std::string& logged) {
-  const std::string path = UrlDecode(logged);
-  bool escapes = path.empty() || path.front() == '/' || logged.find("://") != std::string::npos;
+// A log path is a URI: mostly relative and URL-escaped
+// ("part=a/x%20y.parquet"), but the protocol lets it be absolute
+// ("s3://bucket/table/x.parquet", "file:/data/table/x.parquet", "file:///..."),
+// as removes written by some engines are.  The file's path relative to the
+// table `root` (URL-decoded), or nullopt for one outside it (a shallow clone's
+// files) or with "..", "." or empty components.
+std::optional<std::string> TablePath(const std::string& root, const std::string& logged) {
+  std::string rest = logged;
+  bool absolute = false;
+  const size_t colon = rest.find(':');
+  if (colon != std::string::npos && colon > 0 && colon < rest.find('/')) {
+    const bool scheme =
+        std::all_of(rest.begin(), rest.begin() + static_cast<std::ptrdiff_t>(colon), [](char c) {
+          return std::isalnum(static_cast<unsigned char>(c)) || c == '+' || c == '-' || c == '.';
+        });
+    if (scheme) {
+      absolute = true;
+      rest.erase(0, colon + 1);
+      if (rest.starts_with("//")) rest.erase(0, 2);  // an authority: "" (file:///x) or a bucket
+    }
+  }
+  std::string path = UrlDecode(rest);
+  if (absolute || path.starts_with('/')) {
+    std::string base = root;
+    while (base.size() > 1 && base.back() == '/') base.pop_back();
+    // file:///data/t/x gives "/data/t/x", s3://bucket/t/x "bucket/t/x": as the
+    // filesystem's paths of local and S3 tables are.
+    if (base.empty() || !path.starts_with(base + '/')) return std::nullopt;
+    path.erase(0, base.size() + 1);
+  }
   size_t start = 0;
-  while (!escapes && start <= path.size()) {
+  while (start <= path.size()) {
     const size_t slash = std::min(path.find('/', start), path.size());
     const std::string_view part(path.data() + start, slash - start);
-    escapes = part == ".." || part == "." || part.empty();
+    if (part == ".." || part == "." || part.empty()) return std::nullopt;
     start = slash + 1;
-  }
-  if (escapes) {
-    return Error(ErrorKind::kInvalidData,
-                 Named(table) + ": its log names the data file '" + logged +
-                     "', which is not a path inside the table (a shallow clone?); "
-                     "only tables whose files lie in their own folder are read");
   }
   return path;
 }
@@ -287,7 +307,7 @@ arrow::Result<DeltaTable> ReadTable(arrow::fs::FileSystem& fs, const std::string
                        ", so version " + std::to_string(latest) + " cannot be rebuilt");
     }
   }
-  DeltaReplay replay;
+  DeltaReplay replay(root);
   const auto context = [&](const arrow::fs::FileInfo& info) {
     return Named(shown) + ", log file '" + info.base_name() + "'";
   };
@@ -424,6 +444,7 @@ arrow::Result<std::optional<DeltaTable>> EnclosingTable(arrow::fs::FileSystem& f
     table->deleted.resize(kept);
     // The source is a folder inside the table: its folders are read as any are.
     table->partitions.clear();
+    table->folders_are_partitions = true;
     return table;
   }
   return std::nullopt;
@@ -522,6 +543,11 @@ arrow::Status DeltaReplay::ApplyCommitText(const std::string& text, const std::s
   return ApplyCommit(*actions);  // (its metaData, and so the keys, the same again)
 }
 
+std::string DeltaReplay::Key(const std::string& logged) const {
+  if (auto path = TablePath(root_, logged)) return *std::move(path);
+  return std::string(1, kOutside).append(logged);
+}
+
 arrow::Status DeltaReplay::Apply(const arrow::Table& actions, bool commit) {
   // A commit's removes first: one that removes and re-adds a path (a new
   // deletion vector) leaves it live.  A checkpoint's removes are tombstones of
@@ -533,7 +559,7 @@ arrow::Status DeltaReplay::Apply(const arrow::Table& actions, bool commit) {
         if (chunk->IsNull(i)) continue;
         auto p = StringAt(path, i);
         if (!p) return Error(ErrorKind::kInvalidData, "a remove action without a path");
-        live_.erase(*p);
+        live_.erase(Key(*p));
       }
     }
   }
@@ -545,7 +571,7 @@ arrow::Status DeltaReplay::Apply(const arrow::Table& actions, bool commit) {
       if (chunk->IsNull(i)) continue;
       auto p = StringAt(path, i);
       if (!p) return Error(ErrorKind::kInvalidData, "an add action without a path");
-      live_[*p] = {DescriptorAt(dv, i), PartitionValuesAt(values, i)};
+      live_[Key(*p)] = {DescriptorAt(dv, i), PartitionValuesAt(values, i)};
     }
   }
   for (const auto& chunk : StructChunks(actions, "protocol")) {
@@ -625,9 +651,14 @@ arrow::Result<std::vector<std::string>> DeltaReplay::LiveFiles(
   ARROW_ASSIGN_OR_RAISE(const auto keys, PartitionKeys(table));
   std::vector<std::pair<std::string, const Add*>> files;
   files.reserve(live_.size());
-  for (const auto& [logged, add] : live_) {
-    ARROW_ASSIGN_OR_RAISE(auto path, LivePath(table, logged));
-    files.emplace_back(std::move(path), &add);
+  for (const auto& [key, add] : live_) {
+    if (!key.empty() && key.front() == kOutside) {
+      return Error(ErrorKind::kInvalidData,
+                   Named(table) + ": its log names the data file '" + key.substr(1) +
+                       "', which is not a path inside the table (a shallow clone?); "
+                       "only tables whose files lie in their own folder are read");
+    }
+    files.emplace_back(key, &add);
   }
   std::sort(files.begin(), files.end(),
             [](const auto& a, const auto& b) { return a.first < b.first; });
@@ -685,7 +716,11 @@ std::optional<bool> DeltaFilter::Contains(const std::string& path, DeltaFile* fi
     const auto& table = tables_[best];
     file->deleted = table.deleted[at];
     file->mapping = table.mapping;
-    if (!table.partitions.empty()) file->partitions = table.partitions[at];
+    if (!table.partitions.empty()) {
+      file->partitions = table.partitions[at];
+    } else if (!table.folders_are_partitions) {
+      file->partitions = PartitionPairs{};  // unpartitioned: no folder inside it is a column
+    }
     file->in_table_size = rel.size();
   }
   return true;

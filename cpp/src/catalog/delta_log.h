@@ -57,6 +57,10 @@ struct DeltaTable {
   // Empty for an unpartitioned table, and for one the source lies inside
   // (its partition folders are then read as any folders are).
   std::vector<PartitionPairs> partitions;
+  // Whether the folders of its files are read as Hive partitions: only where
+  // the source lies inside the table; else its log alone says its partitions
+  // (an unpartitioned table's "k=1/" folders are no column of it).
+  bool folders_are_partitions = false;
 };
 
 // What the catalog needs to know of one live file of a table.
@@ -114,6 +118,10 @@ class DeltaLookup {
 // The replay of a log's actions (separate for tests).
 class DeltaReplay {
  public:
+  // `root`: the table's folder, a path of its filesystem, against which a log
+  // path given as an absolute URI is made relative ("" : none is).
+  explicit DeltaReplay(std::string root = "") : root_(std::move(root)) {}
+
   // Applies the rows of a checkpoint (a table with `add` and optionally
   // `protocol`, `metaData` and `sidecar` columns).  An `add` row's
   // `partitionValues` is a map (a checkpoint) or a struct (ParseDeltaCommit).
@@ -143,7 +151,14 @@ class DeltaReplay {
     std::optional<DeletionVectorDescriptor> dv;
     std::map<std::string, std::optional<std::string>> partition_values;  // key -> value
   };
-  // Path as the log wrote it -> its deletion vector and partition values.
+  // The key of a logged path in live_: URL-decoded and relative to the table
+  // (an add and a remove may spell one file either way), or, for a path that
+  // is no path inside the table, kOutside and the path as logged.
+  std::string Key(const std::string& logged) const;
+  static constexpr char kOutside = '\0';
+
+  std::string root_;
+  // Key (above) -> its deletion vector and partition values.
   std::map<std::string, Add> live_;
   std::optional<int64_t> min_reader_version_;
   std::vector<std::string> reader_features_;

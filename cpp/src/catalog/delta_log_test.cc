@@ -61,6 +61,39 @@ TEST(DeltaLog, ACommitThatRemovesAndReaddsAPathKeepsIt) {
   EXPECT_EQ(files, (std::vector<std::string>{"a.parquet"}));
 }
 
+TEST(DeltaLog, AnAddAndARemoveOfOneFileMatchHoweverTheyAreSpelled) {
+  // The protocol's paths are URIs: a remove may name the file by an absolute
+  // URI, or escape it where the add did not.  Either removes it.
+  for (const auto& [root, removed] : std::vector<std::pair<std::string, std::string>>{
+           {"/data/t", "file:///data/t/a.parquet"},
+           {"/data/t", "file:/data/t/a.parquet"},
+           {"/data/t/", "/data/t/a.parquet"},
+           {"bucket/t", "s3://bucket/t/a.parquet"},
+           {"bucket/t", "s3a://bucket/t/a.parquet"},
+           {"/data/t", "file:///data/t/%61.parquet"},
+       }) {
+    DeltaReplay replay(root);
+    ASSERT_TRUE(
+        replay.ApplyCommitText(Lines({kProtocol, Add("a.parquet"), Add("x%20y.parquet")}), "t")
+            .ok());
+    ASSERT_TRUE(replay.ApplyCommitText(Lines({Remove(removed), Remove("x y.parquet")}), "t").ok());
+    EXPECT_EQ(replay.LiveFiles("t").ValueOrDie(), std::vector<std::string>{}) << removed;
+  }
+  // An absolute add inside the table is the file of that relative path; one
+  // in another table, or one when no root is known, is refused when live.
+  DeltaReplay inside("/data/t");
+  ASSERT_TRUE(
+      inside.ApplyCommitText(Lines({kProtocol, Add("file:///data/t/p%3D1/b.parquet")}), "t").ok());
+  EXPECT_EQ(inside.LiveFiles("t").ValueOrDie(), std::vector<std::string>{"p=1/b.parquet"});
+  DeltaReplay other("/data/t");
+  ASSERT_TRUE(other
+                  .ApplyCommitText(Lines({kProtocol, Add("file:///data/tt/b.parquet"),
+                                          Remove("file:///data/t/b.parquet")}),
+                                   "t")
+                  .ok());
+  EXPECT_FALSE(other.LiveFiles("t").ok());
+}
+
 TEST(DeltaLog, RefusesWhatItCannotReadCorrectly) {
   const auto message = [](std::initializer_list<std::string> commits) {
     auto result = Replay(commits);
