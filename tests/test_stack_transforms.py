@@ -298,3 +298,31 @@ def test_float_transforms_of_integers_see_every_digit(tmp_path, stack):
     np.testing.assert_array_equal(
         next(iter(ld))["i"], np.log1p(ids.astype(np.float64)).astype(np.float32)
     )
+
+
+@pytest.mark.parametrize("cache", [False, True])
+def test_a_stacks_fill_is_its_own_when_its_column_is_read_elsewhere_too(tmp_path, cache):
+    """FillNull on a stack fills its members' nulls, also those of a member another output
+    reads under the column's own fill_null (a column of its own, a second stack): each
+    output gets its own fill, from the decoded tier (cold and warm) as without it."""
+    data = tmp_path / "d"
+    data.mkdir()
+    pq.write_table(pa.table({"a": pa.array([0.5, None, 2.5], pa.float32()),
+                             "b": pa.array([1.0, 2.0, None], pa.float32())}),
+                   data / "p.parquet")  # fmt: skip
+    kw: dict = dict(batch_size=3, shuffle=False, output="numpy", drop_last=False)
+    if cache:
+        kw |= dict(cache_dir=tmp_path / "cache", cache_decoded=True)
+    for _ in range(2 if cache else 1):  # a cold pass, then one from the tier
+        loader = shardfeed.Loader(data, stack={"x": ["a", "b"], "y": ["a"]}, columns=["a"],
+                                  fill_null={"a": 99.0},
+                                  transforms=[FillNull("x", value=-1.0)], **kw)  # fmt: skip
+        (batch,) = list(loader)
+        assert batch["x"].tolist() == [[0.5, 1.0], [-1.0, 2.0], [2.5, -1.0]]
+        assert batch["a"].tolist() == [0.5, 99.0, 2.5]
+        assert batch["y"].tolist() == [[0.5], [99.0], [2.5]]
+        loader.close()
+    # Without a fill of its own the column's null is still an error, naming it.
+    with pytest.raises(shardfeed.InvalidDataError, match="'a'"):
+        list(shardfeed.Loader(data, stack={"x": ["a", "b"]}, columns=["a"],
+                              transforms=[FillNull("x", value=-1.0)], batch_size=3))  # fmt: skip

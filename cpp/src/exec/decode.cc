@@ -803,7 +803,9 @@ arrow::Result<std::shared_ptr<const DecodedRowGroup>> DecodeRowGroupBody(const C
     // null policy (a fill, or an error either way) and matrix come now.
     for (size_t o = 0; o < layout.outputs.size(); ++o) {
       if (!entry.matrix_stored[o] || matrices[o].owned) continue;
-      for (int s : layout.outputs[o].sources) ARROW_RETURN_NOT_OK(nulls(static_cast<size_t>(s)));
+      if (layout.outputs[o].fill.empty()) {  // else the stack's FillNull takes the nulls
+        for (int s : layout.outputs[o].sources) ARROW_RETURN_NOT_OK(nulls(static_cast<size_t>(s)));
+      }
       ARROW_RETURN_NOT_OK(make_matrix(o));
     }
     std::string why_not;
@@ -837,6 +839,22 @@ arrow::Result<std::shared_ptr<const DecodedRowGroup>> DecodeRowGroupBody(const C
                    decoded.get());
       }
     }
+  }
+  // A stack's FillNull takes its members' nulls, those of a member another
+  // output reads too (under the column's own policy: its fill_null, or an
+  // error) as well: such a stack is made before that policy fills them.
+  for (size_t o = 0; o < layout.outputs.size(); ++o) {
+    const auto& plan = layout.outputs[o];
+    if (plan.kind != OutputKind::kStack || plan.fill.empty() || matrices[o].owned) continue;
+    const bool shared = std::any_of(plan.sources.begin(), plan.sources.end(), [&](int s) {
+      return !layout.field_nulls_to_stack[static_cast<size_t>(s)];
+    });
+    if (!shared) continue;
+    for (int s : plan.sources) {
+      const auto f = static_cast<size_t>(s);
+      ARROW_RETURN_NOT_OK(apply(f, layout.field_transforms[f].size()));
+    }
+    ARROW_RETURN_NOT_OK(make_matrix(o));
   }
   for (size_t i = 0; i < layout.fields.size(); ++i) {
     if (cached && !entry.column_stored[i]) continue;  // only a stored matrix reads it
