@@ -371,7 +371,10 @@ arrow::Status WriteEntry(const std::string& dir, const std::string& path, const 
   }
   int64_t end = 0;  // of the data written so far
   auto write_at = [&](int64_t at, const void* data, int64_t bytes) {
-    end = std::max(end, at + bytes);
+    // An empty buffer (a row group no row of which passed a filter) writes
+    // nothing: it must not count as reaching its offset, or the file would
+    // end before the offsets it records and never load.
+    if (bytes > 0) end = std::max(end, at + bytes);
     return storage_internal::WriteAllAt(temp.fd(), static_cast<const uint8_t*>(data), bytes, at,
                                         temp.path());
   };
