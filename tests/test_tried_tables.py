@@ -285,3 +285,28 @@ def test_timestamps_written_in_two_zones_are_one_column_of_utc_instants(tmp_path
                    naive / "b.parquet")  # fmt: skip
     with pytest.raises(shardfeed.SchemaMismatchError, match="no common type"):
         shardfeed.Loader(naive, columns=["t"])
+
+
+def test_a_date_widened_to_a_naive_timestamp_reads_as_the_timestamp(tmp_path):
+    """Delta's type widening turns a date column into timestamp_ntz: older files hold dates,
+    newer ones timestamps. They read as one timestamp column, a date its midnight, and a
+    filter compares in it; a date next to a zoned timestamp stays an error."""
+    days = [dt.date(2024, 1, 1), dt.date(2024, 1, 2)]
+    pq.write_table(pa.table({"x": [0, 1], "d": pa.array(days, pa.date32())}),
+                   tmp_path / "a.parquet")  # fmt: skip
+    later = [dt.datetime(2024, 1, 2, 12, 30), dt.datetime(2024, 1, 3)]
+    pq.write_table(pa.table({"x": [2, 3], "d": pa.array(later, pa.timestamp("us"))}),
+                   tmp_path / "b.parquet")  # fmt: skip
+    got = rows(tmp_path, columns=["x", "d"])
+    order = np.argsort(got["x"])
+    want = [int(pd.Timestamp(t).value // 1000) for t in [*days, *later]]  # µs since the epoch
+    assert got["d"][order].tolist() == want
+    noon = dt.datetime(2024, 1, 2, 0, 0)
+    assert sorted(rows(tmp_path, columns=["x"], filter=[("d", ">=", noon)])["x"]) == [1, 2, 3]
+    zoned = tmp_path / "zoned"
+    zoned.mkdir()
+    pq.write_table(pa.table({"d": pa.array(days, pa.date32())}), zoned / "a.parquet")
+    pq.write_table(pa.table({"d": pa.array(later, pa.timestamp("us", "UTC"))}),
+                   zoned / "b.parquet")  # fmt: skip
+    with pytest.raises(shardfeed.SchemaMismatchError, match="no common type"):
+        shardfeed.Loader(zoned, columns=["d"])

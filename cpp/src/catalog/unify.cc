@@ -109,6 +109,16 @@ arrow::Result<TypePtr> PromoteTemporal(const TypePtr& a, const TypePtr& b) {
   if ((ia == Type::DATE32 || ia == Type::DATE64) && (ib == Type::DATE32 || ib == Type::DATE64)) {
     return arrow::date32();
   }
+  // A date with a naive (wall-clock) timestamp: the timestamp, a date its
+  // midnight (Delta's type widening of a date to timestamp_ntz).  A zoned one
+  // names instants, which a date does not: no common type.
+  for (const auto& [date, time] : {std::pair(a, b), std::pair(b, a)}) {
+    if ((date->id() == Type::DATE32 || date->id() == Type::DATE64) &&
+        time->id() == Type::TIMESTAMP &&
+        static_cast<const arrow::TimestampType&>(*time).timezone().empty()) {
+      return time;
+    }
+  }
   if (ia == Type::DURATION && ib == Type::DURATION) {
     return arrow::duration(Finer(static_cast<const arrow::DurationType&>(*a).unit(),
                                  static_cast<const arrow::DurationType&>(*b).unit()));
