@@ -217,8 +217,13 @@ arrow::Status Walk(const Json& type, const std::string& parent, int depth, Colum
     return element ? Walk(*element, parent, depth + 1, out) : arrow::Status::OK();
   }
   if (kind->text == "map") {
-    for (const char* part : {"keyType", "valueType"}) {
-      if (const Json* t = type.Get(part)) ARROW_RETURN_NOT_OK(Walk(*t, parent, depth + 1, out));
+    // A map's flattened fields are "m.key..." and "m.value...": each a step.
+    for (const auto& [part, step] :
+         {std::pair("keyType", "key"), std::pair("valueType", "value")}) {
+      if (const Json* t = type.Get(part)) {
+        ARROW_RETURN_NOT_OK(
+            Walk(*t, std::string(parent).append(1, kPathSeparator).append(step), depth + 1, out));
+      }
     }
     return arrow::Status::OK();
   }
@@ -240,12 +245,7 @@ arrow::Status Walk(const Json& type, const std::string& parent, int depth, Colum
     const std::string path =
         parent.empty() ? physical->text
                        : std::string(parent).append(1, kPathSeparator).append(physical->text);
-    // A map's key and value structs are one step below it: the same physical
-    // name in both must not stand for two display names.
-    const auto [at, made] = out->display.emplace(path, name->text);
-    if (!made && at->second != name->text) {
-      return Bad("names the physical column '" + physical->text + "' twice in one struct");
-    }
+    out->display.emplace(path, name->text);
     if (parent.empty()) out->top_level.insert(physical->text);
     if (const Json* inner = field.Get("type")) {
       ARROW_RETURN_NOT_OK(Walk(*inner, path, depth + 1, out));
@@ -275,12 +275,11 @@ std::optional<std::string> DisplayName(const ColumnMapping& mapping, const std::
     std::string key = path.empty() ? part : std::string(path).append(1, kPathSeparator) + part;
     const auto it = mapping.display.find(key);
     if (start > 0) out += '.';
-    if (it == mapping.display.end()) {
-      out += part;  // a list's "element", a map's "key": as it is, no step in the schema
-    } else {
-      out += it->second;
-      path = std::move(key);
-    }
+    // A name the schema does not give (a map's "key" and "value") is kept as
+    // it is, and is a step of the path: a map's key and value structs lie
+    // below it.  (A list of structs adds no name: "items.price".)
+    out += it == mapping.display.end() ? part : it->second;
+    path = std::move(key);
     start = dot + 1;
   }
   return out;

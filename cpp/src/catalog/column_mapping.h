@@ -26,7 +26,7 @@ inline constexpr char kPathSeparator = '\x1f';
 struct ColumnMapping {
   // Physical path -> display name, for the fields of every struct at any
   // depth: the physical names from the top-level column down, joined by
-  // kPathSeparator (arrays and maps add no step).  By path, not by name: a
+  // kPathSeparator (an array adds no step, a map "key" or "value").  By path, not by name: a
   // table upgraded to the mapping keeps its names as physical ones, so a
   // column and a struct's field may share one and be renamed apart.
   std::map<std::string, std::string> display;

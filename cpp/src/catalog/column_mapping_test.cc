@@ -67,6 +67,27 @@ TEST(ColumnMapping, NamesAreMappedByTheirPathNotAlone) {
   EXPECT_EQ(DisplayName(*mapping, "x"), std::nullopt);  // a struct field, not a column
 }
 
+TEST(ColumnMapping, AMapsKeyAndValueAreStepsOfThePath) {
+  // A map of structs whose key and value structs share physical names (an
+  // upgraded table's old names), one renamed in each; and a value struct
+  // whose fields are physically named "key" and "value".
+  const auto mapping = ParseColumnMapping(
+      R"({"type":"struct","fields":[)"
+      R"({"name":"m","type":{"type":"map",)"
+      R"("keyType":{"type":"struct","fields":[)"
+      R"({"name":"kid","type":"long","metadata":{"delta.columnMapping.physicalName":"id"}}]},)"
+      R"("valueType":{"type":"struct","fields":[)"
+      R"({"name":"vid","type":"long","metadata":{"delta.columnMapping.physicalName":"id"}},)"
+      R"({"name":"k2","type":"long","metadata":{"delta.columnMapping.physicalName":"key"}},)"
+      R"({"name":"amount","type":"long","metadata":{"delta.columnMapping.physicalName":"value"}}]}},)"
+      R"("metadata":{"delta.columnMapping.physicalName":"m"}}]})");
+  ASSERT_TRUE(mapping.ok()) << mapping.status().ToString();
+  EXPECT_EQ(DisplayName(*mapping, "m.key.id"), "m.key.kid");
+  EXPECT_EQ(DisplayName(*mapping, "m.value.id"), "m.value.vid");
+  EXPECT_EQ(DisplayName(*mapping, "m.value.key"), "m.value.k2");
+  EXPECT_EQ(DisplayName(*mapping, "m.value.value"), "m.value.amount");
+}
+
 TEST(ColumnMapping, DamagedSchemasAreInvalidData) {
   for (
       const std::string& bad : std::vector<std::string>{
