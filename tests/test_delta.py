@@ -245,3 +245,7 @@ def test_log_paths_not_folders_say_what_a_table_holds(tmp_path):
     loader = shardfeed.Loader(table, batch_size=1, drop_last=False, output="numpy")
     assert [name for name, *_ in loader.outputs] == ["id"]
     assert delivered_ids(table) == [10, 11, 12]
+    # Read through a symbolic link, the remove naming the real path still removes.
+    link = tmp_path / "link"
+    link.symlink_to(table)
+    assert delivered_ids(link) == [10, 11, 12]

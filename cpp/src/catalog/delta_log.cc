@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cctype>
 #include <charconv>
+#include <filesystem>
 #include <limits>
 #include <map>
 #include <optional>
@@ -215,29 +216,51 @@ std::optional<DeletionVectorDescriptor> DescriptorAt(const std::shared_ptr<arrow
 // as removes written by some engines are.  The file's path relative to the
 // table `root` (URL-decoded), or nullopt for one outside it (a shallow clone's
 // files) or with "..", "." or empty components.
-std::optional<std::string> TablePath(const std::string& root, const std::string& logged) {
+std::optional<std::string> TablePath(const std::string& root, const std::string& resolved,
+                                     const std::string& logged) {
   std::string rest = logged;
   bool absolute = false;
+  // A scheme (RFC 3986: a letter, then letters, digits, '+', '-', '.') and a
+  // path from the root: "2024-01-01T10:00:00.parquet" or "a:b.parquet" are
+  // relative paths with a colon.
   const size_t colon = rest.find(':');
-  if (colon != std::string::npos && colon > 0 && colon < rest.find('/')) {
+  if (colon != std::string::npos && colon > 0 && colon < rest.find('/') &&
+      std::isalpha(static_cast<unsigned char>(rest[0])) && rest.compare(colon + 1, 1, "/") == 0) {
     const bool scheme =
         std::all_of(rest.begin(), rest.begin() + static_cast<std::ptrdiff_t>(colon), [](char c) {
           return std::isalnum(static_cast<unsigned char>(c)) || c == '+' || c == '-' || c == '.';
         });
     if (scheme) {
       absolute = true;
+      const bool file = std::equal(
+          rest.begin(), rest.begin() + static_cast<std::ptrdiff_t>(colon), "file", "file" + 4,
+          [](char a, char b) { return std::tolower(static_cast<unsigned char>(a)) == b; });
       rest.erase(0, colon + 1);
-      if (rest.starts_with("//")) rest.erase(0, 2);  // an authority: "" (file:///x) or a bucket
+      if (rest.starts_with("//")) {
+        rest.erase(0, 2);  // an authority: "" (file:///x), a bucket, or the local host
+        if (file && rest.starts_with("localhost/")) rest.erase(0, 9);
+      }
     }
   }
   std::string path = UrlDecode(rest);
   if (absolute || path.starts_with('/')) {
-    std::string base = root;
-    while (base.size() > 1 && base.back() == '/') base.pop_back();
     // file:///data/t/x gives "/data/t/x", s3://bucket/t/x "bucket/t/x": as the
     // filesystem's paths of local and S3 tables are.
-    if (base.empty() || !path.starts_with(base + '/')) return std::nullopt;
-    path.erase(0, base.size() + 1);
+    const auto below = [&](std::string base,
+                           const std::string& full) -> std::optional<std::string> {
+      while (base.size() > 1 && base.back() == '/') base.pop_back();
+      if (base.empty() || !full.starts_with(base + '/')) return std::nullopt;
+      return full.substr(base.size() + 1);
+    };
+    auto inside = below(root, path);
+    if (!inside && !resolved.empty() && path.starts_with('/')) {
+      // Through a symbolic link on either side: the path's existing folders resolved.
+      std::error_code error;
+      const auto real = std::filesystem::weakly_canonical(path, error);
+      if (!error) inside = below(resolved, real.string());
+    }
+    if (!inside) return std::nullopt;
+    path = *std::move(inside);
   }
   size_t start = 0;
   while (start <= path.size()) {
@@ -307,7 +330,13 @@ arrow::Result<DeltaTable> ReadTable(arrow::fs::FileSystem& fs, const std::string
                        ", so version " + std::to_string(latest) + " cannot be rebuilt");
     }
   }
-  DeltaReplay replay(root);
+  std::string resolved;
+  if (fs.type_name() == "local") {
+    std::error_code error;
+    const auto real = std::filesystem::weakly_canonical(root, error);
+    if (!error) resolved = real.string();
+  }
+  DeltaReplay replay(root, resolved);
   const auto context = [&](const arrow::fs::FileInfo& info) {
     return Named(shown) + ", log file '" + info.base_name() + "'";
   };
@@ -544,7 +573,7 @@ arrow::Status DeltaReplay::ApplyCommitText(const std::string& text, const std::s
 }
 
 std::string DeltaReplay::Key(const std::string& logged) const {
-  if (auto path = TablePath(root_, logged)) return *std::move(path);
+  if (auto path = TablePath(root_, resolved_, logged)) return *std::move(path);
   return std::string(1, kOutside).append(logged);
 }
 

@@ -119,8 +119,11 @@ class DeltaLookup {
 class DeltaReplay {
  public:
   // `root`: the table's folder, a path of its filesystem, against which a log
-  // path given as an absolute URI is made relative ("" : none is).
-  explicit DeltaReplay(std::string root = "") : root_(std::move(root)) {}
+  // path given as an absolute URI is made relative ("" : none is);
+  // `resolved`: on a local filesystem, the same folder with its symbolic
+  // links resolved (a log names files by the path its writer saw).
+  explicit DeltaReplay(std::string root = "", std::string resolved = "")
+      : root_(std::move(root)), resolved_(std::move(resolved)) {}
 
   // Applies the rows of a checkpoint (a table with `add` and optionally
   // `protocol`, `metaData` and `sidecar` columns).  An `add` row's
@@ -158,6 +161,7 @@ class DeltaReplay {
   static constexpr char kOutside = '\0';
 
   std::string root_;
+  std::string resolved_;
   // Key (above) -> its deletion vector and partition values.
   std::map<std::string, Add> live_;
   std::optional<int64_t> min_reader_version_;

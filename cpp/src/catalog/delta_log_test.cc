@@ -71,6 +71,7 @@ TEST(DeltaLog, AnAddAndARemoveOfOneFileMatchHoweverTheyAreSpelled) {
            {"bucket/t", "s3://bucket/t/a.parquet"},
            {"bucket/t", "s3a://bucket/t/a.parquet"},
            {"/data/t", "file:///data/t/%61.parquet"},
+           {"/data/t", "file://localhost/data/t/a.parquet"},
        }) {
     DeltaReplay replay(root);
     ASSERT_TRUE(
@@ -85,6 +86,16 @@ TEST(DeltaLog, AnAddAndARemoveOfOneFileMatchHoweverTheyAreSpelled) {
   ASSERT_TRUE(
       inside.ApplyCommitText(Lines({kProtocol, Add("file:///data/t/p%3D1/b.parquet")}), "t").ok());
   EXPECT_EQ(inside.LiveFiles("t").ValueOrDie(), std::vector<std::string>{"p=1/b.parquet"});
+  // A colon in a relative path's first part is no scheme: a letter must
+  // start one, and a path from a root follow it.
+  DeltaReplay colons("/data/t");
+  ASSERT_TRUE(
+      colons
+          .ApplyCommitText(
+              Lines({kProtocol, Add("2024-01-01T10:00:00.parquet"), Add("a:b.parquet")}), "t")
+          .ok());
+  EXPECT_EQ(colons.LiveFiles("t").ValueOrDie(),
+            (std::vector<std::string>{"2024-01-01T10:00:00.parquet", "a:b.parquet"}));
   DeltaReplay other("/data/t");
   ASSERT_TRUE(other
                   .ApplyCommitText(Lines({kProtocol, Add("file:///data/tt/b.parquet"),
