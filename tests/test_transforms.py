@@ -574,6 +574,28 @@ def test_clip_that_no_integer_of_the_column_satisfies_is_refused(tmp_path, lo, h
     assert run(tmp_path, table, [Clip("v", min=0.2, max=1.5)], "v").tolist() == [1, 1, 1, 1]
 
 
+@pytest.mark.parametrize(
+    ("arrow_type", "lo", "hi", "ok"),
+    [
+        (pa.bool_(), 0.2, 0.8, False),
+        (pa.bool_(), 2, 3, False),
+        (pa.bool_(), 0.5, None, True),
+        (pa.int64(), 2**63, None, False),  # past int64's largest value, 2**63 - 1
+        (pa.int64(), None, 2**62, True),
+        (pa.uint64(), 2**64, None, False),
+        (pa.uint64(), 2**63, None, True),
+    ],
+)
+def test_clip_at_the_edges_of_bool_and_64_bit_types(tmp_path, arrow_type, lo, hi, ok):
+    table = pa.table({"v": pa.array([0, 1], pa.int64()).cast(arrow_type)})
+    if ok:
+        got = run(tmp_path, table, [Clip("v", min=lo, max=hi)], "v")
+        assert len(got) == 2
+    else:
+        with pytest.raises(shardfeed.InvalidArgumentError, match=r"holds no"):
+            run(tmp_path, table, [Clip("v", min=lo, max=hi)], "v")
+
+
 def test_a_vocabulary_value_that_is_no_unicode_text_is_refused_by_name():
     with pytest.raises(shardfeed.InvalidArgumentError, match=r"'s': value 1 .* not valid Unicode"):
         shardfeed.transforms.Vocabulary("s", values=["ok", "bad\udcff"])

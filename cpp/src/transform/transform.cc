@@ -176,15 +176,19 @@ arrow::Result<DType> TransformedType(const TransformSpec& t, DType in, ColumnSha
     case TransformOp::kClip: {
       if (std::isnan(t.a) || std::isnan(t.b)) return invalid("bounds must not be NaN");
       if (t.a > t.b) return invalid("min > max");
-      if (!IsInteger(in)) return in;
-      // An integer column: some value of its type must lie in [min, max], or
-      // every value would be clamped to one outside it.
-      const auto [least, most] = VisitDType(in, [](auto z) {
-        using T = decltype(z);
-        return std::pair<double, double>(static_cast<double>(std::numeric_limits<T>::min()),
-                                         static_cast<double>(std::numeric_limits<T>::max()));
-      });
-      if (std::max(std::ceil(t.a), least) > std::min(std::floor(t.b), most)) {
+      if (!IsInteger(in) && in != DType::kBool) return in;
+      // An integer (or bool) column: some value of its type must lie in
+      // [min, max], or every value would be clamped to one outside it.  The
+      // type's values are [least, top): top is exact in a double (2^63 for
+      // int64), where the largest value is not.
+      const auto [least, top] =
+          in == DType::kBool ? std::pair(0.0, 2.0) : VisitDType(in, [](auto z) {
+            using T = decltype(z);
+            return std::pair(static_cast<double>(std::numeric_limits<T>::min()),
+                             std::ldexp(1.0, std::numeric_limits<T>::digits));
+          });
+      const double lo = std::ceil(t.a), hi = std::floor(t.b);
+      if (lo > hi || lo >= top || hi < least) {
         return invalid(std::string("[")
                            .append(NumberText(t.a))
                            .append(", ")
