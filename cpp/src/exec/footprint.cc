@@ -197,6 +197,7 @@ std::vector<RowGroupFootprint> EstimateFootprints(const Catalog& catalog, const 
       }
       if (manifests[f]) tiled = TiledFields(layout, files[f], flat[f], *meta);
     }
+    std::vector<int64_t> field_bytes(layout.fields.size(), 0);
     for (size_t k = 0; k < leaves[f].size(); ++k) {
       const int c = leaves[f][k];
       if (c >= rg->num_columns()) continue;
@@ -208,6 +209,7 @@ std::vector<RowGroupFootprint> EstimateFootprints(const Catalog& catalog, const 
                                               entry.num_rows, chunk->total_uncompressed_size());
       fp.decoded += bytes;
       const size_t field = field_of_leaf[f][k];
+      field_bytes[field] += bytes;
       const double held = share[field];
       // As DecodeRowGroup fuses: every member of a row group too large to
       // pre-buffer, in a pre-buffered one the members the tile read takes.
@@ -217,6 +219,21 @@ std::vector<RowGroupFootprint> EstimateFootprints(const Catalog& catalog, const 
         fp.fused_held += static_cast<int64_t>(held * static_cast<double>(bytes));
       }
       ++fp.chunks;
+    }
+    // A stack's matrix is made at its dtype: wider than its members' values
+    // (float32 members of a float64 stack), it takes more than they do.
+    for (const auto& plan : layout.outputs) {
+      if (plan.kind != OutputKind::kStack) continue;
+      double members = 0;
+      for (int s : plan.sources)
+        members += static_cast<double>(field_bytes[static_cast<size_t>(s)]);
+      const double matrix = static_cast<double>(std::max<int64_t>(entry.num_rows, 0)) *
+                            static_cast<double>(plan.width) *
+                            static_cast<double>(DTypeSize(plan.matrix_dtype));
+      if (matrix > members) {  // untrusted row counts: saturated, not wrapped
+        fp.matrix_extra = static_cast<int64_t>(
+            std::min(static_cast<double>(fp.matrix_extra) + matrix - members, 4.0e18));
+      }
     }
   }
   return out;

@@ -24,6 +24,9 @@ struct RowGroupFootprint {
   // them held at once while they are read (kFusedColumns members per stack).
   int64_t fused = 0;
   int64_t fused_held = 0;
+  // What stack matrices take beyond their members' decoded bytes (a float64
+  // matrix of float32 members: as much again).
+  int64_t matrix_extra = 0;
 };
 
 // Column chunks at most this large (compressed, the whole row group) are
@@ -61,7 +64,7 @@ std::shared_ptr<const std::vector<RowGroupFootprint>> Footprints(
 // made from them -- of a fused stack's members only the few read at once.
 inline int64_t DecodeReservation(const RowGroupFootprint& f, int64_t row_group_bytes) {
   return (PreBuffered(row_group_bytes) ? f.read : f.chunks * kStreamBufferBytes) + 2 * f.decoded -
-         f.fused + f.fused_held;
+         f.fused + f.fused_held + f.matrix_extra;
 }
 
 // Built batches the engine keeps at most: N * queue_depth, fewer when they

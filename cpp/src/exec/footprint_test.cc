@@ -162,5 +162,29 @@ TEST_F(FootprintsTest, APreBufferedRowGroupCountsOnceWhatTheTileReadTakes) {
   EXPECT_EQ((*clipped)[0].fused, 0);
 }
 
+TEST_F(FootprintsTest, AMatrixWiderThanItsMembersIsBookedWhole) {
+  // float32 "x" cast to float64: its stack's matrix takes 8 bytes a row where
+  // the member's values took 4.
+  auto catalog = Open();
+  OutputOptions o;
+  o.all_columns = false;
+  o.stacks = {{"m", {"x"}}};
+  TransformSpec cast;
+  cast.op = TransformOp::kCast;
+  cast.column = "x";
+  cast.dtype = DType::kFloat64;
+  o.transforms = {cast};
+  const Layout wide = MakeLayout(*catalog->schema(), o).ValueOrDie();
+  ASSERT_EQ(wide.outputs[0].matrix_dtype, DType::kFloat64);
+  const auto fp = EstimateFootprints(*catalog, wide);
+  const auto& rgs = catalog->row_groups();
+  for (size_t i = 0; i < rgs.size(); ++i) {
+    EXPECT_EQ(fp[i].matrix_extra, rgs[i].num_rows * 8 - fp[i].decoded) << i;
+    EXPECT_EQ(DecodeReservation(fp[i], rgs[i].total_bytes),
+              fp[i].read + 2 * fp[i].decoded - fp[i].fused + fp[i].fused_held + fp[i].matrix_extra);
+  }
+  EXPECT_EQ(EstimateFootprints(*catalog, LayoutOf(*catalog, {"x"}))[0].matrix_extra, 0);
+}
+
 }  // namespace
 }  // namespace shardfeed
