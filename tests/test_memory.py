@@ -581,3 +581,23 @@ def test_one_long_list_cannot_pad_a_batch_past_the_limit(tmp_path):
         start = offsets[long_row]
         assert np.array_equal(row, values[start : start + long_len])
         assert batches[2]["l_lengths"][long_row - 32] == long_len
+
+
+def test_tiny_row_groups_are_booked_with_what_each_column_chunk_holds(tmp_path):
+    """10-row row groups of 100 columns: a decoded column chunk holds about a kilobyte of
+    objects besides its 40 bytes of values. Unbooked, the default window took every row
+    group and the process held 30 times what peak_bytes said; booked, the window is what
+    the limit allows and peak_bytes counts them."""
+    groups, cols = 600, 100
+    values = np.random.default_rng(0).random((groups * 10, cols), dtype=np.float32)
+    pq.write_table(pa.table({f"f{i}": values[:, i] for i in range(cols)}),
+                   tmp_path / "p.parquet", row_group_size=10)  # fmt: skip
+    limit = 16 * MiB
+    loader = shardfeed.Loader(tmp_path, batch_size=64, output="numpy", memory_limit=limit)
+    window = loader._settings.shuffle_window
+    per_group = cols * 1536  # footprint.h: kColumnOverheadBytes a column chunk
+    assert window <= 3 / 8 * limit / per_group < groups
+    assert sum(len(b["f0"]) for b in loader) == groups * 10 // 64 * 64
+    memory = loader.stats()["memory"]
+    assert memory["peak_decoded_bytes"] >= window * per_group / 2
+    assert memory["peak_bytes"] <= limit + 2 * per_group + 8 * MiB

@@ -333,8 +333,9 @@ int64_t ResidentBytes(const DecodedRowGroup& rg) {
     return b && b->is_mutable() ? b->capacity() : 0;
   };
   int64_t bytes = 0;
-  for (const auto& stack : rg.stacks) bytes += own(stack);
+  for (const auto& stack : rg.stacks) bytes += own(stack) + (stack ? kColumnOverheadBytes : 0);
   for (const auto& column : rg.columns) {
+    if (column.owned || column.array || !column.nulls.empty()) bytes += kColumnOverheadBytes;
     bytes += own(column.owned);
     if (column.array) bytes += arrow::util::TotalBufferSize(*column.array->data());
     if (column.null_rows) bytes += arrow::util::TotalBufferSize(*column.null_rows->data());

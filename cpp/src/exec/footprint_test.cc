@@ -143,10 +143,12 @@ TEST_F(FootprintsTest, APreBufferedRowGroupCountsOnceWhatTheTileReadTakes) {
     const auto& a = (*once)[i];
     EXPECT_GT(a.decoded, 0);
     EXPECT_EQ(a.fused, a.decoded);
-    EXPECT_EQ(DecodeReservation(a, rgs[i].total_bytes), a.read + a.decoded + a.fused_held);
+    EXPECT_EQ(DecodeReservation(a, rgs[i].total_bytes),
+              a.read + a.decoded + a.fused_held + a.chunks * kColumnOverheadBytes);
     const auto& b = (*twice)[i];
     EXPECT_EQ(b.fused, 0);
-    EXPECT_EQ(DecodeReservation(b, rgs[i].total_bytes), b.read + 2 * b.decoded);
+    EXPECT_EQ(DecodeReservation(b, rgs[i].total_bytes),
+              b.read + 2 * b.decoded + b.chunks * kColumnOverheadBytes);
   }
   // A transform on the member keeps it from the tile read: counted twice.
   OutputOptions o;
@@ -181,7 +183,8 @@ TEST_F(FootprintsTest, AMatrixWiderThanItsMembersIsBookedWhole) {
   for (size_t i = 0; i < rgs.size(); ++i) {
     EXPECT_EQ(fp[i].matrix_extra, rgs[i].num_rows * 8 - fp[i].decoded) << i;
     EXPECT_EQ(DecodeReservation(fp[i], rgs[i].total_bytes),
-              fp[i].read + 2 * fp[i].decoded - fp[i].fused + fp[i].fused_held + fp[i].matrix_extra);
+              fp[i].read + 2 * fp[i].decoded - fp[i].fused + fp[i].fused_held + fp[i].matrix_extra +
+                  fp[i].chunks * kColumnOverheadBytes);
   }
   EXPECT_EQ(EstimateFootprints(*catalog, LayoutOf(*catalog, {"x"}))[0].matrix_extra, 0);
 }
