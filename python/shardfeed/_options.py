@@ -7,7 +7,9 @@ import os
 import re
 import sys
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -424,8 +426,37 @@ def open_dataset(
     paths = [str(Path(s)) if "://" not in s else s for s in sources]
     # The fixed folders of local globs (check_source): their keys are columns.
     bases = sources.bases if isinstance(sources, Sources) else []
-    return _core.Dataset(paths, partitioning=partitioning or "", remote_timeout=remote_timeout,
-                         only_files=list(only_files), base_dirs=bases)  # fmt: skip
+    key = (tuple(paths), tuple(bases), partitioning or "", remote_timeout, tuple(only_files))
+    opened = _OPENED.get()
+    if opened is not None and key in opened:
+        return opened[key]
+    dataset = _core.Dataset(paths, partitioning=partitioning or "", remote_timeout=remote_timeout,
+                            only_files=list(only_files), base_dirs=bases)  # fmt: skip
+    if opened is not None:
+        opened[key] = dataset
+    return dataset
+
+
+# `shardfeed info` and `profile` open the catalog for their own use, then plan or run a
+# Loader on the same sources: within `reusing_catalogs()` a catalog opened once (the same
+# sources and settings) is handed out again, not every footer read again.
+_OPENED: ContextVar[dict[tuple[Any, ...], _core.Dataset] | None] = ContextVar(
+    "_OPENED", default=None
+)
+
+
+@contextmanager
+def reusing_catalogs() -> Iterator[None]:
+    """Within the block, a catalog is opened once per sources and settings (one
+    command's several uses of one dataset; a Loader made later elsewhere opens its own)."""
+    if _OPENED.get() is not None:  # within an outer block: its catalogs
+        yield
+        return
+    token = _OPENED.set({})
+    try:
+        yield
+    finally:
+        _OPENED.reset(token)
 
 
 def open_filtered(

@@ -120,6 +120,20 @@ def memory_plan(
     """What a Loader with these settings will hold and how well it will mix, from the
     footers alone (``shardfeed info``'s ``plan``): the shuffle window, the expected
     peak of ``stats()["memory"]["peak_bytes"]`` and the expected W_eff."""
+    from ._options import reusing_catalogs
+
+    with reusing_catalogs():  # the footers read once, for the patterns and the Loader
+        return _memory_plan(source, columns, stack, batch_size, threads, **loader_args)
+
+
+def _memory_plan(
+    source: str | list[str],
+    columns: str | None,
+    stack: str | None,
+    batch_size: int,
+    threads: int | None,
+    **loader_args: Any,
+) -> dict[str, Any]:
     from ._options import open_dataset
 
     sources = check_source(source)  # as the Loader takes it (globs, URIs to escape)
@@ -185,6 +199,25 @@ def profile(
 
     ``columns``: comma-separated names or shell patterns; ``stack``: ``NAME=PATTERNS``.
     """
+    from ._options import reusing_catalogs
+
+    with reusing_catalogs():  # the footers read once, for the patterns and the Loader
+        return _profile_run(source, columns, stack, batch_size, batches, step_ms, threads,
+                            trace, _hooks, **loader_args)  # fmt: skip
+
+
+def _profile_run(
+    source: str | list[str],
+    columns: str | None,
+    stack: str | None,
+    batch_size: int,
+    batches: int,
+    step_ms: float,
+    threads: int | None,
+    trace: str | None,
+    _hooks: dict[str, Any] | None,
+    **loader_args: Any,
+) -> dict[str, Any]:
     from ._options import open_dataset
 
     sources = check_source(source)  # as the Loader takes it (globs, URIs to escape)

@@ -52,6 +52,13 @@ def _json_option(option: str, text: str) -> Any:
 
 
 def _info(args: argparse.Namespace) -> int:
+    from ._options import reusing_catalogs
+
+    with reusing_catalogs():  # the catalog and the plan's Loader: every footer read once
+        return _info_of(args)
+
+
+def _info_of(args: argparse.Namespace) -> int:
     from ._options import open_dataset
 
     given = None if args.filter is None else _json_option("--filter", args.filter)
