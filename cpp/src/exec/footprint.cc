@@ -94,6 +94,24 @@ std::vector<int64_t> TileKeys(const Layout& layout) {
   return keys;
 }
 
+// What the stacks' matrices and the objects a row group holds depend on in the
+// layout: each stack's dtypes, width and members, and which fields are handed
+// out alone.
+std::vector<int64_t> ShapeKeys(const Layout& layout) {
+  std::vector<int64_t> keys;
+  for (const auto& plan : layout.outputs) {
+    if (plan.kind != OutputKind::kStack) continue;
+    keys.push_back(-1);
+    keys.push_back(static_cast<int>(plan.matrix_dtype));
+    keys.push_back(static_cast<int>(plan.dtype));
+    keys.push_back(plan.width);
+    keys.insert(keys.end(), plan.sources.begin(), plan.sources.end());
+  }
+  keys.push_back(-2);
+  for (bool alone : layout.field_used_alone) keys.push_back(alone ? 1 : 0);
+  return keys;
+}
+
 // Per layout field of a pre-buffered row group (its footer: `meta`): whether
 // the tile read takes it, i.e. reads it straight into its stack's matrix with
 // no array made (a group of kFusedColumns members is taken only whole).  What
@@ -140,17 +158,36 @@ std::vector<RowGroupFootprint> EstimateFootprints(const Catalog& catalog, const 
   // layout's fields it lacks (partition columns, columns missing in the file).
   std::vector<std::vector<int>> leaves(files.size());
   std::vector<int64_t> absent(files.size(), 0);
+  std::vector<std::vector<bool>> absent_field(files.size());
+  // What a decoded row group holds of objects, whatever its values: a column
+  // handed out alone, a stack's matrix (its members' arrays are dropped once it
+  // is made) and every field's record.
+  std::vector<bool> stack_only(layout.fields.size(), false);
+  int64_t held_columns = 0;
+  for (const auto& plan : layout.outputs) {
+    if (plan.kind != OutputKind::kStack) continue;
+    ++held_columns;
+    for (int s : plan.sources) {
+      const auto f = static_cast<size_t>(s);
+      stack_only[f] = !layout.field_used_alone[f];
+    }
+  }
+  for (bool alone : layout.field_used_alone) held_columns += alone ? 1 : 0;
+  const int64_t held_objects = held_columns * kColumnOverheadBytes +
+                               static_cast<int64_t>(layout.fields.size() * sizeof(DecodedColumn));
   for (size_t f = 0; f < files.size(); ++f) {
     const auto& file = files[f];
     if (!file.metadata) continue;
     const parquet::SchemaDescriptor* schema = file.metadata->schema();
     std::unordered_map<int, size_t> wanted;  // file top-level field -> layout field
+    absent_field[f].assign(layout.fields.size(), false);
     for (size_t i = 0; i < layout.fields.size(); ++i) {
       const int field = layout.fields[i];
       const int in_file =
           file.field_map.empty() ? field : file.field_map[static_cast<size_t>(field)];
       if (in_file < 0) {
         ++absent[f];
+        absent_field[f][i] = true;
       } else {
         wanted[in_file] = i;
       }
@@ -181,6 +218,7 @@ std::vector<RowGroupFootprint> EstimateFootprints(const Catalog& catalog, const 
     const auto f = static_cast<size_t>(entry.file);
     auto& fp = out[i];
     fp.decoded = absent[f] * 8 * entry.num_rows;
+    fp.held_objects = held_objects;
     auto parsed = RowGroupFooter(entry);
     if (!parsed.ok() || (*parsed)->num_row_groups() != 1) continue;
     const auto& meta = *parsed;
@@ -198,6 +236,9 @@ std::vector<RowGroupFootprint> EstimateFootprints(const Catalog& catalog, const 
       if (manifests[f]) tiled = TiledFields(layout, files[f], flat[f], *meta);
     }
     std::vector<int64_t> field_bytes(layout.fields.size(), 0);
+    for (size_t k = 0; k < absent_field[f].size(); ++k) {
+      if (absent_field[f][k]) field_bytes[k] = 8 * entry.num_rows;  // as in `decoded`
+    }
     for (size_t k = 0; k < leaves[f].size(); ++k) {
       const int c = leaves[f][k];
       if (c >= rg->num_columns()) continue;
@@ -217,23 +258,26 @@ std::vector<RowGroupFootprint> EstimateFootprints(const Catalog& catalog, const 
           (!PreBuffered(entry.total_bytes) || (field < tiled.size() && tiled[field]))) {
         fp.fused += bytes;
         fp.fused_held += static_cast<int64_t>(held * static_cast<double>(bytes));
+      } else {
+        ++fp.array_chunks;
       }
       ++fp.chunks;
     }
-    // A stack's matrix is made at its dtype: wider than its members' values
-    // (float32 members of a float64 stack), it takes more than they do.
+    // The matrices replace the values of the members that feed only stacks;
+    // made at their dtype (or the stack transforms' wider one), with members
+    // listed twice or in two stacks, they may take more.
+    double matrices = 0, members = 0;
+    const double rows = static_cast<double>(std::max<int64_t>(entry.num_rows, 0));
     for (const auto& plan : layout.outputs) {
       if (plan.kind != OutputKind::kStack) continue;
-      double members = 0;
-      for (int s : plan.sources)
-        members += static_cast<double>(field_bytes[static_cast<size_t>(s)]);
-      const double matrix = static_cast<double>(std::max<int64_t>(entry.num_rows, 0)) *
-                            static_cast<double>(plan.width) *
-                            static_cast<double>(DTypeSize(plan.matrix_dtype));
-      if (matrix > members) {  // untrusted row counts: saturated, not wrapped
-        fp.matrix_extra = static_cast<int64_t>(
-            std::min(static_cast<double>(fp.matrix_extra) + matrix - members, 4.0e18));
-      }
+      const size_t width = std::max(DTypeSize(plan.matrix_dtype), DTypeSize(plan.dtype));
+      matrices += rows * static_cast<double>(plan.width) * static_cast<double>(width);
+    }
+    for (size_t k = 0; k < field_bytes.size(); ++k) {
+      if (stack_only[k]) members += static_cast<double>(field_bytes[k]);
+    }
+    if (matrices > members) {  // untrusted row counts: saturated, not wrapped
+      fp.matrix_extra = static_cast<int64_t>(std::min(matrices - members, 4.0e18));
     }
   }
   return out;
@@ -248,6 +292,7 @@ struct KeptFootprints {
     std::vector<int> fields;
     std::vector<double> shares;      // what fusing depends on (FusedShares)
     std::vector<int64_t> tile_keys;  // and the tile read (TileKeys)
+    std::vector<int64_t> shapes;     // and the outputs' shapes (ShapeKeys)
     std::shared_ptr<const std::vector<RowGroupFootprint>> footprints;
   };
   std::mutex mu;
@@ -273,6 +318,7 @@ std::shared_ptr<const std::vector<RowGroupFootprint>> Footprints(
   using Entry = KeptFootprints::Entry;
   const std::vector<double> shares = FusedShares(layout);
   const std::vector<int64_t> tile_keys = TileKeys(layout);
+  const std::vector<int64_t> shapes = ShapeKeys(layout);
   constexpr size_t kKept = 8;
   std::mutex& mu = Kept()->mu;
   std::vector<Entry>& kept = Kept()->kept;
@@ -281,7 +327,7 @@ std::shared_ptr<const std::vector<RowGroupFootprint>> Footprints(
     // the same address is not a match.
     return !e.catalog.owner_before(catalog) && !catalog.owner_before(e.catalog) &&
            !e.catalog.expired() && e.fields == layout.fields && e.shares == shares &&
-           e.tile_keys == tile_keys;
+           e.tile_keys == tile_keys && e.shapes == shapes;
   };
   {
     std::lock_guard<std::mutex> lock(mu);
@@ -297,7 +343,7 @@ std::shared_ptr<const std::vector<RowGroupFootprint>> Footprints(
     if (same(e)) return e.footprints;  // another thread made it meanwhile
   }
   if (kept.size() >= kKept) kept.erase(kept.begin());
-  kept.push_back(Entry{catalog, layout.fields, shares, tile_keys, made});
+  kept.push_back(Entry{catalog, layout.fields, shares, tile_keys, shapes, made});
   return made;
 }
 
@@ -332,10 +378,14 @@ int64_t ResidentBytes(const DecodedRowGroup& rg) {
   const auto own = [](const std::shared_ptr<arrow::Buffer>& b) -> int64_t {
     return b && b->is_mutable() ? b->capacity() : 0;
   };
-  int64_t bytes = 0;
-  for (const auto& stack : rg.stacks) bytes += own(stack) + (stack ? kColumnOverheadBytes : 0);
+  int64_t bytes = 0, objects = 0;
+  for (const auto& stack : rg.stacks) {
+    const int64_t b = own(stack);
+    bytes += b;
+    objects += b > 0 ? kColumnOverheadBytes : 0;
+  }
   for (const auto& column : rg.columns) {
-    if (column.owned || column.array || !column.nulls.empty()) bytes += kColumnOverheadBytes;
+    if (own(column.owned) > 0 || column.array) objects += kColumnOverheadBytes;
     bytes += own(column.owned);
     if (column.array) bytes += arrow::util::TotalBufferSize(*column.array->data());
     if (column.null_rows) bytes += arrow::util::TotalBufferSize(*column.null_rows->data());
@@ -343,6 +393,11 @@ int64_t ResidentBytes(const DecodedRowGroup& rg) {
                                                                  column.list_lengths.capacity()));
   }
   if (rg.rows) bytes += static_cast<int64_t>(8 * rg.rows->capacity());
+  // A row group the decoded tier maps (none of it the engine's) holds the
+  // page cache's memory, not the budget's: its objects are not booked either.
+  if (bytes > 0) {
+    bytes += objects + static_cast<int64_t>(rg.columns.size() * sizeof(DecodedColumn));
+  }
   return bytes;
 }
 

@@ -24,9 +24,15 @@ struct RowGroupFootprint {
   // them held at once while they are read (kFusedColumns members per stack).
   int64_t fused = 0;
   int64_t fused_held = 0;
-  // What stack matrices take beyond their members' decoded bytes (a float64
-  // matrix of float32 members: as much again).
+  // What stack matrices take beyond the decoded bytes of the members they
+  // replace (a float64 matrix of float32 members: as much again).
   int64_t matrix_extra = 0;
+  // Objects a decoded row group holds besides its values: kColumnOverheadBytes
+  // a column handed out alone and a stack matrix, and each field's record.
+  int64_t held_objects = 0;
+  // Column chunks read whole through Arrow's arrays (not by the tile read, nor
+  // a few at a time into a stack): their objects while the decode runs.
+  int64_t array_chunks = 0;
 };
 
 // Column chunks at most this large (compressed, the whole row group) are
@@ -59,11 +65,11 @@ std::vector<RowGroupFootprint> EstimateFootprints(const Catalog& catalog, const 
 std::shared_ptr<const std::vector<RowGroupFootprint>> Footprints(
     const std::shared_ptr<const Catalog>& catalog, const Layout& layout);
 
-// What a decoded column chunk holds besides its values: Arrow's array and
-// buffer objects, the row group's own records and the allocator's rounding of
-// small buffers.  Nothing beside megabytes of values, but a table of 10-row
-// row groups held about 1.2 KB per column chunk that was not booked: a window
-// of thousands of such row groups passed the limit 30 times over.
+// What a decoded column holds besides its values: Arrow's array and buffer
+// objects and the allocator's rounding of small buffers.  Nothing beside
+// megabytes of values, but a table of 10-row row groups held about 1.2 KB per
+// column that was not booked: a window of thousands of such row groups
+// passed the limit 30 times over.
 inline constexpr int64_t kColumnOverheadBytes = 1536;
 
 // What decoding one row group holds at its peak: the pre-buffered compressed
@@ -71,7 +77,8 @@ inline constexpr int64_t kColumnOverheadBytes = 1536;
 // made from them -- of a fused stack's members only the few read at once.
 inline int64_t DecodeReservation(const RowGroupFootprint& f, int64_t row_group_bytes) {
   return (PreBuffered(row_group_bytes) ? f.read : f.chunks * kStreamBufferBytes) + 2 * f.decoded -
-         f.fused + f.fused_held + f.matrix_extra + f.chunks * kColumnOverheadBytes;
+         f.fused + f.fused_held + f.matrix_extra + f.held_objects +
+         f.array_chunks * kColumnOverheadBytes;
 }
 
 // Built batches the engine keeps at most: N * queue_depth, fewer when they

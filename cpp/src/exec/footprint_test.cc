@@ -143,12 +143,15 @@ TEST_F(FootprintsTest, APreBufferedRowGroupCountsOnceWhatTheTileReadTakes) {
     const auto& a = (*once)[i];
     EXPECT_GT(a.decoded, 0);
     EXPECT_EQ(a.fused, a.decoded);
+    EXPECT_EQ(a.array_chunks, 0);  // the tile read makes no array
     EXPECT_EQ(DecodeReservation(a, rgs[i].total_bytes),
-              a.read + a.decoded + a.fused_held + a.chunks * kColumnOverheadBytes);
+              a.read + a.decoded + a.fused_held + a.held_objects);
     const auto& b = (*twice)[i];
     EXPECT_EQ(b.fused, 0);
+    EXPECT_EQ(b.array_chunks, 2);  // "id" and "x" read whole as arrays
+    EXPECT_EQ(b.matrix_extra, 0);  // a float32 matrix: narrower than int64 and float32 values
     EXPECT_EQ(DecodeReservation(b, rgs[i].total_bytes),
-              b.read + 2 * b.decoded + b.chunks * kColumnOverheadBytes);
+              b.read + 2 * b.decoded + b.held_objects + 2 * kColumnOverheadBytes);
   }
   // A transform on the member keeps it from the tile read: counted twice.
   OutputOptions o;
@@ -184,9 +187,22 @@ TEST_F(FootprintsTest, AMatrixWiderThanItsMembersIsBookedWhole) {
     EXPECT_EQ(fp[i].matrix_extra, rgs[i].num_rows * 8 - fp[i].decoded) << i;
     EXPECT_EQ(DecodeReservation(fp[i], rgs[i].total_bytes),
               fp[i].read + 2 * fp[i].decoded - fp[i].fused + fp[i].fused_held + fp[i].matrix_extra +
-                  fp[i].chunks * kColumnOverheadBytes);
+                  fp[i].held_objects + fp[i].array_chunks * kColumnOverheadBytes);
   }
   EXPECT_EQ(EstimateFootprints(*catalog, LayoutOf(*catalog, {"x"}))[0].matrix_extra, 0);
+  // A member listed twice, or in two stacks, is in two matrix columns: booked.
+  OutputOptions twice;
+  twice.all_columns = false;
+  twice.stacks = {{"m", {"x", "x"}}};
+  const auto doubled =
+      EstimateFootprints(*catalog, MakeLayout(*catalog->schema(), twice).ValueOrDie());
+  twice.stacks = {{"m", {"x"}}, {"n", {"x"}}};
+  const auto shared =
+      EstimateFootprints(*catalog, MakeLayout(*catalog->schema(), twice).ValueOrDie());
+  for (size_t i = 0; i < rgs.size(); ++i) {
+    EXPECT_EQ(doubled[i].matrix_extra, rgs[i].num_rows * 8 - doubled[i].decoded) << i;
+    EXPECT_EQ(shared[i].matrix_extra, rgs[i].num_rows * 8 - shared[i].decoded) << i;
+  }
 }
 
 }  // namespace

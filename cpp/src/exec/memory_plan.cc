@@ -103,7 +103,8 @@ arrow::Result<MemoryPlan> PlanMemory(const std::shared_ptr<const Catalog>& catal
     const double decoded = static_cast<double>(footprints[i].decoded) * std::min(kept, 1.0);
     decoded_sum += decoded;
     cost_sum += decoded + static_cast<double>(kPermutationBytesPerRow * rows) +
-                static_cast<double>(footprints[i].chunks * kColumnOverheadBytes);
+                static_cast<double>(footprints[i].held_objects) +
+                static_cast<double>(footprints[i].matrix_extra) * std::min(kept, 1.0);
     out.max_row_group_bytes = std::max(out.max_row_group_bytes, footprints[i].decoded);
     const int64_t reserve = DecodeReservation(footprints[i], rgs[i].total_bytes);
     reserve_sum += static_cast<double>(reserve);
