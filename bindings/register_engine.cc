@@ -10,9 +10,12 @@
 
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -33,6 +36,22 @@ using namespace nb::literals;
 
 namespace shardfeed::py {
 namespace {
+
+// Engines whose making has begun and not ended: the next pass's, made on a
+// thread of its own, may still be making (planning, writing its first pages)
+// when the interpreter exits.  The exit hook waits for them: one made after it
+// is stopped before its thread parks, but one still being made when the
+// process went on to its C++ exit handlers decoded on under them (a segfault).
+std::atomic<int> engines_being_made{0};
+
+// Counts one making while it lives (a making whose thread parks at exit ends
+// in its OnPark, as that thread never comes back to this scope).
+struct Making {
+  Making() { engines_being_made.fetch_add(1); }
+  ~Making() { engines_being_made.fetch_sub(1); }
+  Making(const Making&) = delete;
+  Making& operator=(const Making&) = delete;
+};
 
 // A fork copies an engine but not its threads, which stay in the process that
 // made it: there, stopping the engine joins them; in the child it would join
@@ -249,15 +268,20 @@ void RegisterEngine(nb::module_& m) {
             std::unique_ptr<Engine> engine;
             int64_t num_batches = 0;
             {
+              const Making making;
               ReleaseGil release;
+              // Made while the interpreter exits (the next pass's engine, on a
+              // thread of its own): the exit hook did not close it.  Its making
+              // ends here, as this thread parks (also after an error).
+              release.OnPark([&engine] {
+                if (engine) engine->Stop();
+                engines_being_made.fetch_sub(1);
+              });
               auto plan = MakePlan(d, plan_options);
               num_batches = plan->num_batches();
               EngineOptions with_filter = options;
               with_filter.filter = d.filter;
               engine = Unwrap(Engine::Make(d.catalog, plan, with_filter));
-              // Made while the interpreter exits (the next pass's engine, on a
-              // thread of its own): the exit hook did not close it.
-              release.OnPark([&engine] { engine->Stop(); });
             }
             new (self) EngineHandle(std::move(engine), num_batches);
           },
@@ -314,6 +338,22 @@ void RegisterEngine(nb::module_& m) {
       "From the exit hook: waits until no remote call given up at its deadline still runs "
       "(or `seconds` pass), so that pyarrow's S3 shutdown does not tear the AWS SDK down "
       "under one; whether none runs.");
+  m.def(
+      "wait_for_engines_being_made",
+      [](double seconds) {
+        ReleaseGil release;
+        const auto deadline = std::chrono::steady_clock::now() +
+                              std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                  std::chrono::duration<double>(seconds));
+        while (engines_being_made.load() > 0 && std::chrono::steady_clock::now() < deadline) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        }
+        return engines_being_made.load() == 0;
+      },
+      "seconds"_a,
+      "From the exit hook, after begin_exit: waits until no engine is being made on another "
+      "thread (each one made from now on is stopped as its thread parks), or `seconds` pass; "
+      "whether none is.");
   m.def("live_buffers", &OutputBuffer::live_count,
         "Batch buffers allocated by the engine and not yet freed (for tests).");
   m.def("live_engine_threads", &LiveEngineThreads,

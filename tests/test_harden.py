@@ -822,3 +822,27 @@ def test_a_summary_file_is_named_as_one_not_as_damage(tmp_path):
         message = str(raised.value)
         assert "file 'summary.parquet', row group 0" in message, message
         assert "lie in another file ('part-0.parquet'): a summary file" in message, message
+
+
+_EXIT_WHILE_MAKING = """
+import sys
+import shardfeed
+ld = shardfeed.Loader(sys.argv[1], batch_size=500, num_threads=2, output="numpy")
+for _ in ld:  # the next pass's engine is made on its own thread as this one ends
+    pass
+# No close(): the interpreter exits while that engine may still be being made.
+"""
+
+
+def test_the_process_exits_cleanly_while_the_next_pass_engine_is_being_made(tmp_path):
+    """Making the next pass's engine for a wide table takes a while; a script that ended
+    meanwhile (no close()) ran the C++ exit handlers under that engine's workers, which
+    went on decoding: a segfault at exit, every time, on 2,000 columns. The exit hook
+    now waits for engines being made, then closes them."""
+    values = np.random.default_rng(0).random((10_000, 2000), dtype=np.float32)
+    table = pa.table({f"f{i:04d}": values[:, i] for i in range(2000)})
+    pq.write_table(table, tmp_path / "w.parquet", row_group_size=100)
+    for _ in range(2):
+        proc = subprocess.run([sys.executable, "-c", _EXIT_WHILE_MAKING, str(tmp_path)],
+                              capture_output=True, text=True, timeout=180)  # fmt: skip
+        assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])

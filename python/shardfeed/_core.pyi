@@ -499,6 +499,11 @@ def wait_for_abandoned_calls(seconds: float) -> bool:
     From the exit hook: waits until no remote call given up at its deadline still runs (or `seconds` pass), so that pyarrow's S3 shutdown does not tear the AWS SDK down under one; whether none runs.
     """
 
+def wait_for_engines_being_made(seconds: float) -> bool:
+    """
+    From the exit hook, after begin_exit: waits until no engine is being made on another thread (each one made from now on is stopped as its thread parks), or `seconds` pass; whether none is.
+    """
+
 def live_buffers() -> int:
     """Batch buffers allocated by the engine and not yet freed (for tests)."""
 

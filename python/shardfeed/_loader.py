@@ -72,6 +72,10 @@ def _close_engines() -> None:
     _core.begin_exit(quiet_leaks=threading.active_count() > 1 or forked)
     for engine in list(_live_engines):
         engine.close()
+    # An engine being made on another thread now (the next pass's) is stopped as that
+    # thread parks: wait for it, or its workers would decode on under the C++ exit
+    # handlers (a segfault at exit).  Bounded: making one plans an epoch.
+    _core.wait_for_engines_being_made(30.0)
     # A remote call given up at remote_timeout may still run (a filesystem being
     # made, a read): pyarrow's exit hook, which runs after this one, shuts the AWS
     # SDK down, and under such a call that crashed the process.  Bounded.
