@@ -232,9 +232,9 @@ std::optional<std::string> TablePath(const std::string& root, const std::string&
         });
     if (scheme) {
       absolute = true;
-      const bool file = std::equal(
-          rest.begin(), rest.begin() + static_cast<std::ptrdiff_t>(colon), "file", "file" + 4,
-          [](char a, char b) { return std::tolower(static_cast<unsigned char>(a)) == b; });
+      std::string name = rest.substr(0, colon);
+      for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      const bool file = name == "file";
       rest.erase(0, colon + 1);
       if (rest.starts_with("//")) {
         rest.erase(0, 2);  // an authority: "" (file:///x), a bucket, or the local host
