@@ -457,33 +457,6 @@ arrow::Status ReadColumns(const Catalog& catalog, int32_t rg_index, const Layout
   return arrow::Status::OK();
 }
 
-// The leaf column of each member of the fused stack `plan` that the tile read
-// (tile_read.h) can take, -1 for the others.
-std::vector<int> TileLeaves(const Catalog& catalog, int32_t rg_index, const Layout& layout,
-                            const OutputPlan& plan, const RowGroupReader& opened) {
-  const auto& rg = catalog.row_groups()[static_cast<size_t>(rg_index)];
-  const auto& file = catalog.files()[static_cast<size_t>(rg.file)];
-  const auto metadata = opened.reader->parquet_reader()->metadata();
-  std::vector<int> leaves;
-  for (int s : plan.sources) {
-    const auto f = static_cast<size_t>(s);
-    const int field = layout.fields[f];
-    const int in_file = file.field_map.empty() ? field : file.field_map[static_cast<size_t>(field)];
-    const auto leaf = TileLeaf(layout, f, in_file, opened.fields, *metadata, plan.matrix_dtype);
-    leaves.push_back(leaf.value_or(-1));
-  }
-  return leaves;
-}
-
-// Whether the tile read takes members [first, last) (their leaves: `leaves`,
-// empty when none is taken).
-bool GroupTiled(const std::vector<int>& leaves, size_t first, size_t last) {
-  if (leaves.empty()) return false;
-  return std::all_of(leaves.begin() + static_cast<std::ptrdiff_t>(first),
-                     leaves.begin() + static_cast<std::ptrdiff_t>(last),
-                     [](int leaf) { return leaf >= 0; });
-}
-
 // Members [first, last) of the fused stack `plan` (their leaves: `leaves`)
 // read by the tile read into `matrix`: false when one holds a null (the
 // caller then reads them the generic way).
@@ -602,7 +575,8 @@ arrow::Result<std::shared_ptr<const DecodedRowGroup>> DecodeRowGroupBody(const C
   for (size_t o = 0; o < fused.size(); ++o) {
     if (!fused[o]) continue;
     const auto& plan = layout.outputs[o];
-    tile_leaves[o] = TileLeaves(catalog, rg_index, layout, plan, *opened);
+    tile_leaves[o] = TileLeaves(layout, plan, file, opened->fields,
+                                *opened->reader->parquet_reader()->metadata());
     bool any_tiled = false;
     for (size_t first = 0; first < plan.sources.size(); first += kFusedColumns) {
       const size_t last = std::min(plan.sources.size(), first + kFusedColumns);

@@ -124,19 +124,11 @@ std::vector<bool> TiledFields(const Layout& layout, const FileEntry& file,
   for (size_t o = 0; o < fused.size(); ++o) {
     if (!fused[o]) continue;
     const auto& plan = layout.outputs[o];
+    const std::vector<int> leaves = TileLeaves(layout, plan, file, flat, meta);
     for (size_t first = 0; first < plan.sources.size(); first += kFusedColumns) {
       const size_t last = std::min(plan.sources.size(), first + kFusedColumns);
-      bool all = true;
-      for (size_t c = first; c < last && all; ++c) {
-        const auto f = static_cast<size_t>(plan.sources[c]);
-        const int field = layout.fields[f];
-        const int in_file =
-            file.field_map.empty() ? field : file.field_map[static_cast<size_t>(field)];
-        all = TileLeaf(layout, f, in_file, flat, meta, plan.matrix_dtype).has_value();
-      }
-      for (size_t c = first; c < last && all; ++c) {
-        tiled[static_cast<size_t>(plan.sources[c])] = true;
-      }
+      if (!GroupTiled(leaves, first, last)) continue;
+      for (size_t c = first; c < last; ++c) tiled[static_cast<size_t>(plan.sources[c])] = true;
     }
   }
   return tiled;
@@ -154,10 +146,9 @@ std::vector<RowGroupFootprint> EstimateFootprints(const Catalog& catalog, const 
   std::vector<std::vector<FlatField>> flat(files.size());
   // Per file and leaf column read: the layout field it belongs to.
   std::vector<std::vector<size_t>> field_of_leaf(files.size());
-  // Per file: its leaf columns that the layout reads, and how many of the
+  // Per file: its leaf columns that the layout reads, and which of the
   // layout's fields it lacks (partition columns, columns missing in the file).
   std::vector<std::vector<int>> leaves(files.size());
-  std::vector<int64_t> absent(files.size(), 0);
   std::vector<std::vector<bool>> absent_field(files.size());
   // What a decoded row group holds of objects, whatever its values: a column
   // handed out alone, a stack's matrix (its members' arrays are dropped once it
@@ -186,7 +177,6 @@ std::vector<RowGroupFootprint> EstimateFootprints(const Catalog& catalog, const 
       const int in_file =
           file.field_map.empty() ? field : file.field_map[static_cast<size_t>(field)];
       if (in_file < 0) {
-        ++absent[f];
         absent_field[f][i] = true;
       } else {
         wanted[in_file] = i;
@@ -217,7 +207,8 @@ std::vector<RowGroupFootprint> EstimateFootprints(const Catalog& catalog, const 
     const auto& entry = rgs[i];
     const auto f = static_cast<size_t>(entry.file);
     auto& fp = out[i];
-    fp.decoded = absent[f] * 8 * entry.num_rows;
+    const auto absent = std::count(absent_field[f].begin(), absent_field[f].end(), true);
+    fp.decoded = static_cast<int64_t>(absent) * 8 * entry.num_rows;
     fp.held_objects = held_objects;
     auto parsed = RowGroupFooter(entry);
     if (!parsed.ok() || (*parsed)->num_row_groups() != 1) continue;

@@ -179,6 +179,28 @@ std::optional<int> TileLeaf(const Layout& layout, size_t field, int in_file,
   }
 }
 
+std::vector<int> TileLeaves(const Layout& layout, const OutputPlan& plan, const FileEntry& file,
+                            const std::vector<FlatField>& fields,
+                            const parquet::FileMetaData& metadata) {
+  std::vector<int> leaves;
+  leaves.reserve(plan.sources.size());
+  for (int s : plan.sources) {
+    const auto f = static_cast<size_t>(s);
+    const int field = layout.fields[f];
+    const int in_file = file.field_map.empty() ? field : file.field_map[static_cast<size_t>(field)];
+    leaves.push_back(
+        TileLeaf(layout, f, in_file, fields, metadata, plan.matrix_dtype).value_or(-1));
+  }
+  return leaves;
+}
+
+bool GroupTiled(const std::vector<int>& leaves, size_t first, size_t last) {
+  if (leaves.empty()) return false;
+  return std::all_of(leaves.begin() + static_cast<std::ptrdiff_t>(first),
+                     leaves.begin() + static_cast<std::ptrdiff_t>(last),
+                     [](int leaf) { return leaf >= 0; });
+}
+
 arrow::Result<TileOutcome> ReadMembersTiled(parquet::ParquetFileReader& file, const Layout& layout,
                                             const OutputPlan& plan, size_t first, size_t last,
                                             std::span<const int> leaves, int64_t rows,

@@ -24,6 +24,7 @@
 #include <parquet/file_reader.h>
 
 #include "shardfeed/batch.h"
+#include "shardfeed/catalog.h"
 #include "transform/layout.h"
 #include "util/struct_fields.h"
 
@@ -42,6 +43,17 @@ inline constexpr int64_t kTileRows = 2048;
 std::optional<int> TileLeaf(const Layout& layout, size_t field, int in_file,
                             const std::vector<FlatField>& fields,
                             const parquet::FileMetaData& metadata, DType matrix_dtype);
+
+// The leaf column of each member of the fused stack `plan` that the tile read
+// can take (TileLeaf), -1 for the others.  `file`: the catalog's entry of the
+// file read (its field_map), `fields` and `metadata` its own.
+std::vector<int> TileLeaves(const Layout& layout, const OutputPlan& plan, const FileEntry& file,
+                            const std::vector<FlatField>& fields,
+                            const parquet::FileMetaData& metadata);
+
+// Whether the tile read takes members [first, last) (their leaves: `leaves`,
+// from TileLeaves; empty when none is taken): only a whole group is.
+bool GroupTiled(const std::vector<int>& leaves, size_t first, size_t last);
 
 // How a tile read ended.
 enum class TileOutcome {
