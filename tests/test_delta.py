@@ -249,3 +249,54 @@ def test_log_paths_not_folders_say_what_a_table_holds(tmp_path):
     link = tmp_path / "link"
     link.symlink_to(table)
     assert delivered_ids(link) == [10, 11, 12]
+
+
+def test_columns_the_log_adds_or_widens_read_as_the_table_says(tmp_path):
+    """A column added since the table's last write (ADD COLUMNS) is null in every row, as
+    Delta's readers give it, and one whose type the table widened since every file was
+    written (int to long, float to double, date to timestamp_ntz) reads as the wider type:
+    a later write does not change the columns or dtypes a loader delivers."""
+    path = tmp_path / "added"
+    deltalake.write_deltalake(str(path), pa.table({"id": pa.array([0, 1, 2], pa.int64())}))
+    deltalake.DeltaTable(str(path)).alter.add_columns(
+        [deltalake.Field("n", "integer", nullable=True)])  # fmt: skip
+    assert deltalake.DeltaTable(str(path)).to_pyarrow_table()["n"].null_count == 3
+    loader = shardfeed.Loader(path, batch_size=3, output="numpy", fill_null={"n": -1},
+                              shuffle=False)  # fmt: skip
+    assert [name for name, *_ in loader.outputs] == ["id", "n"]
+    (batch,) = list(loader)
+    assert batch["n"].dtype == np.int32 and batch["n"].tolist() == [-1, -1, -1]
+    with pytest.raises(shardfeed.InvalidDataError, match=r"'n' \(not in this file"):
+        list(shardfeed.Loader(path, batch_size=3, output="numpy", shuffle=False))
+
+    table = tmp_path / "widened"
+    table.mkdir()
+    day = pa.array([19723, 19724], pa.int32()).cast(pa.date32())  # 2024-01-01 and -02
+    pq.write_table(pa.table({"i": pa.array([1, -2], pa.int32()), "s": pa.array([3, 4], pa.int16()),
+                             "f": pa.array([0.5, 1.5], pa.float32()), "d": day}),
+                   table / "a.parquet")  # fmt: skip
+    nested = {"type": "struct", "fields": []}
+    declared = [("i", "long"), ("s", "double"), ("f", "double"), ("d", "timestamp_ntz"),
+                ("later", "decimal(10,2)"), ("nested", nested)]  # fmt: skip
+    fields = [{"name": name, "type": kind, "nullable": True, "metadata": {}}
+              for name, kind in declared]  # fmt: skip
+    schema = {"type": "struct", "fields": fields}
+    meta = {"metaData": {"id": "t", "format": {"provider": "parquet", "options": {}},
+                         "schemaString": json.dumps(schema), "partitionColumns": [],
+                         "configuration": {}, "createdTime": 1}}  # fmt: skip
+    features = ["typeWidening", "timestampNtz"]
+    protocol = {"protocol": {"minReaderVersion": 3, "minWriterVersion": 7,
+                             "readerFeatures": features, "writerFeatures": features}}  # fmt: skip
+    write_log(table, [[protocol, meta, add("a.parquet")]])
+    loader = shardfeed.Loader(table, batch_size=2, output="numpy", columns=["i", "s", "f", "d"],
+                              shuffle=False)  # fmt: skip
+    (batch,) = list(loader)
+    assert batch["i"].dtype == np.int64 and batch["i"].tolist() == [1, -2]
+    assert batch["s"].dtype == np.float64 and batch["s"].tolist() == [3.0, 4.0]
+    assert batch["f"].dtype == np.float64 and batch["f"].tolist() == [0.5, 1.5]
+    assert batch["d"].tolist() == [19723 * 86_400_000_000, 19724 * 86_400_000_000]  # µs
+    (batch,) = list(shardfeed.Loader(table, batch_size=2, output="numpy", columns=["later"],
+                                     fill_null=0.0, shuffle=False))  # fmt: skip
+    assert batch["later"].tolist() == [0.0, 0.0]
+    with pytest.raises(shardfeed.ColumnNotFoundError):  # only primitive columns are added
+        shardfeed.Loader(table, columns=["nested"])

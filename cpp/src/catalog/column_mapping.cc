@@ -1,10 +1,15 @@
 #include "catalog/column_mapping.h"
 
+#include <algorithm>
 #include <cstdint>
+#include <cstdio>
+#include <map>
 #include <memory>
 #include <utility>
 #include <variant>
 #include <vector>
+
+#include <arrow/type.h>
 
 #include "shardfeed/status.h"
 
@@ -254,7 +259,53 @@ arrow::Status Walk(const Json& type, const std::string& parent, int depth, Colum
   return arrow::Status::OK();
 }
 
+// The Arrow type of a Delta primitive type's name; null for another.
+std::shared_ptr<arrow::DataType> PrimitiveType(const std::string& name) {
+  static const std::map<std::string, std::shared_ptr<arrow::DataType>> kTypes = {
+      {"boolean", arrow::boolean()},
+      {"byte", arrow::int8()},
+      {"short", arrow::int16()},
+      {"integer", arrow::int32()},
+      {"long", arrow::int64()},
+      {"float", arrow::float32()},
+      {"double", arrow::float64()},
+      {"string", arrow::utf8()},
+      {"binary", arrow::binary()},
+      {"date", arrow::date32()},
+      {"timestamp", arrow::timestamp(arrow::TimeUnit::MICRO, "UTC")},
+      {"timestamp_ntz", arrow::timestamp(arrow::TimeUnit::MICRO)},
+  };
+  if (const auto it = kTypes.find(name); it != kTypes.end()) return it->second;
+  // decimal(p,s), spaces allowed after the comma as Spark writes none.
+  int precision = 0, scale = 0;
+  char end = 0;
+  if (std::sscanf(name.c_str(), "decimal(%d,%d%c", &precision, &scale, &end) == 3 && end == ')' &&
+      name.back() == ')' && precision >= 1 && precision <= 38 && scale >= 0 && scale <= precision) {
+    return arrow::decimal128(precision, scale);
+  }
+  return nullptr;
+}
+
 }  // namespace
+
+arrow::Result<arrow::FieldVector> PrimitiveColumns(std::string_view schema_string,
+                                                   const std::vector<std::string>& skip) {
+  ARROW_ASSIGN_OR_RAISE(const Json schema, Parser(schema_string).Document());
+  const Json* fields = schema.Get("fields");
+  if (!fields || fields->kind != Json::kArray) return Bad("has no fields");
+  arrow::FieldVector out;
+  for (const Json& field : fields->items) {
+    const Json* name = field.Get("name");
+    const Json* type = field.Get("type");
+    if (!name || name->kind != Json::kString) return Bad("has a field without a name");
+    if (std::find(skip.begin(), skip.end(), name->text) != skip.end()) continue;
+    if (!type || type->kind != Json::kString) continue;  // a struct, array or map
+    if (auto arrow_type = PrimitiveType(type->text)) {
+      out.push_back(arrow::field(name->text, std::move(arrow_type)));
+    }
+  }
+  return out;
+}
 
 arrow::Result<ColumnMapping> ParseColumnMapping(std::string_view schema_string) {
   ARROW_ASSIGN_OR_RAISE(const Json schema, Parser(schema_string).Document());

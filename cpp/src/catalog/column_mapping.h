@@ -15,8 +15,10 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <arrow/result.h>
+#include <arrow/type_fwd.h>
 
 namespace shardfeed {
 
@@ -44,5 +46,14 @@ arrow::Result<ColumnMapping> ParseColumnMapping(std::string_view schema_string);
 // list's "element" is kept).  nullopt when its top-level column is not in the
 // table's schema (a dropped column).
 std::optional<std::string> DisplayName(const ColumnMapping& mapping, const std::string& flat);
+
+// The table's top-level columns of primitive types (boolean, byte, short,
+// integer, long, float, double, string, binary, date, timestamp,
+// timestamp_ntz, decimal(p,s)) as Arrow fields under their display names, all
+// nullable; columns of other types (structs, arrays, maps, variants) and the
+// names in `skip` (partition columns) are left out.  An InvalidData error for
+// text that is not such a schema.
+arrow::Result<arrow::FieldVector> PrimitiveColumns(std::string_view schema_string,
+                                                   const std::vector<std::string>& skip);
 
 }  // namespace shardfeed

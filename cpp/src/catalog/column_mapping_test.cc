@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include <arrow/type.h>
 #include <gtest/gtest.h>
 
 #include "shardfeed/status.h"
@@ -107,6 +108,35 @@ TEST(ColumnMapping, DamagedSchemasAreInvalidData) {
     ASSERT_FALSE(mapping.ok()) << bad.substr(0, 80);
     EXPECT_EQ(KindOf(mapping.status()), ErrorKind::kInvalidData) << mapping.status().ToString();
   }
+}
+
+TEST(PrimitiveColumns, TheTablesPrimitiveColumnsByTheirNames) {
+  // kSchema's id and score; its struct, array and map columns are left out.
+  auto columns = PrimitiveColumns(kSchema, {});
+  ASSERT_TRUE(columns.ok()) << columns.status().ToString();
+  ASSERT_EQ(columns->size(), 2u);
+  EXPECT_EQ((*columns)[0]->ToString(), "id: int64");
+  EXPECT_EQ((*columns)[1]->ToString(), "score: double");
+  const char kTypes[] =
+      R"j({"type":"struct","fields":[)j"
+      R"j({"name":"b","type":"boolean","nullable":false,"metadata":{}},)j"
+      R"j({"name":"i8","type":"byte"},{"name":"i16","type":"short"},)j"
+      R"j({"name":"i32","type":"integer"},{"name":"f","type":"float"},)j"
+      R"j({"name":"s","type":"string"},{"name":"bin","type":"binary"},)j"
+      R"j({"name":"day","type":"date"},{"name":"t","type":"timestamp"},)j"
+      R"j({"name":"ntz","type":"timestamp_ntz"},{"name":"dec","type":"decimal(10, 2)"},)j"
+      R"j({"name":"bad","type":"decimal(2,5)"},{"name":"v","type":"variant"},)j"
+      R"j({"name":"part","type":"string"}]})j";
+  columns = PrimitiveColumns(kTypes, {"part"});
+  ASSERT_TRUE(columns.ok()) << columns.status().ToString();
+  std::vector<std::string> got;
+  for (const auto& field : *columns) got.push_back(field->ToString());
+  EXPECT_EQ(got, (std::vector<std::string>{"b: bool", "i8: int8", "i16: int16", "i32: int32",
+                                           "f: float", "s: string", "bin: binary",
+                                           "day: date32[day]", "t: timestamp[us, tz=UTC]",
+                                           "ntz: timestamp[us]", "dec: decimal128(10, 2)"}));
+  EXPECT_FALSE(PrimitiveColumns("{", {}).ok());
+  EXPECT_FALSE(PrimitiveColumns(R"({"fields":[{"type":"long"}]})", {}).ok());
 }
 
 }  // namespace

@@ -355,6 +355,7 @@ arrow::Result<DeltaTable> ReadTable(arrow::fs::FileSystem& fs, const std::string
   }
   ARROW_ASSIGN_OR_RAISE(table.files, replay.LiveFiles(shown, &table.dvs, &table.partitions));
   ARROW_ASSIGN_OR_RAISE(table.mapping, replay.Mapping(shown));
+  table.columns = replay.Columns();
   table.version = latest;
   table.name = shown;
   table.deleted.resize(table.files.size());
@@ -722,6 +723,12 @@ arrow::Result<std::shared_ptr<const ColumnMapping>> DeltaReplay::Mapping(
   auto mapping = ParseColumnMapping(schema_string_);
   if (!mapping.ok()) return WithContext(mapping.status(), Named(table));
   return std::make_shared<const ColumnMapping>(std::move(*mapping));
+}
+
+arrow::FieldVector DeltaReplay::Columns() const {
+  // A schema this cannot parse leaves the files to say the columns, as before.
+  auto columns = PrimitiveColumns(schema_string_, partition_columns_);
+  return columns.ok() ? std::move(*columns) : arrow::FieldVector{};
 }
 
 std::optional<bool> DeltaFilter::Contains(const std::string& path, DeltaFile* file) {

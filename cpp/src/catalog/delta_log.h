@@ -52,6 +52,9 @@ struct DeltaTable {
   std::vector<std::shared_ptr<const DeletedRows>> deleted;
   // Column mapping by name: its files' physical column names -> the table's.
   std::shared_ptr<const ColumnMapping> mapping;
+  // Its primitive columns by its latest schema (DeltaReplay::Columns): what
+  // the catalog adds where no file holds a column yet, or holds it narrower.
+  arrow::FieldVector columns;
   // Per file, a partitioned table's partition values from its log, keyed by
   // the columns' (display) names in the table's order; an empty value is null.
   // Empty for an unpartitioned table, and for one the source lies inside
@@ -146,6 +149,9 @@ class DeltaReplay {
   arrow::Result<std::vector<std::string>> PartitionKeys(const std::string& table);
   // The table's column mapping by name (null without one), from its schema.
   arrow::Result<std::shared_ptr<const ColumnMapping>> Mapping(const std::string& table) const;
+  // The table's primitive columns by its latest schema, partition columns
+  // left out (PrimitiveColumns); none when the schema cannot be parsed.
+  arrow::FieldVector Columns() const;
 
  private:
   arrow::Status Apply(const arrow::Table& actions, bool commit);

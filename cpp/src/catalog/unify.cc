@@ -433,4 +433,43 @@ std::vector<std::vector<int>> SchemaUnifier::FieldMaps() const {
   return out;
 }
 
+namespace {
+
+bool SignedInteger(arrow::Type::type id) {
+  return id == arrow::Type::INT8 || id == arrow::Type::INT16 || id == arrow::Type::INT32 ||
+         id == arrow::Type::INT64;
+}
+
+// Whether a table's type widening makes `to` of a column written as `from`.
+bool Widened(const arrow::DataType& from, const arrow::DataType& to) {
+  const auto f = from.id(), t = to.id();
+  if (SignedInteger(f) && SignedInteger(t)) return to.byte_width() > from.byte_width();
+  if (f == arrow::Type::FLOAT) return t == arrow::Type::DOUBLE;
+  if (SignedInteger(f)) return t == arrow::Type::DOUBLE && from.byte_width() <= 4;
+  if (f == arrow::Type::DATE32 || f == arrow::Type::DATE64) {
+    return t == arrow::Type::TIMESTAMP &&
+           static_cast<const arrow::TimestampType&>(to).timezone().empty();
+  }
+  return false;
+}
+
+}  // namespace
+
+arrow::FieldVector ColumnsBeyond(const std::vector<UnifiedColumn>& columns,
+                                 const arrow::FieldVector& declared) {
+  arrow::FieldVector out;
+  for (const auto& field : declared) {
+    const auto it = std::find_if(columns.begin(), columns.end(), [&](const UnifiedColumn& c) {
+      return c.field->name() == field->name();
+    });
+    if (it == columns.end()) {
+      out.push_back(field->WithNullable(true));
+    } else if (it->conflict.empty() &&
+               Widened(*StripDictionary(it->field->type()), *field->type())) {
+      out.push_back(field);
+    }
+  }
+  return out;
+}
+
 }  // namespace shardfeed

@@ -104,4 +104,13 @@ class SchemaUnifier {
   bool uniform_ = true;
 };
 
+// Of a table's `declared` columns (a Delta table's, by its log's schema), those
+// its files' unified `columns` lack (added since its last write), and those the
+// files hold narrower than declared, as the table's type widening makes them:
+// a wider signed integer, float32 to float64, an integer of at most 32 bits
+// to float64, a date to a naive timestamp.  Other differences are left to the
+// files' types.
+arrow::FieldVector ColumnsBeyond(const std::vector<UnifiedColumn>& columns,
+                                 const arrow::FieldVector& declared);
+
 }  // namespace shardfeed

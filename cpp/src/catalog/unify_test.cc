@@ -229,5 +229,29 @@ TEST(Unify, UniformFilesKeepTheirSchema) {
   EXPECT_EQ(unifier.Columns()[0].field->ToString(), "x: int32 not null");
 }
 
+TEST(ColumnsBeyond, AddedAndWidenedColumnsOnly) {
+  SchemaUnifier unifier;
+  unifier.Add(
+      "a.parquet",
+      *arrow::schema({arrow::field("i", arrow::int32()), arrow::field("u", arrow::uint8()),
+                      arrow::field("f", arrow::float32()), arrow::field("d", arrow::date32()),
+                      arrow::field("t", arrow::timestamp(arrow::TimeUnit::NANO)),
+                      arrow::field("l", arrow::int64())}));
+  const arrow::FieldVector declared = {
+      arrow::field("i", arrow::int64()),  // widened
+      arrow::field("u", arrow::int64()),  // unsigned in the file: left to it
+      arrow::field("f", arrow::float64()),
+      arrow::field("d", arrow::timestamp(arrow::TimeUnit::MICRO)),
+      arrow::field("t", arrow::timestamp(arrow::TimeUnit::MICRO, "UTC")),  // not a widening
+      arrow::field("l", arrow::int32()),                                   // narrower: the file's
+      arrow::field("new", arrow::utf8(), /*nullable=*/false)};
+  std::vector<std::string> got;
+  for (const auto& field : ColumnsBeyond(unifier.Columns(), declared)) {
+    got.push_back(field->ToString());
+  }
+  EXPECT_EQ(got,
+            (std::vector<std::string>{"i: int64", "f: double", "d: timestamp[us]", "new: string"}));
+}
+
 }  // namespace
 }  // namespace shardfeed
