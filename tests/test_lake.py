@@ -197,6 +197,30 @@ def test_a_glob_has_the_partition_keys_of_its_folder_however_many_values_match(
                        lake / "y=2024" / "k=2" / "part-0.parquet"])) == ["x", "k"]  # fmt: skip
 
 
+def test_a_glob_may_match_folders_without_data_and_a_folder_value_must_fit(tmp_path):
+    """A glob over partition folders where one is empty or holds only Spark's _SUCCESS
+    reads the others (it failed naming the empty folder); a glob that finds no file at all
+    still fails.  A folder value that a file lacking the column must take is checked
+    against the column's type: k=300 into an int8 column is an error, not 44."""
+    lake = tmp_path / "lake"
+    write(lake / "k=1" / "part-0.parquet", pa.table({"x": [1, 2]}))
+    (lake / "k=2").mkdir()
+    (lake / "k=3").mkdir()
+    (lake / "k=3" / "_SUCCESS").write_bytes(b"")
+    (lake / "k=3" / ".part-0.parquet.crc").write_bytes(b"x")
+    want = {"x": [1, 2], "k": [1, 1]}
+    for source in (f"{lake}/k=*", f"{lake}/*/", f"{lake}/**", f"file://{lake}/k=*"):
+        assert {n: v.tolist() for n, v in epoch(source).items()} == want, source
+    with pytest.raises(shardfeed.DatasetNotFoundError, match="no Parquet files under"):
+        shardfeed.Loader(f"{lake}/k=[23]")
+    wide = tmp_path / "wide"
+    write(wide / "k=300" / "a.parquet", pa.table({"x": [1], "k": pa.array([5], pa.int8())}))
+    write(wide / "k=300" / "b.parquet", pa.table({"x": [2]}))
+    with pytest.raises(shardfeed.InvalidDataError,
+                       match=r"b\.parquet.*column 'k'.*folder's value '300' as int8"):  # fmt: skip
+        epoch(wide)
+
+
 def test_one_file_linked_into_two_partition_folders_is_read_under_each(tmp_path):
     """Read once (by inode, as any file reached by two paths) it lost the k=2 rows; under
     Hive partitioning the two paths are rows with other keys, as pyarrow.dataset reads them."""

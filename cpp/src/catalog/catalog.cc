@@ -367,6 +367,9 @@ struct CatalogBuilder {
   std::vector<std::string> bases;
 
   std::optional<DeltaLookup> delta_files;  // the tables explicitly named files lie in
+  // Per Delta table of a folder source: its name and its columns by its log
+  // (DeltaTable::columns).
+  std::vector<std::pair<std::string, arrow::FieldVector>> delta_columns;
 
   arrow::Status List(const std::vector<std::string>& sources);
   // Lists one path of a source (`raw` names it in errors): a file, or a folder's files.
@@ -531,6 +534,7 @@ arrow::Status CatalogBuilder::AddPath(const std::string& path, const std::string
     catalog.delta_tables_.push_back(
         {table.root, table.version, static_cast<int64_t>(table.files.size())});
     delta_roots.push_back(table.root);
+    delta_columns.emplace_back(table.name, table.columns);
   }
   ARROW_RETURN_NOT_OK(
       CheckTableFormats(*catalog.fs_, base, files, delta_roots, raw, options.remote_timeout));
@@ -627,8 +631,25 @@ arrow::Result<std::vector<std::optional<Footer>>> CatalogBuilder::ReadFooters() 
     }
     footers.push_back(std::move(footer));
   }
+  // Whether `path` is `folder` or lies below it.
+  const auto at_or_below = [](const std::string& path, std::string folder) {
+    while (folder.size() > 1 && folder.back() == '/') folder.pop_back();
+    return path == folder || (path.size() > folder.size() && path.starts_with(folder) &&
+                              (folder.back() == '/' || path[folder.size()] == '/'));
+  };
   for (size_t s = 0; s < dir_sources.size(); ++s) {
     if (!dir_sources[s].empty() && found[s] == 0) {
+      // A folder a glob matched (`root/k=*`: at or below its fixed part) may hold
+      // no data, as Spark's empty partitions and output folders of only
+      // _SUCCESS do: the glob as a whole must find a file, not each match.
+      const bool glob_found = std::any_of(bases.begin(), bases.end(), [&](const auto& base) {
+        if (!at_or_below(source_paths[s], base)) return false;
+        for (size_t i = 0; i < listed.size(); ++i) {
+          if (footers[i] && at_or_below(listed[i].info.path(), base)) return true;
+        }
+        return false;
+      });
+      if (glob_found) continue;
       // A Delta table whose latest version has no rows (everything deleted)
       // lists no live file, though its folder holds old versions' files.
       auto log =
@@ -781,6 +802,14 @@ arrow::Status CatalogBuilder::Build(std::vector<std::optional<Footer>> footers) 
     catalog.files_.push_back(std::move(entry));
     kept.push_back(static_cast<int32_t>(i));
   }
+  // A Delta table's columns that no file holds yet (ADD COLUMNS since its last
+  // write: null in every row) or holds narrower than its schema now says (type
+  // widening, every file older): as its log says, as Delta's readers give them.
+  for (const auto& [name, columns] : delta_columns) {
+    if (kept.empty()) break;
+    const auto beyond = ColumnsBeyond(unifier.Columns(), columns);
+    if (!beyond.empty()) unifier.Add(name + "/_delta_log", arrow::Schema(beyond));
+  }
   if (kept.empty() && first_schema) unifier.Add("", *first_flat);  // only zero-row files
   ARROW_RETURN_NOT_OK(SetSchema(unifier, kept));
   // The digest of earlier versions when the files agree; else the promoted schema.
@@ -811,7 +840,7 @@ arrow::Result<std::shared_ptr<Catalog>> Catalog::OpenUnredacted(
     const std::vector<std::string>& sources, const CatalogOptions& options) {
   if (sources.empty()) return Error(ErrorKind::kInvalidArgument, "no source given");
   auto catalog = std::make_shared<Catalog>();
-  CatalogBuilder builder{*catalog, options, {}, {}, {}, {}, {}};
+  CatalogBuilder builder{*catalog, options, {}, {}, {}, {}, {}, {}};
   ARROW_RETURN_NOT_OK(builder.List(sources));
   ARROW_ASSIGN_OR_RAISE(auto footers, builder.ReadFooters());
   ARROW_RETURN_NOT_OK(builder.Build(std::move(footers)));

@@ -4,6 +4,7 @@
 
 #include <arrow/scalar.h>
 #include <arrow/type.h>
+#include <arrow/util/utf8.h>
 
 #include "shardfeed/status.h"
 
@@ -25,6 +26,7 @@ std::optional<int64_t> ParseInt64(const std::string& text) {
   int64_t value = 0;
   const char* end = text.data() + text.size();
   const char* begin = text.data() + (text[0] == '+' ? 1 : 0);
+  if (begin != text.data() && begin != end && *begin == '-') return std::nullopt;  // "+-5"
   auto [ptr, ec] = std::from_chars(begin, end, value);
   if (ec != std::errc() || ptr != end || begin == end) return std::nullopt;
   return value;
@@ -103,9 +105,16 @@ arrow::Result<PartitionTable> InferPartitions(const std::vector<std::string>& re
   }
   const size_t num_keys = parsed.empty() ? 0 : parsed.front().size();
   std::vector<bool> integer(num_keys, true);
+  // A value that is not UTF-8 text (a Latin-1 folder name, "%FF") makes its key's
+  // column binary: the same bytes, hashed and looked up alike, never a string
+  // column whose values are not text.
+  std::vector<bool> text(num_keys, true);
+  static const bool utf8_ready = (arrow::util::InitializeUTF8(), true);  // its tables, once
+  (void)utf8_ready;
   for (const auto& pairs : parsed) {
     for (size_t k = 0; k < num_keys; ++k) {
       if (pairs[k].second && !ParseInt64(*pairs[k].second)) integer[k] = false;
+      if (pairs[k].second && !arrow::util::ValidateUTF8(*pairs[k].second)) text[k] = false;
     }
   }
   arrow::FieldVector fields;
@@ -118,7 +127,9 @@ arrow::Result<PartitionTable> InferPartitions(const std::vector<std::string>& re
                                                      "' appears twice in its path");
       }
     }
-    fields.push_back(arrow::field(key, integer[k] ? arrow::int64() : arrow::utf8()));
+    fields.push_back(arrow::field(key, integer[k] ? arrow::int64()
+                                       : text[k]  ? arrow::utf8()
+                                                  : arrow::binary()));
   }
   table.schema = arrow::schema(fields);
   for (const auto& pairs : parsed) {
@@ -129,8 +140,10 @@ arrow::Result<PartitionTable> InferPartitions(const std::vector<std::string>& re
         values.push_back(arrow::MakeNullScalar(fields[k]->type()));
       } else if (integer[k]) {
         values.push_back(std::make_shared<arrow::Int64Scalar>(*ParseInt64(*value)));
-      } else {
+      } else if (text[k]) {
         values.push_back(std::make_shared<arrow::StringScalar>(*value));
+      } else {
+        values.push_back(std::make_shared<arrow::BinaryScalar>(*value));
       }
     }
     table.values.push_back(std::move(values));

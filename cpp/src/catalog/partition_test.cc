@@ -59,6 +59,20 @@ TEST(Partition, TypesKeysAcrossAllFiles) {
   EXPECT_FALSE(delta.values[0][0]->is_valid);
 }
 
+TEST(Partition, OnlyIntegersAreIntegersAndOnlyTextIsAString) {
+  // "+-5" is no integer (from_chars took the '-' after the '+'); "+5" is 5, as Spark reads it.
+  auto sign = InferPartitions({"k=+-5/a", "k=1/b"}).ValueOrDie();
+  EXPECT_TRUE(sign.schema->field(0)->type()->Equals(arrow::utf8()));
+  EXPECT_EQ(sign.values[0][0]->ToString(), "+-5");
+  auto plus = InferPartitions({"k=+5/a"}).ValueOrDie();
+  EXPECT_EQ(static_cast<const arrow::Int64Scalar&>(*plus.values[0][0]).value, 5);
+  // A value that is not UTF-8 (a Latin-1 folder, "%FF") makes the key binary, its bytes kept.
+  auto latin1 = InferPartitions({"k=caf\xe9/a", "k=ok/b", "k=%FF/c"}).ValueOrDie();
+  EXPECT_TRUE(latin1.schema->field(0)->type()->Equals(arrow::binary()));
+  EXPECT_EQ(static_cast<const arrow::BinaryScalar&>(*latin1.values[0][0]).view(), "caf\xe9");
+  EXPECT_EQ(static_cast<const arrow::BinaryScalar&>(*latin1.values[2][0]).view(), "\xff");
+}
+
 TEST(Partition, FilesMustAgreeOnTheKeys) {
   auto st = InferPartitions({"a=1/b=2/f", "a=1/g"}).status();
   EXPECT_EQ(KindOf(st), ErrorKind::kSchemaMismatch);

@@ -127,7 +127,7 @@ arrow::Status CountFile(const Catalog& catalog, int32_t f, int dataset_field, Co
     }
     const auto& value = file.partition_values[static_cast<size_t>(key)];
     if (!value || !value->is_valid) return arrow::Status::OK();
-    if (!IsUtf8(value->type->id())) {
+    if (!IsStringLike(value->type->id())) {
       return Error(ErrorKind::kUnsupportedType, context + ": partition value is not a string");
     }
     int64_t rows = file.deleted ? -file.deleted->count : 0;

@@ -243,7 +243,11 @@ arrow::Result<std::shared_ptr<arrow::Array>> DatasetColumn(
     value = file.partition_values[static_cast<size_t>(key)];
   }
   auto constant = ConstantArray(value, read_type, num_rows);
-  if (!constant.ok()) return WithContext(constant.status(), context);
+  if (!constant.ok()) {
+    return WithContext(constant.status(), context + " (not in this file: its folder's value '" +
+                                              (value ? value->ToString() : "null") + "' as " +
+                                              dataset_field->type()->ToString() + ")");
+  }
   return constant;
 }
 
