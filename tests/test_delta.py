@@ -300,3 +300,20 @@ def test_columns_the_log_adds_or_widens_read_as_the_table_says(tmp_path):
     assert batch["later"].tolist() == [0.0, 0.0]
     with pytest.raises(shardfeed.ColumnNotFoundError):  # only primitive columns are added
         shardfeed.Loader(table, columns=["nested"])
+
+    # The log's columns against the files read: "id" for a file's "ID" is that column (no
+    # case twin, which would fail every loader); a plain file beside the table keeps its
+    # own type, which the table's widening does not change.
+    lake = tmp_path / "lake"
+    (lake / "t").mkdir(parents=True)
+    files = pa.table({"ID": pa.array([1, 2], pa.int64()), "i": pa.array([3, 4], pa.int32())})
+    pq.write_table(files, lake / "t" / "a.parquet")
+    fields = [{"name": name, "type": "long", "nullable": True, "metadata": {}}
+              for name in ("id", "i")]  # fmt: skip
+    meta["metaData"]["schemaString"] = json.dumps({"type": "struct", "fields": fields})
+    write_log(lake / "t", [[protocol, meta, add("a.parquet")]])
+    (batch,) = list(shardfeed.Loader(lake / "t", batch_size=2, output="numpy", shuffle=False))
+    assert sorted(batch) == ["ID", "i"] and batch["i"].dtype == np.int64
+    pq.write_table(pa.table({"ID": [5], "i": pa.array([6], pa.int16())}), lake / "plain.parquet")
+    got = list(shardfeed.Loader(lake, batch_size=3, output="numpy", shuffle=False))
+    assert got[0]["i"].dtype == np.int32 and sorted(got[0]["i"].tolist()) == [3, 4, 6]

@@ -213,6 +213,9 @@ def test_a_glob_may_match_folders_without_data_and_a_folder_value_must_fit(tmp_p
         assert {n: v.tolist() for n, v in epoch(source).items()} == want, source
     with pytest.raises(shardfeed.DatasetNotFoundError, match="no Parquet files under"):
         shardfeed.Loader(f"{lake}/k=[23]")
+    for named in ([f"{lake}/k=*", lake / "k=2"], [f"file://{lake}/k=*", f"file://{lake}/k=2"]):
+        with pytest.raises(shardfeed.DatasetNotFoundError, match="no Parquet files under"):
+            shardfeed.Loader(named)  # a folder named, not matched, must hold data
     wide = tmp_path / "wide"
     write(wide / "k=300" / "a.parquet", pa.table({"x": [1], "k": pa.array([5], pa.int8())}))
     write(wide / "k=300" / "b.parquet", pa.table({"x": [2]}))

@@ -283,8 +283,29 @@ def _expand_local(source: str) -> tuple[list[str], str | None]:
     ]
     if not matches:
         raise DatasetNotFoundError(f"source {source!r} matches no file or folder")
+    # A matched folder with no file but hidden ones (an empty partition, Spark's
+    # output of only _SUCCESS) adds nothing: the glob as a whole must find data,
+    # not each match (else the core names the first empty folder).
+    matches = [m for m in matches if not os.path.isdir(m) or _holds_files(m)] or matches
     # The fixed folder; "." for a relative pattern that starts with one (`*/k=*/x`).
     return matches, str(Path(*parts[:fixed])) if fixed else "."
+
+
+def _holds_files(folder: str) -> bool:
+    """Whether `folder` holds a file below it whose path components there do not
+    start with "_" or "." (what a folder source would consider), symlinked folders
+    followed once."""
+    seen: set[str] = set()
+    for top, dirs, files in os.walk(folder, followlinks=True):
+        real = os.path.realpath(top)
+        if real in seen:
+            dirs[:] = []
+            continue
+        seen.add(real)
+        if any(not f.startswith(("_", ".")) for f in files):
+            return True
+        dirs[:] = [d for d in dirs if not d.startswith(("_", "."))]
+    return False
 
 
 def check_stack(value: Any) -> dict[str, list[str]]:

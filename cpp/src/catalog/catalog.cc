@@ -361,6 +361,9 @@ struct CatalogBuilder {
   std::vector<Listed> listed;
   std::vector<std::string> dir_sources;   // per source: its text when a folder, else empty
   std::vector<std::string> source_paths;  // per source: its path on the filesystem
+  // Per source: the glob of a URI that matched it (an index shared by its
+  // matches), -1 for a path named.  (A local glob's matches come expanded.)
+  std::vector<int> source_glob;
   // Folders the root must contain: the fixed parts of globs (a pattern's
   // partition keys below it are columns, however many values the matches
   // have), and CatalogOptions::base_dirs.
@@ -381,7 +384,10 @@ struct CatalogBuilder {
       const std::string& pattern, const std::string& raw);
   arrow::Result<std::vector<std::optional<Footer>>> ReadFooters();
   arrow::Status Build(std::vector<std::optional<Footer>> footers);
-  arrow::Status SetSchema(const SchemaUnifier& unifier, const std::vector<int32_t>& kept);
+  // `columns`: the files' (SchemaUnifier::Columns, and a Delta log's beyond
+  // them), `maps` each file's field map into them (FieldMaps).
+  arrow::Status SetSchema(const std::vector<UnifiedColumn>& columns,
+                          std::vector<std::vector<int>> maps, const std::vector<int32_t>& kept);
 };
 
 // 1. Resolves every source on one filesystem and lists the candidate files.
@@ -420,8 +426,10 @@ arrow::Status CatalogBuilder::List(const std::vector<std::string>& sources) {
       return Error(ErrorKind::kNotFound, "source '" + raw + "' does not exist");
     }
     ARROW_ASSIGN_OR_RAISE(auto matches, Expand(path, raw));
+    const int glob = static_cast<int>(source_glob.size());
     for (const auto& [match, match_info] : matches) {
       ARROW_RETURN_NOT_OK(AddPath(match, raw + " (" + match + ")", match_info));
+      source_glob.back() = glob;
     }
   }
   for (const auto& base : options.base_dirs) {
@@ -499,6 +507,7 @@ arrow::Status CatalogBuilder::List(const std::vector<std::string>& sources) {
 arrow::Status CatalogBuilder::AddPath(const std::string& path, const std::string& raw,
                                       const arrow::fs::FileInfo& info) {
   source_paths.push_back(path);
+  source_glob.push_back(-1);
   const int source_index = static_cast<int>(dir_sources.size());
   dir_sources.emplace_back();
   if (info.type() != arrow::fs::FileType::Directory) {
@@ -631,24 +640,16 @@ arrow::Result<std::vector<std::optional<Footer>>> CatalogBuilder::ReadFooters() 
     }
     footers.push_back(std::move(footer));
   }
-  // Whether `path` is `folder` or lies below it.
-  const auto at_or_below = [](const std::string& path, std::string folder) {
-    while (folder.size() > 1 && folder.back() == '/') folder.pop_back();
-    return path == folder || (path.size() > folder.size() && path.starts_with(folder) &&
-                              (folder.back() == '/' || path[folder.size()] == '/'));
-  };
   for (size_t s = 0; s < dir_sources.size(); ++s) {
     if (!dir_sources[s].empty() && found[s] == 0) {
-      // A folder a glob matched (`root/k=*`: at or below its fixed part) may hold
-      // no data, as Spark's empty partitions and output folders of only
-      // _SUCCESS do: the glob as a whole must find a file, not each match.
-      const bool glob_found = std::any_of(bases.begin(), bases.end(), [&](const auto& base) {
-        if (!at_or_below(source_paths[s], base)) return false;
-        for (size_t i = 0; i < listed.size(); ++i) {
-          if (footers[i] && at_or_below(listed[i].info.path(), base)) return true;
-        }
-        return false;
-      });
+      // A folder a glob matched (`s3://lake/k=*`) may hold no data, as Spark's
+      // empty partitions and output folders of only _SUCCESS do: the glob as a
+      // whole must find a file, not each match.
+      const int glob = source_glob[s];
+      bool glob_found = false;
+      for (size_t t = 0; glob >= 0 && t < dir_sources.size(); ++t) {
+        glob_found = glob_found || (source_glob[t] == glob && found[t] > 0);
+      }
       if (glob_found) continue;
       // A Delta table whose latest version has no rows (everything deleted)
       // lists no live file, though its folder holds old versions' files.
@@ -667,10 +668,11 @@ arrow::Result<std::vector<std::optional<Footer>>> CatalogBuilder::ReadFooters() 
 
 // The dataset schema: the promoted file columns, then the partition keys that
 // no file column shadows (a file's own column wins, as in pyarrow.dataset).
-arrow::Status CatalogBuilder::SetSchema(const SchemaUnifier& unifier,
+arrow::Status CatalogBuilder::SetSchema(const std::vector<UnifiedColumn>& columns,
+                                        std::vector<std::vector<int>> maps,
                                         const std::vector<int32_t>& kept) {
   arrow::FieldVector fields;
-  for (auto& column : unifier.Columns()) {
+  for (const auto& column : columns) {
     fields.push_back(column.field);
     catalog.origins_.push_back({-1, column.file_types, column.missing_files, column.conflict});
   }
@@ -718,7 +720,6 @@ arrow::Status CatalogBuilder::SetSchema(const SchemaUnifier& unifier,
     }
   }
   catalog.schema_ = arrow::schema(fields);
-  auto maps = unifier.FieldMaps();
   for (size_t f = 0; f < catalog.files_.size(); ++f) {
     auto& map = catalog.files_[f].field_map;
     map = std::move(maps[f]);
@@ -802,22 +803,30 @@ arrow::Status CatalogBuilder::Build(std::vector<std::optional<Footer>> footers) 
     catalog.files_.push_back(std::move(entry));
     kept.push_back(static_cast<int32_t>(i));
   }
-  // A Delta table's columns that no file holds yet (ADD COLUMNS since its last
-  // write: null in every row) or holds narrower than its schema now says (type
-  // widening, every file older): as its log says, as Delta's readers give them.
-  for (const auto& [name, columns] : delta_columns) {
-    if (kept.empty()) break;
-    const auto beyond = ColumnsBeyond(unifier.Columns(), columns);
-    if (!beyond.empty()) unifier.Add(name + "/_delta_log", arrow::Schema(beyond));
-  }
   if (kept.empty() && first_schema) unifier.Add("", *first_flat);  // only zero-row files
-  ARROW_RETURN_NOT_OK(SetSchema(unifier, kept));
+  std::vector<UnifiedColumn> columns = unifier.Columns();
+  // A Delta table's columns that no file holds yet (ADD COLUMNS since its last
+  // write: null in every row), and, where the files read are one table's
+  // alone, those they hold narrower than its schema now says (type widening,
+  // every file older): as its log says, as Delta's readers give them.  (Of
+  // two tables adding one column, the first's type.)
+  const bool one_table =
+      delta_columns.size() == 1 && std::all_of(kept.begin(), kept.end(), [&](int32_t i) {
+        return listed[static_cast<size_t>(i)].delta.in_table_size > 0;
+      });
+  bool declared = false;
+  for (const auto& [name, table_columns] : delta_columns) {
+    if (kept.empty()) break;
+    const auto beyond = ColumnsBeyond(columns, table_columns, one_table);
+    declared = ApplyColumnsBeyond(beyond, static_cast<int64_t>(kept.size()), &columns) || declared;
+  }
+  ARROW_RETURN_NOT_OK(SetSchema(columns, unifier.FieldMaps(), kept));
   // The digest of earlier versions when the files agree; else the promoted schema.
   if (first_schema) {
     arrow::FieldVector file_fields;
-    for (const auto& column : unifier.Columns()) file_fields.push_back(column.field);
-    hash.Update(unifier.uniform() ? first_schema->ToString()
-                                  : arrow::schema(file_fields)->ToString());
+    for (const auto& column : columns) file_fields.push_back(column.field);
+    hash.Update(unifier.uniform() && !declared ? first_schema->ToString()
+                                               : arrow::schema(file_fields)->ToString());
   }
   if (catalog.partition_schema_->num_fields() > 0) {
     hash.Update("partitions:" + catalog.partition_schema_->ToString());
@@ -840,7 +849,7 @@ arrow::Result<std::shared_ptr<Catalog>> Catalog::OpenUnredacted(
     const std::vector<std::string>& sources, const CatalogOptions& options) {
   if (sources.empty()) return Error(ErrorKind::kInvalidArgument, "no source given");
   auto catalog = std::make_shared<Catalog>();
-  CatalogBuilder builder{*catalog, options, {}, {}, {}, {}, {}, {}};
+  CatalogBuilder builder{*catalog, options, {}, {}, {}, {}, {}, {}, {}};
   ARROW_RETURN_NOT_OK(builder.List(sources));
   ARROW_ASSIGN_OR_RAISE(auto footers, builder.ReadFooters());
   ARROW_RETURN_NOT_OK(builder.Build(std::move(footers)));

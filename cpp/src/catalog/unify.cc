@@ -456,20 +456,41 @@ bool Widened(const arrow::DataType& from, const arrow::DataType& to) {
 }  // namespace
 
 arrow::FieldVector ColumnsBeyond(const std::vector<UnifiedColumn>& columns,
-                                 const arrow::FieldVector& declared) {
+                                 const arrow::FieldVector& declared, bool widen) {
   arrow::FieldVector out;
   for (const auto& field : declared) {
-    const auto it = std::find_if(columns.begin(), columns.end(), [&](const UnifiedColumn& c) {
+    const auto exact = std::find_if(columns.begin(), columns.end(), [&](const UnifiedColumn& c) {
       return c.field->name() == field->name();
     });
-    if (it == columns.end()) {
-      out.push_back(field->WithNullable(true));
-    } else if (it->conflict.empty() &&
-               Widened(*StripDictionary(it->field->type()), *field->type())) {
+    if (exact == columns.end()) {
+      const bool other_case = std::any_of(
+          columns.begin(), columns.end(),
+          [&](const UnifiedColumn& c) { return Lower(c.field->name()) == Lower(field->name()); });
+      if (!other_case) out.push_back(field->WithNullable(true));
+    } else if (widen && exact->conflict.empty() &&
+               Widened(*StripDictionary(exact->field->type()), *field->type())) {
       out.push_back(field);
     }
   }
   return out;
+}
+
+bool ApplyColumnsBeyond(const arrow::FieldVector& beyond, int64_t num_files,
+                        std::vector<UnifiedColumn>* columns) {
+  for (const auto& field : beyond) {
+    const auto it = std::find_if(columns->begin(), columns->end(), [&](const UnifiedColumn& c) {
+      return c.field->name() == field->name();
+    });
+    if (it != columns->end()) {
+      it->field = it->field->WithType(field->type());
+    } else {
+      UnifiedColumn added;
+      added.field = field->WithNullable(true);
+      added.missing_files = num_files;
+      columns->push_back(std::move(added));
+    }
+  }
+  return !beyond.empty();
 }
 
 }  // namespace shardfeed

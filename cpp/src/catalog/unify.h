@@ -105,12 +105,19 @@ class SchemaUnifier {
 };
 
 // Of a table's `declared` columns (a Delta table's, by its log's schema), those
-// its files' unified `columns` lack (added since its last write), and those the
-// files hold narrower than declared, as the table's type widening makes them:
-// a wider signed integer, float32 to float64, an integer of at most 32 bits
-// to float64, a date to a naive timestamp.  Other differences are left to the
-// files' types.
+// its files' unified `columns` lack (added since its last write; a column the
+// files hold under another case, `ID` for `id`, counts as held), and, with
+// `widen`, those the files hold narrower than declared, as the table's type
+// widening makes them: a wider signed integer, float32 to float64, an integer
+// of at most 32 bits to float64, a date to a naive timestamp.  Other
+// differences are left to the files' types.
 arrow::FieldVector ColumnsBeyond(const std::vector<UnifiedColumn>& columns,
-                                 const arrow::FieldVector& declared);
+                                 const arrow::FieldVector& declared, bool widen);
+
+// Applies ColumnsBeyond's `beyond` to `columns` (of `num_files` files): a
+// widened column takes the declared type; an added one comes last, nullable,
+// missing from every file.  False when nothing changed.
+bool ApplyColumnsBeyond(const arrow::FieldVector& beyond, int64_t num_files,
+                        std::vector<UnifiedColumn>* columns);
 
 }  // namespace shardfeed

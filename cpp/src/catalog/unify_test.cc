@@ -236,7 +236,7 @@ TEST(ColumnsBeyond, AddedAndWidenedColumnsOnly) {
       *arrow::schema({arrow::field("i", arrow::int32()), arrow::field("u", arrow::uint8()),
                       arrow::field("f", arrow::float32()), arrow::field("d", arrow::date32()),
                       arrow::field("t", arrow::timestamp(arrow::TimeUnit::NANO)),
-                      arrow::field("l", arrow::int64())}));
+                      arrow::field("l", arrow::int64()), arrow::field("ID", arrow::int64())}));
   const arrow::FieldVector declared = {
       arrow::field("i", arrow::int64()),  // widened
       arrow::field("u", arrow::int64()),  // unsigned in the file: left to it
@@ -244,13 +244,26 @@ TEST(ColumnsBeyond, AddedAndWidenedColumnsOnly) {
       arrow::field("d", arrow::timestamp(arrow::TimeUnit::MICRO)),
       arrow::field("t", arrow::timestamp(arrow::TimeUnit::MICRO, "UTC")),  // not a widening
       arrow::field("l", arrow::int32()),                                   // narrower: the file's
+      arrow::field("id", arrow::int64()),  // the file's "ID": held, no case twin made
       arrow::field("new", arrow::utf8(), /*nullable=*/false)};
-  std::vector<std::string> got;
-  for (const auto& field : ColumnsBeyond(unifier.Columns(), declared)) {
-    got.push_back(field->ToString());
-  }
-  EXPECT_EQ(got,
+  const auto names = [](const arrow::FieldVector& fields) {
+    std::vector<std::string> out;
+    for (const auto& field : fields) out.push_back(field->ToString());
+    return out;
+  };
+  auto columns = unifier.Columns();
+  const auto beyond = ColumnsBeyond(columns, declared, /*widen=*/true);
+  EXPECT_EQ(names(beyond),
             (std::vector<std::string>{"i: int64", "f: double", "d: timestamp[us]", "new: string"}));
+  EXPECT_EQ(names(ColumnsBeyond(columns, declared, /*widen=*/false)),
+            (std::vector<std::string>{"new: string"}));
+  ASSERT_TRUE(ApplyColumnsBeyond(beyond, 3, &columns));
+  ASSERT_EQ(columns.size(), 8u);
+  EXPECT_EQ(columns[0].field->ToString(), "i: int64");
+  EXPECT_EQ(columns[0].missing_files, 0);
+  EXPECT_EQ(columns[7].field->ToString(), "new: string");  // last, nullable
+  EXPECT_EQ(columns[7].missing_files, 3);
+  EXPECT_FALSE(ApplyColumnsBeyond({}, 3, &columns));
 }
 
 }  // namespace
