@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 import pytest
@@ -120,6 +121,37 @@ def test_dates_and_timestamps_take_python_values(lake: Path) -> None:
     )
     np.testing.assert_array_equal(ids, np.sort(ref.column("id").to_numpy()))
     assert len(loader_ids(lake, [("ts", "<", "2024-01-02T12:00:00")])) == len(ids)
+
+
+def test_float32_sets_dates_given_datetimes_and_bad_strings(tmp_path: Path) -> None:
+    """`in` / `not in` on a float32 column take each value as float32 holds it, as
+    pyarrow's is_in casts its value set (0.1 kept no row; == compares in float64 and still
+    does); a date column takes a datetime as an instant (naive: UTC; it was refused); a
+    string that is not Unicode text is an InvalidArgumentError naming the filter."""
+    f = pa.array([0.1, 0.5, 0.1, None, 1e30, 0.25], pa.float32())
+    table = pa.table({
+        "id": pa.array(range(6), pa.int64()),
+        "f": f,
+        "d": pa.array([dt.date(2024, 1, i) for i in range(1, 7)], pa.date32()),
+        "s": pa.array(["a", "b", "c", "d", "e", "f"]),
+    })  # fmt: skip
+    pq.write_table(table, tmp_path / "a.parquet", row_group_size=2)
+    for values in ([0.1], [0.1, 0.25], [1e30, 0.5], [2.0]):
+        isin = pc.is_in(f, value_set=pa.array(values, pa.float32())).to_numpy(zero_copy_only=False)
+        want = np.flatnonzero(isin)
+        nulls = np.flatnonzero(pc.is_null(f).to_numpy(zero_copy_only=False))
+        assert loader_ids(tmp_path, [("f", "in", values)]).tolist() == want.tolist()
+        not_in = sorted(set(range(6)) - set(want.tolist()))  # nulls pass `not in`
+        assert loader_ids(tmp_path, [("f", "not in", values)]).tolist() == not_in
+        assert set(nulls) <= set(not_in)
+    assert loader_ids(tmp_path, [("f", "in", [0.1])]).tolist() == [0, 2]
+    assert len(loader_ids(tmp_path, [("f", "==", 0.1)])) == 0  # float64, as pyarrow's ==
+    for filt in ([("d", ">=", dt.datetime(2024, 1, 3))], [("d", ">", dt.datetime(2024, 1, 3, 12))],
+                 [("d", "<", dt.datetime(2024, 1, 2, tzinfo=dt.timezone.utc))]):  # fmt: skip
+        np.testing.assert_array_equal(loader_ids(tmp_path, filt), pyarrow_ids(tmp_path, filt))
+    assert loader_ids(tmp_path, [("d", ">=", dt.datetime(2024, 1, 3))]).tolist() == [2, 3, 4, 5]
+    with pytest.raises(shardfeed.InvalidArgumentError, match=r"'s'.*not Unicode text"):
+        loader_ids(tmp_path, [("s", "==", "\ud800")])
 
 
 def test_pruning_counters(lake: Path) -> None:

@@ -105,8 +105,8 @@ def _datetime_seconds(value: dt.datetime) -> Fraction:
 
 def _to_days(value: Any, where: str) -> Fraction:
     """Days since the epoch, exactly (a datetime64 with a time of day is a fraction)."""
-    if isinstance(value, dt.datetime):
-        raise InvalidArgumentError(f"{where}: a date column takes dates, got {value!r}")
+    if isinstance(value, dt.datetime):  # an instant (naive: UTC), its time of day kept
+        return _datetime_seconds(value) / 86_400
     if isinstance(value, dt.date):
         return Fraction((value - _EPOCH_DATE).days)
     if isinstance(value, str):
@@ -230,6 +230,12 @@ def _value(kind: str, unit: str, value: Any, where: str) -> Any:
         return _to_count(kind, unit, value, where)
     if kind == "str":
         if isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                raise InvalidArgumentError(
+                    f"{where}: {value!r} is not Unicode text (a lone surrogate)"
+                ) from None
             return value
         raise ArgumentTypeError(f"{where}: a string column takes strings, got {value!r}")
     if kind == "bool":
@@ -312,6 +318,13 @@ def _plain(v: Any) -> Any:
 
 def _predicate(column: str, type_name: str, op: str, values: list[Any]) -> list[Any] | None:
     """The canonical predicate; None where every row passes (it is left out of its AND)."""
+    narrow = {"float": np.float32, "halffloat": np.float16}.get(type_name)
+    if narrow is not None and op in _SET_OPS:
+        # in / not in on a float32 (float16) column: each value as the column's own
+        # type holds it, as pyarrow's is_in casts its value set (0.1 is float32's 0.1,
+        # which == 0.1 compares in float64 and misses).
+        with np.errstate(over="ignore"):
+            return [column, op, [float(narrow(_plain(v))) for v in values]]
     if not all(isinstance(v, Fraction) for v in values):
         # Floats among them: compared as float64 (integral ones as int64 where they fit).
         return [column, op, [_plain(v) for v in values]]
