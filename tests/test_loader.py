@@ -411,6 +411,9 @@ def test_a_glob_skips_what_a_folder_skips_and_a_uri_may_hold_a_bare_percent(data
     assert digest(loader(f"{root}/**/*.parquet", with_sample_id=True)) == reference
     with pytest.raises(shardfeed.DatasetNotFoundError, match="matches no file"):
         loader(f"{root}/gone.parq*")
+    # A pattern that only "_" names match says why it matched nothing (`[_]tem*`).
+    with pytest.raises(shardfeed.DatasetNotFoundError, match=r"_temporary.*starts with '_'"):
+        loader(f"{root}/[_]tem*/**/*.parquet")
 
 
 def test_a_local_source_may_be_a_glob_or_start_with_a_tilde(dataset, tmp_path, monkeypatch):

@@ -276,12 +276,17 @@ def _expand_local(source: str) -> tuple[list[str], str | None]:
             or any(fnmatch.fnmatchcase(component, w) for w in underscored)
         )
 
-    matches = [
-        m
-        for m in sorted(glob.glob(path, recursive=True))
-        if all(data(p) for p in Path(m).parts[fixed:]) and os.path.exists(m)
-    ]
+    found = sorted(glob.glob(path, recursive=True))
+    shown = [m for m in found if all(data(p) for p in Path(m).parts[fixed:])]
+    matches = [m for m in shown if os.path.exists(m)]
     if not matches:
+        hidden = sorted(set(found) - set(shown))
+        if hidden:  # `[_]x.parquet`: only names that start with "_" match
+            raise DatasetNotFoundError(
+                f"source {source!r} matches only paths with a component that starts with '_' "
+                f"(such as {hidden[0]!r}), which are not data unless the pattern names that "
+                "component literally or by a component that starts with '_' itself (`_x*`)"
+            )
         raise DatasetNotFoundError(f"source {source!r} matches no file or folder")
     # A matched folder with no file but hidden ones (an empty partition, Spark's
     # output of only _SUCCESS) adds nothing: the glob as a whole must find data,
