@@ -50,6 +50,8 @@ def _kind(type_name: str) -> tuple[str, str]:
         t = m.group(1) if m else t
     if t in ("string", "large_string", "utf8", "large_utf8", "string_view"):
         return "str", ""
+    if t in ("binary", "large_binary", "binary_view"):
+        return "bytes", ""
     if t == "bool":
         return "bool", ""
     if t.startswith("date32") or t.startswith("date64"):
@@ -228,7 +230,18 @@ def _value(kind: str, unit: str, value: Any, where: str) -> Any:
         return _to_instant(value, unit, where)
     if kind in ("time", "duration"):
         return _to_count(kind, unit, value, where)
-    if kind == "str":
+    if kind == "bytes" and isinstance(value, (bytes, bytearray)):
+        # A binary column (text some writers store without the UTF8 annotation, a
+        # partition key with a value that is not text) compares bytes; its values
+        # travel as text: bytes that are UTF-8.
+        try:
+            return bytes(value).decode("utf-8")
+        except UnicodeDecodeError:
+            raise InvalidArgumentError(
+                f"{where}: {bytes(value)!r} is not UTF-8; a binary column is filtered by "
+                "text values (str, or bytes that are UTF-8)"
+            ) from None
+    if kind in ("str", "bytes"):
         if isinstance(value, str):
             try:
                 value.encode("utf-8")

@@ -58,7 +58,7 @@ struct Bound {
   const FilterPredicate* pred = nullptr;
   int field = -1;                              // dataset schema field
   int partition_key = -1;                      // >= 0: a partition column
-  std::shared_ptr<arrow::DataType> eval_type;  // int64, uint64, float64, utf8 or bool
+  std::shared_ptr<arrow::DataType> eval_type;  // int64, uint64, float64, utf8, binary or bool
   // The column's type as delivered: each file's values are first made this
   // (units promoted, decimals to float64), so the filter sees what the batch
   // holds, whatever the file's own type.
@@ -134,6 +134,12 @@ arrow::Result<std::shared_ptr<arrow::DataType>> EvalType(const arrow::DataType& 
     if (all_string) return arrow::utf8();
     return Error(ErrorKind::kInvalidArgument, where + "the values must be strings");
   }
+  // Bytes, compared bytewise (UTF-8 text orders so too): text some writers store
+  // without the UTF8 annotation, a partition key whose values are not all text.
+  if (arrow::is_binary(t.id()) || t.id() == arrow::Type::BINARY_VIEW) {
+    if (all_string) return arrow::binary();
+    return Error(ErrorKind::kInvalidArgument, where + "the values must be strings");
+  }
   const bool integer = arrow::is_integer(t.id()) || StorageInt(t) != nullptr;
   const bool floating = arrow::is_floating(t.id()) || arrow::is_decimal(t.id());
   if (integer || floating) {
@@ -151,8 +157,10 @@ arrow::Result<std::shared_ptr<arrow::DataType>> EvalType(const arrow::DataType& 
 std::shared_ptr<arrow::Scalar> MakeValue(const FilterValue& v,
                                          const std::shared_ptr<arrow::DataType>& type) {
   if (const auto* b = std::get_if<bool>(&v)) return std::make_shared<arrow::BooleanScalar>(*b);
-  if (const auto* s = std::get_if<std::string>(&v))
+  if (const auto* s = std::get_if<std::string>(&v)) {
+    if (type->id() == arrow::Type::BINARY) return std::make_shared<arrow::BinaryScalar>(*s);
     return std::make_shared<arrow::StringScalar>(*s);
+  }
   if (type->id() == arrow::Type::DOUBLE) {
     const double d = std::holds_alternative<double>(v) ? std::get<double>(v)
                                                        : static_cast<double>(std::get<int64_t>(v));
@@ -187,9 +195,9 @@ int Compare(const arrow::Scalar& a, const arrow::Scalar& b) {
       const int y = static_cast<const arrow::BooleanScalar&>(b).value;
       return x - y;
     }
-    default: {
-      const auto x = static_cast<const arrow::StringScalar&>(a).view();
-      const auto y = static_cast<const arrow::StringScalar&>(b).view();
+    default: {  // utf8 or binary
+      const auto x = static_cast<const arrow::BaseBinaryScalar&>(a).view();
+      const auto y = static_cast<const arrow::BaseBinaryScalar&>(b).view();
       return x.compare(y) < 0 ? -1 : (x == y ? 0 : 1);
     }
   }
