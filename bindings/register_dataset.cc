@@ -264,13 +264,15 @@ void RegisterDataset(nb::module_& m) {
           "__init__",
           [](DatasetHandle* self, const std::vector<nb::str>& source_texts, int num_threads,
              const std::string& partitioning, double remote_timeout,
-             const std::vector<nb::str>& only_files, const std::vector<nb::str>& base_dirs) {
+             const std::vector<nb::str>& only_files, const std::vector<nb::str>& base_dirs,
+             const std::vector<int>& source_globs) {
             const auto sources = PathsFromPython(source_texts);
             CatalogOptions options;
             options.num_threads = num_threads;
             options.remote_timeout = remote_timeout;
             options.only_files = PathsFromPython(only_files);
             options.base_dirs = PathsFromPython(base_dirs);
+            options.source_globs = source_globs;
             if (partitioning == "hive") {
               options.partitioning = Partitioning::kHive;
             } else if (partitioning.empty()) {
@@ -295,9 +297,11 @@ void RegisterDataset(nb::module_& m) {
           "sources"_a, "num_threads"_a = CatalogOptions{}.num_threads, "partitioning"_a = "hive",
           "remote_timeout"_a = CatalogOptions{}.remote_timeout,
           "only_files"_a = std::vector<nb::str>{}, "base_dirs"_a = std::vector<nb::str>{},
+          "source_globs"_a = std::vector<int>{},
           "partitioning: \"hive\" (key=value folders become columns) or \"\" (none); "
           "only_files: non-empty, of the listed files only these (relative paths); "
-          "base_dirs: folders the root must contain (the fixed parts of expanded globs).")
+          "base_dirs: folders the root must contain (the fixed parts of expanded globs); "
+          "source_globs: per source, the expanded glob it came from, -1 for none.")
       .def_prop_ro("num_rows", [](const DatasetHandle& d) { return d.catalog->num_rows(); })
       .def_prop_ro("num_files", [](const DatasetHandle& d) { return d.catalog->files().size(); })
       .def_prop_ro("num_row_groups",

@@ -295,6 +295,12 @@ def test_columns_the_log_adds_or_widens_read_as_the_table_says(tmp_path):
     assert batch["s"].dtype == np.float64 and batch["s"].tolist() == [3.0, 4.0]
     assert batch["f"].dtype == np.float64 and batch["f"].tolist() == [0.5, 1.5]
     assert batch["d"].tolist() == [19723 * 86_400_000_000, 19724 * 86_400_000_000]  # µs
+    # However the table's files are named: by a glob, one by one, the folder twice.
+    for source in (f"{table}/*.parquet", [table / "a.parquet"], [table, table]):
+        (again,) = list(shardfeed.Loader(source, batch_size=2, output="numpy",
+                                         columns=["i", "s", "f", "d"], shuffle=False))  # fmt: skip
+        assert {n: (v.dtype, v.tolist()) for n, v in again.items()} == {
+            n: (v.dtype, v.tolist()) for n, v in batch.items()}, source  # fmt: skip
     (batch,) = list(shardfeed.Loader(table, batch_size=2, output="numpy", columns=["later"],
                                      fill_null=0.0, shuffle=False))  # fmt: skip
     assert batch["later"].tolist() == [0.0, 0.0]

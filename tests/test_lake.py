@@ -208,12 +208,15 @@ def test_a_glob_may_match_folders_without_data_and_a_folder_value_must_fit(tmp_p
     (lake / "k=3").mkdir()
     (lake / "k=3" / "_SUCCESS").write_bytes(b"")
     (lake / "k=3" / ".part-0.parquet.crc").write_bytes(b"x")
+    (lake / "k=4").mkdir()
+    (lake / "k=4" / "README.md").write_text("no data here")
     want = {"x": [1, 2], "k": [1, 1]}
     for source in (f"{lake}/k=*", f"{lake}/*/", f"{lake}/**", f"file://{lake}/k=*"):
         assert {n: v.tolist() for n, v in epoch(source).items()} == want, source
     with pytest.raises(shardfeed.DatasetNotFoundError, match="no Parquet files under"):
         shardfeed.Loader(f"{lake}/k=[23]")
-    for named in ([f"{lake}/k=*", lake / "k=2"], [f"file://{lake}/k=*", f"file://{lake}/k=2"]):
+    for named in ([f"{lake}/k=*", lake / "k=2"], [f"file://{lake}/k=*", f"file://{lake}/k=4"],
+                  [f"{lake}/k=1", lake / "k=4"]):  # fmt: skip
         with pytest.raises(shardfeed.DatasetNotFoundError, match="no Parquet files under"):
             shardfeed.Loader(named)  # a folder named, not matched, must hold data
     wide = tmp_path / "wide"
@@ -222,6 +225,16 @@ def test_a_glob_may_match_folders_without_data_and_a_folder_value_must_fit(tmp_p
     with pytest.raises(shardfeed.InvalidDataError,
                        match=r"b\.parquet.*column 'k'.*folder's value '300' as int8"):  # fmt: skip
         epoch(wide)
+
+
+def test_a_dataset_of_zero_row_files_keeps_its_partition_columns(tmp_path):
+    """Its folders still say its columns (k was missing: columns=["k"] raised
+    ColumnNotFoundError where any data would have it)."""
+    write(tmp_path / "k=1" / "a.parquet", pa.table({"x": pa.array([], pa.int64())}))
+    loader = shardfeed.Loader(tmp_path, columns=["x", "k"], output="numpy")
+    assert [name for name, *_ in loader.outputs] == ["x", "k"]
+    with pytest.warns(UserWarning, match="no batches"):
+        assert list(loader) == []
 
 
 def test_one_file_linked_into_two_partition_folders_is_read_under_each(tmp_path):

@@ -195,11 +195,15 @@ class Sources(list[str]):
     """The paths a source names (local globs expanded), and ``bases``: the fixed
     folders of those globs (``lake`` for ``lake/y=*/k=*/*.parquet``), which the
     dataset root must contain, so that a glob's partition keys are columns
-    however many values its matches have (as a folder's are)."""
+    however many values its matches have (as a folder's are).  ``globs``: per
+    path, the glob it was expanded from (an id shared by that glob's matches),
+    -1 for a path named: a matched folder may hold no data as long as the glob
+    as a whole finds some."""
 
-    def __init__(self, paths: list[str], bases: list[str]) -> None:
+    def __init__(self, paths: list[str], bases: list[str], globs: list[int] | None = None) -> None:
         super().__init__(paths)
         self.bases = bases
+        self.globs = globs if globs is not None else [-1] * len(paths)
 
 
 def check_source(value: Any) -> Sources:
@@ -217,11 +221,13 @@ def check_source(value: Any) -> Sources:
         raise InvalidArgumentError("source is an empty list")
     paths: list[str] = []
     bases: list[str] = []
+    globs: list[int] = []
     for item in items:
         expanded, base = _expand_local(item)
+        globs += [len(bases) if base is not None else -1] * len(expanded)
         paths += expanded
         bases += [base] if base is not None else []
-    return Sources(paths, bases)
+    return Sources(paths, bases, globs)
 
 
 # scheme://authority, the path, and the query and fragment as they are.
@@ -288,29 +294,8 @@ def _expand_local(source: str) -> tuple[list[str], str | None]:
                 "component literally or by a component that starts with '_' itself (`_x*`)"
             )
         raise DatasetNotFoundError(f"source {source!r} matches no file or folder")
-    # A matched folder with no file but hidden ones (an empty partition, Spark's
-    # output of only _SUCCESS) adds nothing: the glob as a whole must find data,
-    # not each match (else the core names the first empty folder).
-    matches = [m for m in matches if not os.path.isdir(m) or _holds_files(m)] or matches
     # The fixed folder; "." for a relative pattern that starts with one (`*/k=*/x`).
     return matches, str(Path(*parts[:fixed])) if fixed else "."
-
-
-def _holds_files(folder: str) -> bool:
-    """Whether `folder` holds a file below it whose path components there do not
-    start with "_" or "." (what a folder source would consider), symlinked folders
-    followed once."""
-    seen: set[str] = set()
-    for top, dirs, files in os.walk(folder, followlinks=True):
-        real = os.path.realpath(top)
-        if real in seen:
-            dirs[:] = []
-            continue
-        seen.add(real)
-        if any(not f.startswith(("_", ".")) for f in files):
-            return True
-        dirs[:] = [d for d in dirs if not d.startswith(("_", "."))]
-    return False
 
 
 def check_stack(value: Any) -> dict[str, list[str]]:

@@ -200,9 +200,9 @@ class OutputOptions:
     def transforms(self, arg: Sequence[TransformSpec], /) -> None: ...
 
 class Dataset:
-    def __init__(self, sources: Sequence[str], num_threads: int = 8, partitioning: str = 'hive', remote_timeout: float = 60.0, only_files: Sequence[str] = [], base_dirs: Sequence[str] = []) -> None:
+    def __init__(self, sources: Sequence[str], num_threads: int = 8, partitioning: str = 'hive', remote_timeout: float = 60.0, only_files: Sequence[str] = [], base_dirs: Sequence[str] = [], source_globs: Sequence[int] = []) -> None:
         """
-        partitioning: "hive" (key=value folders become columns) or "" (none); only_files: non-empty, of the listed files only these (relative paths); base_dirs: folders the root must contain (the fixed parts of expanded globs).
+        partitioning: "hive" (key=value folders become columns) or "" (none); only_files: non-empty, of the listed files only these (relative paths); base_dirs: folders the root must contain (the fixed parts of expanded globs); source_globs: per source, the expanded glob it came from, -1 for none.
         """
 
     @property

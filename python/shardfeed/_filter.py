@@ -335,9 +335,19 @@ def _predicate(column: str, type_name: str, op: str, values: list[Any]) -> list[
     if narrow is not None and op in _SET_OPS:
         # in / not in on a float32 (float16) column: each value as the column's own
         # type holds it, as pyarrow's is_in casts its value set (0.1 is float32's 0.1,
-        # which == 0.1 compares in float64 and misses).
-        with np.errstate(over="ignore"):
-            return [column, op, [float(narrow(_plain(v))) for v in values]]
+        # which == 0.1 compares in float64 and misses).  An integer it cannot hold
+        # exactly is refused, as pyarrow refuses it (16777217 is no float32).
+        rounded: dict[Any, float] = {}
+        for v in values:
+            with np.errstate(over="ignore"):
+                r = float(narrow(_plain(v)))
+            if not isinstance(v, float) and r != v:  # an integer (int or Fraction)
+                raise InvalidArgumentError(
+                    f"{_where(column, op)}: {_plain(v)} has no exact {type_name} value (the "
+                    f"column's type); pass float(value) to compare with the nearest one"
+                )
+            rounded[_distinct(r)] = r
+        return [column, op, sorted(rounded.values())]
     if not all(isinstance(v, Fraction) for v in values):
         # Floats among them: compared as float64 (integral ones as int64 where they fit).
         return [column, op, [_plain(v) for v in values]]

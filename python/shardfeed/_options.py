@@ -426,12 +426,15 @@ def open_dataset(
     paths = [str(Path(s)) if "://" not in s else s for s in sources]
     # The fixed folders of local globs (check_source): their keys are columns.
     bases = sources.bases if isinstance(sources, Sources) else []
-    key = (tuple(paths), tuple(bases), partitioning or "", remote_timeout, tuple(only_files))
+    globs = sources.globs if isinstance(sources, Sources) else []
+    key = (tuple(paths), tuple(bases), tuple(globs), partitioning or "", remote_timeout,
+           tuple(only_files))  # fmt: skip
     opened = _OPENED.get()
     if opened is not None and key in opened:
         return opened[key]
     dataset = _core.Dataset(paths, partitioning=partitioning or "", remote_timeout=remote_timeout,
-                            only_files=list(only_files), base_dirs=bases)  # fmt: skip
+                            only_files=list(only_files), base_dirs=bases,
+                            source_globs=globs)  # fmt: skip
     if opened is not None:
         opened[key] = dataset
     return dataset

@@ -117,6 +117,11 @@ struct CatalogOptions {
   // glob, in Python), so that the key=value folders between such a part and
   // the matches are partition columns, as a URI's glob makes them.
   std::vector<std::string> base_dirs;
+  // Per source, when given: the glob it was expanded from (an id shared by that
+  // glob's matches), -1 for a path named.  A folder a glob matched may hold no
+  // data (an empty partition) as long as the glob as a whole finds a file; a
+  // folder named must hold some.  (A URI's glob is expanded here, and known.)
+  std::vector<int> source_globs;
 };
 
 class Catalog {

@@ -361,8 +361,8 @@ struct CatalogBuilder {
   std::vector<Listed> listed;
   std::vector<std::string> dir_sources;   // per source: its text when a folder, else empty
   std::vector<std::string> source_paths;  // per source: its path on the filesystem
-  // Per source: the glob of a URI that matched it (an index shared by its
-  // matches), -1 for a path named.  (A local glob's matches come expanded.)
+  // Per source path: the glob that matched it (an id shared by its matches:
+  // CatalogOptions::source_globs for a local glob's, or a URI's), -1 for a path named.
   std::vector<int> source_glob;
   // Folders the root must contain: the fixed parts of globs (a pattern's
   // partition keys below it are columns, however many values the matches
@@ -370,9 +370,6 @@ struct CatalogBuilder {
   std::vector<std::string> bases;
 
   std::optional<DeltaLookup> delta_files;  // the tables explicitly named files lie in
-  // Per Delta table of a folder source: its name and its columns by its log
-  // (DeltaTable::columns).
-  std::vector<std::pair<std::string, arrow::FieldVector>> delta_columns;
 
   arrow::Status List(const std::vector<std::string>& sources);
   // Lists one path of a source (`raw` names it in errors): a file, or a folder's files.
@@ -392,7 +389,16 @@ struct CatalogBuilder {
 
 // 1. Resolves every source on one filesystem and lists the candidate files.
 arrow::Status CatalogBuilder::List(const std::vector<std::string>& sources) {
-  for (const auto& raw : sources) {
+  const auto& globs = options.source_globs;
+  if (!globs.empty() &&
+      (globs.size() != sources.size() || std::any_of(globs.begin(), globs.end(), [&](int g) {
+         return g < -1 || g >= static_cast<int>(sources.size());
+       }))) {
+    return Error(ErrorKind::kInvalidArgument,
+                 "source_globs: one glob id in [-1, sources) per source expected");
+  }
+  for (size_t k = 0; k < sources.size(); ++k) {
+    const std::string& raw = sources[k];
     const std::string source = Normalize(raw);
     std::string path;
     auto maybe_fs = OpenFileSystem(source, &path, options.remote_timeout);
@@ -420,13 +426,15 @@ arrow::Status CatalogBuilder::List(const std::vector<std::string>& sources) {
     const auto& info = *maybe_info;
     if (info.type() != arrow::fs::FileType::NotFound) {
       ARROW_RETURN_NOT_OK(AddPath(path, raw, info));
+      if (!globs.empty()) source_glob.back() = globs[k];  // a local glob's match
       continue;
     }
     if (!HasGlobMagic(path)) {  // (a local path's glob was expanded in Python: file://)
       return Error(ErrorKind::kNotFound, "source '" + raw + "' does not exist");
     }
     ARROW_ASSIGN_OR_RAISE(auto matches, Expand(path, raw));
-    const int glob = static_cast<int>(source_glob.size());
+    // Ids past those of local globs (CatalogOptions::source_globs, < sources).
+    const int glob = static_cast<int>(sources.size() + source_glob.size());
     for (const auto& [match, match_info] : matches) {
       ARROW_RETURN_NOT_OK(AddPath(match, raw + " (" + match + ")", match_info));
       source_glob.back() = glob;
@@ -543,7 +551,6 @@ arrow::Status CatalogBuilder::AddPath(const std::string& path, const std::string
     catalog.delta_tables_.push_back(
         {table.root, table.version, static_cast<int64_t>(table.files.size())});
     delta_roots.push_back(table.root);
-    delta_columns.emplace_back(table.name, table.columns);
   }
   ARROW_RETURN_NOT_OK(
       CheckTableFormats(*catalog.fs_, base, files, delta_roots, raw, options.remote_timeout));
@@ -808,19 +815,30 @@ arrow::Status CatalogBuilder::Build(std::vector<std::optional<Footer>> footers) 
   // A Delta table's columns that no file holds yet (ADD COLUMNS since its last
   // write: null in every row), and, where the files read are one table's
   // alone, those they hold narrower than its schema now says (type widening,
-  // every file older): as its log says, as Delta's readers give them.  (Of
-  // two tables adding one column, the first's type.)
-  const bool one_table =
-      delta_columns.size() == 1 && std::all_of(kept.begin(), kept.end(), [&](int32_t i) {
-        return listed[static_cast<size_t>(i)].delta.in_table_size > 0;
-      });
+  // every file older): as its log says, as Delta's readers give them.  Once
+  // per table, however its files were named (`t`, `t/k=*`, `t/*.parquet`);
+  // of two tables adding one column, the first's type.
+  std::vector<const DeltaFile*> tables;  // a file of each table, in order
+  bool one_table = !kept.empty();
+  for (int32_t i : kept) {
+    const DeltaFile& delta = listed[static_cast<size_t>(i)].delta;
+    one_table = one_table && !delta.table.empty() &&
+                delta.table == listed[static_cast<size_t>(kept[0])].delta.table;
+    const bool seen = std::any_of(tables.begin(), tables.end(),
+                                  [&](const DeltaFile* t) { return t->table == delta.table; });
+    if (delta.columns && !seen) tables.push_back(&delta);
+  }
   bool declared = false;
-  for (const auto& [name, table_columns] : delta_columns) {
-    if (kept.empty()) break;
-    const auto beyond = ColumnsBeyond(columns, table_columns, one_table);
+  for (const DeltaFile* table : tables) {
+    const auto beyond = ColumnsBeyond(columns, *table->columns, one_table);
     declared = ApplyColumnsBeyond(beyond, static_cast<int64_t>(kept.size()), &columns) || declared;
   }
-  ARROW_RETURN_NOT_OK(SetSchema(columns, unifier.FieldMaps(), kept));
+  // Only zero-row files: their folders still say the partition columns.
+  std::vector<int32_t> schema_files = kept;
+  for (size_t i = 0; kept.empty() && i < listed.size(); ++i) {
+    if (footers[i]) schema_files.push_back(static_cast<int32_t>(i));
+  }
+  ARROW_RETURN_NOT_OK(SetSchema(columns, unifier.FieldMaps(), schema_files));
   // The digest of earlier versions when the files agree; else the promoted schema.
   if (first_schema) {
     arrow::FieldVector file_fields;
@@ -849,7 +867,7 @@ arrow::Result<std::shared_ptr<Catalog>> Catalog::OpenUnredacted(
     const std::vector<std::string>& sources, const CatalogOptions& options) {
   if (sources.empty()) return Error(ErrorKind::kInvalidArgument, "no source given");
   auto catalog = std::make_shared<Catalog>();
-  CatalogBuilder builder{*catalog, options, {}, {}, {}, {}, {}, {}, {}};
+  CatalogBuilder builder{*catalog, options, {}, {}, {}, {}, {}, {}};
   ARROW_RETURN_NOT_OK(builder.List(sources));
   ARROW_ASSIGN_OR_RAISE(auto footers, builder.ReadFooters());
   ARROW_RETURN_NOT_OK(builder.Build(std::move(footers)));

@@ -355,7 +355,7 @@ arrow::Result<DeltaTable> ReadTable(arrow::fs::FileSystem& fs, const std::string
   }
   ARROW_ASSIGN_OR_RAISE(table.files, replay.LiveFiles(shown, &table.dvs, &table.partitions));
   ARROW_ASSIGN_OR_RAISE(table.mapping, replay.Mapping(shown));
-  table.columns = replay.Columns();
+  table.columns = std::make_shared<const arrow::FieldVector>(replay.Columns());
   table.version = latest;
   table.name = shown;
   table.deleted.resize(table.files.size());
@@ -758,6 +758,8 @@ std::optional<bool> DeltaFilter::Contains(const std::string& path, DeltaFile* fi
       file->partitions = PartitionPairs{};  // unpartitioned: no folder inside it is a column
     }
     file->in_table_size = rel.size();
+    file->table = table.root;
+    file->columns = table.columns;
   }
   return true;
 }
@@ -799,6 +801,8 @@ arrow::Status DeltaLookup::CheckLive(const std::string& file, const std::string&
       if (out) {
         out->deleted = found->second->deleted[at];
         out->mapping = found->second->mapping;
+        out->table = dir;
+        out->columns = found->second->columns;
       }
       return arrow::Status::OK();
     }

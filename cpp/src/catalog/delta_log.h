@@ -54,7 +54,7 @@ struct DeltaTable {
   std::shared_ptr<const ColumnMapping> mapping;
   // Its primitive columns by its latest schema (DeltaReplay::Columns): what
   // the catalog adds where no file holds a column yet, or holds it narrower.
-  arrow::FieldVector columns;
+  std::shared_ptr<const arrow::FieldVector> columns;
   // Per file, a partitioned table's partition values from its log, keyed by
   // the columns' (display) names in the table's order; an empty value is null.
   // Empty for an unpartitioned table, and for one the source lies inside
@@ -68,10 +68,12 @@ struct DeltaTable {
 
 // What the catalog needs to know of one live file of a table.
 struct DeltaFile {
-  std::shared_ptr<const DeletedRows> deleted;    // its deleted rows (null: none)
-  std::shared_ptr<const ColumnMapping> mapping;  // its table's mapping by name (null: none)
-  std::optional<PartitionPairs> partitions;      // see DeltaTable::partitions
-  size_t in_table_size = 0;                      // length of its path relative to the table
+  std::shared_ptr<const DeletedRows> deleted;         // its deleted rows (null: none)
+  std::shared_ptr<const ColumnMapping> mapping;       // its table's mapping by name (null: none)
+  std::optional<PartitionPairs> partitions;           // see DeltaTable::partitions
+  size_t in_table_size = 0;                           // length of its path relative to the table
+  std::string table;                                  // its table's root ("": in no table)
+  std::shared_ptr<const arrow::FieldVector> columns;  // see DeltaTable::columns
 };
 
 // The Delta tables among `listed` (every file below a folder source): each
