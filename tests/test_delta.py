@@ -301,9 +301,17 @@ def test_columns_the_log_adds_or_widens_read_as_the_table_says(tmp_path):
                                          columns=["i", "s", "f", "d"], shuffle=False))  # fmt: skip
         assert {n: (v.dtype, v.tolist()) for n, v in again.items()} == {
             n: (v.dtype, v.tolist()) for n, v in batch.items()}, source  # fmt: skip
-    (batch,) = list(shardfeed.Loader(table, batch_size=2, output="numpy", columns=["later"],
+    # One file through a link to the table's folder, one not: one table, not two.
+    pq.write_table(pq.read_table(table / "a.parquet"), table / "b.parquet")
+    (table / "_delta_log" / f"{1:020d}.json").write_text(json.dumps(add("b.parquet")) + "\n")
+    (tmp_path / "link").symlink_to(table)
+    linked = shardfeed.Loader([tmp_path / "link" / "a.parquet", table / "b.parquet"],
+                              batch_size=4, output="numpy", columns=["i", "f"])  # fmt: skip
+    ((_, i_dtype, _), (_, f_dtype, _)) = linked.outputs
+    assert (i_dtype, f_dtype) == ("int64", "float64"), linked.outputs
+    (batch,) = list(shardfeed.Loader(table, batch_size=4, output="numpy", columns=["later"],
                                      fill_null=0.0, shuffle=False))  # fmt: skip
-    assert batch["later"].tolist() == [0.0, 0.0]
+    assert batch["later"].tolist() == [0.0] * 4
     with pytest.raises(shardfeed.ColumnNotFoundError):  # only primitive columns are added
         shardfeed.Loader(table, columns=["nested"])
 

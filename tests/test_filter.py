@@ -151,6 +151,13 @@ def test_float32_sets_dates_given_datetimes_and_bad_strings(tmp_path: Path) -> N
     with pytest.raises(shardfeed.InvalidArgumentError, match="16777217 has no exact float"):
         loader_ids(tmp_path, [("f", "in", [16777217])])
     assert loader_ids(tmp_path, [("f", "in", [0.1, float(np.float32(0.1))])]).tolist() == [0, 2]
+    # One set, one canonical form (the filter cache's key), whatever the order of its zeros.
+    from shardfeed import _filter
+
+    for column, type_name in (("f", "float"), ("f", "double")):
+        keys = {_filter.key(_filter.canonicalize([(column, "in", zeros)], [(column, type_name)]))
+                for zeros in ([-0.0, 0.0], [0.0, -0.0], [0.0, -0.0, 0.0])}  # fmt: skip
+        assert len(keys) == 1, keys
     for filt in ([("d", ">=", dt.datetime(2024, 1, 3))], [("d", ">", dt.datetime(2024, 1, 3, 12))],
                  [("d", "<", dt.datetime(2024, 1, 2, tzinfo=dt.timezone.utc))]):  # fmt: skip
         np.testing.assert_array_equal(loader_ids(tmp_path, filt), pyarrow_ids(tmp_path, filt))
@@ -177,7 +184,7 @@ def test_binary_columns_filter_by_text(tmp_path: Path) -> None:
                                       err_msg=str(filt))  # fmt: skip
     with pytest.raises(shardfeed.InvalidArgumentError, match="not UTF-8"):
         loader_ids(tmp_path, [("b", "==", b"\xff")])
-    with pytest.raises(shardfeed.ArgumentTypeError, match="takes strings"):
+    with pytest.raises(shardfeed.ArgumentTypeError, match="binary column takes text"):
         loader_ids(tmp_path, [("b", "==", 3)])
     # Text in one file, binary in another: one large_binary column, filtered alike.
     mixed = tmp_path / "mixed"

@@ -213,8 +213,11 @@ def test_a_glob_may_match_folders_without_data_and_a_folder_value_must_fit(tmp_p
     want = {"x": [1, 2], "k": [1, 1]}
     for source in (f"{lake}/k=*", f"{lake}/*/", f"{lake}/**", f"file://{lake}/k=*"):
         assert {n: v.tolist() for n, v in epoch(source).items()} == want, source
-    with pytest.raises(shardfeed.DatasetNotFoundError, match="no Parquet files under"):
-        shardfeed.Loader(f"{lake}/k=[23]")
+    with pytest.raises(
+        shardfeed.DatasetNotFoundError,
+        match=r"no Parquet files under .*k=2.*nor under any other path its glob",
+    ):
+        shardfeed.Loader(f"{lake}/k=[23]")  # fmt: skip
     for named in ([f"{lake}/k=*", lake / "k=2"], [f"file://{lake}/k=*", f"file://{lake}/k=4"],
                   [f"{lake}/k=1", lake / "k=4"]):  # fmt: skip
         with pytest.raises(shardfeed.DatasetNotFoundError, match="no Parquet files under"):

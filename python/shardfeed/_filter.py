@@ -250,6 +250,10 @@ def _value(kind: str, unit: str, value: Any, where: str) -> Any:
                     f"{where}: {value!r} is not Unicode text (a lone surrogate)"
                 ) from None
             return value
+        if kind == "bytes":
+            raise ArgumentTypeError(
+                f"{where}: a binary column takes text (str, or bytes that are UTF-8), got {value!r}"
+            )
         raise ArgumentTypeError(f"{where}: a string column takes strings, got {value!r}")
     if kind == "bool":
         if isinstance(value, (bool, np.bool_)):
@@ -323,6 +327,11 @@ def _distinct(v: Any) -> Any:
     return (v, math.copysign(1.0, v)) if isinstance(v, float) and v == 0 else v
 
 
+def _order(v: Any) -> Any:
+    """Sort key of filter values: -0.0 before 0.0 (a set's one canonical order)."""
+    return (v, math.copysign(1.0, v) if isinstance(v, float) else 1.0)
+
+
 def _plain(v: Any) -> Any:
     if not isinstance(v, Fraction):
         return v
@@ -347,7 +356,7 @@ def _predicate(column: str, type_name: str, op: str, values: list[Any]) -> list[
                     f"column's type); pass float(value) to compare with the nearest one"
                 )
             rounded[_distinct(r)] = r
-        return [column, op, sorted(rounded.values())]
+        return [column, op, sorted(rounded.values(), key=_order)]
     if not all(isinstance(v, Fraction) for v in values):
         # Floats among them: compared as float64 (integral ones as int64 where they fit).
         return [column, op, [_plain(v) for v in values]]
@@ -436,7 +445,7 @@ def canonicalize(filter: FilterArg, schema: Sequence[tuple[str, str]]) -> Canoni
                 # Once each; -0.0 and 0.0 both, as a set would keep only one of them
                 # (and Arrow's set lookup tells them apart).
                 distinct = {_distinct(x): x for x in (_value(kind, unit, v, where) for v in raw)}
-                values = sorted(distinct.values())
+                values = sorted(distinct.values(), key=_order)
             else:
                 values = [_value(kind, unit, raw, where)]
             predicate = _predicate(column, types[column], op, values)

@@ -667,7 +667,9 @@ arrow::Result<std::vector<std::optional<Footer>>> CatalogBuilder::ReadFooters() 
                                                "' has no data files in its latest version "
                                                "(it is empty): nothing to read");
       }
-      return Error(ErrorKind::kNotFound, "no Parquet files under '" + dir_sources[s] + "'");
+      return Error(ErrorKind::kNotFound,
+                   "no Parquet files under '" + dir_sources[s] + "'" +
+                       (glob >= 0 ? " (nor under any other path its glob matched)" : ""));
     }
   }
   return footers;
@@ -818,18 +820,30 @@ arrow::Status CatalogBuilder::Build(std::vector<std::optional<Footer>> footers) 
   // every file older): as its log says, as Delta's readers give them.  Once
   // per table, however its files were named (`t`, `t/k=*`, `t/*.parquet`);
   // of two tables adding one column, the first's type.
-  std::vector<const DeltaFile*> tables;  // a file of each table, in order
+  // A table by its folder, locally with links resolved (named as `t` and as a link to it).
+  std::map<std::string, std::string> canonical;
+  const auto table_of = [&](const DeltaFile& delta) -> const std::string& {
+    auto [it, fresh] = canonical.emplace(delta.table, delta.table);
+    if (fresh && catalog.is_local() && !delta.table.empty()) {
+      std::error_code ec;
+      const auto real = std::filesystem::weakly_canonical(delta.table, ec);
+      if (!ec) it->second = real.string();
+    }
+    return it->second;
+  };
+  std::vector<std::pair<std::string, const DeltaFile*>> tables;  // each table, in order
   bool one_table = !kept.empty();
   for (int32_t i : kept) {
     const DeltaFile& delta = listed[static_cast<size_t>(i)].delta;
+    const std::string& table = table_of(delta);
     one_table = one_table && !delta.table.empty() &&
-                delta.table == listed[static_cast<size_t>(kept[0])].delta.table;
-    const bool seen = std::any_of(tables.begin(), tables.end(),
-                                  [&](const DeltaFile* t) { return t->table == delta.table; });
-    if (delta.columns && !seen) tables.push_back(&delta);
+                table == table_of(listed[static_cast<size_t>(kept[0])].delta);
+    const bool seen =
+        std::any_of(tables.begin(), tables.end(), [&](const auto& t) { return t.first == table; });
+    if (delta.columns && !seen) tables.emplace_back(table, &delta);
   }
   bool declared = false;
-  for (const DeltaFile* table : tables) {
+  for (const auto& [_, table] : tables) {
     const auto beyond = ColumnsBeyond(columns, *table->columns, one_table);
     declared = ApplyColumnsBeyond(beyond, static_cast<int64_t>(kept.size()), &columns) || declared;
   }
