@@ -14,6 +14,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string_view>
 #include <thread>
 #include <tuple>
@@ -24,7 +25,6 @@
 #include <arrow/io/interfaces.h>
 #include <arrow/type.h>
 #include <arrow/util/key_value_metadata.h>
-#include <arrow/util/utf8.h>
 #include <parquet/arrow/schema.h>
 #include <parquet/exception.h>
 #include <parquet/file_reader.h>
@@ -49,6 +49,7 @@
 #include "util/parquet_error.h"
 #include "util/read_properties.h"
 #include "util/redact.h"
+#include "util/string_array.h"
 #include "util/struct_fields.h"
 
 namespace shardfeed {
@@ -232,11 +233,9 @@ arrow::Result<std::optional<Footer>> ReadFooter(arrow::fs::FileSystem& fs, const
     stored.push_back(std::move(collapsed));
   }
   if (extended) footer.flat_schema = arrow::schema(std::move(stored));
-  static const bool utf8_ready = (arrow::util::InitializeUTF8(), true);  // its tables, once
-  (void)utf8_ready;
   for (const auto& field : footer.flat_schema->fields()) {
     // Python takes names as UTF-8 (a flipped footer byte made one that was not).
-    if (!arrow::util::ValidateUTF8(field->name())) {
+    if (!ValidUtf8(field->name())) {
       return Error(ErrorKind::kInvalidData,
                    context + ": a column name is not valid UTF-8 (a damaged footer?)");
     }
@@ -647,17 +646,18 @@ arrow::Result<std::vector<std::optional<Footer>>> CatalogBuilder::ReadFooters() 
     }
     footers.push_back(std::move(footer));
   }
+  // The globs some match of which holds a file.
+  std::set<int> globs_found;
+  for (size_t s = 0; s < dir_sources.size(); ++s) {
+    if (source_glob[s] >= 0 && found[s] > 0) globs_found.insert(source_glob[s]);
+  }
   for (size_t s = 0; s < dir_sources.size(); ++s) {
     if (!dir_sources[s].empty() && found[s] == 0) {
       // A folder a glob matched (`s3://lake/k=*`) may hold no data, as Spark's
       // empty partitions and output folders of only _SUCCESS do: the glob as a
       // whole must find a file, not each match.
       const int glob = source_glob[s];
-      bool glob_found = false;
-      for (size_t t = 0; glob >= 0 && t < dir_sources.size(); ++t) {
-        glob_found = glob_found || (source_glob[t] == glob && found[t] > 0);
-      }
-      if (glob_found) continue;
+      if (globs_found.count(glob) > 0) continue;
       // A Delta table whose latest version has no rows (everything deleted)
       // lists no live file, though its folder holds old versions' files.
       auto log =
@@ -820,30 +820,18 @@ arrow::Status CatalogBuilder::Build(std::vector<std::optional<Footer>> footers) 
   // every file older): as its log says, as Delta's readers give them.  Once
   // per table, however its files were named (`t`, `t/k=*`, `t/*.parquet`);
   // of two tables adding one column, the first's type.
-  // A table by its folder, locally with links resolved (named as `t` and as a link to it).
-  std::map<std::string, std::string> canonical;
-  const auto table_of = [&](const DeltaFile& delta) -> const std::string& {
-    auto [it, fresh] = canonical.emplace(delta.table, delta.table);
-    if (fresh && catalog.is_local() && !delta.table.empty()) {
-      std::error_code ec;
-      const auto real = std::filesystem::weakly_canonical(delta.table, ec);
-      if (!ec) it->second = real.string();
-    }
-    return it->second;
-  };
-  std::vector<std::pair<std::string, const DeltaFile*>> tables;  // each table, in order
+  std::vector<const DeltaFile*> tables;  // a file of each table, in order
   bool one_table = !kept.empty();
   for (int32_t i : kept) {
     const DeltaFile& delta = listed[static_cast<size_t>(i)].delta;
-    const std::string& table = table_of(delta);
     one_table = one_table && !delta.table.empty() &&
-                table == table_of(listed[static_cast<size_t>(kept[0])].delta);
-    const bool seen =
-        std::any_of(tables.begin(), tables.end(), [&](const auto& t) { return t.first == table; });
-    if (delta.columns && !seen) tables.emplace_back(table, &delta);
+                delta.table == listed[static_cast<size_t>(kept[0])].delta.table;
+    const bool seen = std::any_of(tables.begin(), tables.end(),
+                                  [&](const DeltaFile* t) { return t->table == delta.table; });
+    if (delta.columns && !seen) tables.push_back(&delta);
   }
   bool declared = false;
-  for (const auto& [_, table] : tables) {
+  for (const DeltaFile* table : tables) {
     const auto beyond = ColumnsBeyond(columns, *table->columns, one_table);
     declared = ApplyColumnsBeyond(beyond, static_cast<int64_t>(kept.size()), &columns) || declared;
   }

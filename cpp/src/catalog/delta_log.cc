@@ -356,6 +356,7 @@ arrow::Result<DeltaTable> ReadTable(arrow::fs::FileSystem& fs, const std::string
   ARROW_ASSIGN_OR_RAISE(table.files, replay.LiveFiles(shown, &table.dvs, &table.partitions));
   ARROW_ASSIGN_OR_RAISE(table.mapping, replay.Mapping(shown));
   table.columns = std::make_shared<const arrow::FieldVector>(replay.Columns());
+  table.identity = resolved.empty() ? table.root : resolved;
   table.version = latest;
   table.name = shown;
   table.deleted.resize(table.files.size());
@@ -758,7 +759,7 @@ std::optional<bool> DeltaFilter::Contains(const std::string& path, DeltaFile* fi
       file->partitions = PartitionPairs{};  // unpartitioned: no folder inside it is a column
     }
     file->in_table_size = rel.size();
-    file->table = table.root;
+    file->table = table.identity;
     file->columns = table.columns;
   }
   return true;
@@ -801,7 +802,7 @@ arrow::Status DeltaLookup::CheckLive(const std::string& file, const std::string&
       if (out) {
         out->deleted = found->second->deleted[at];
         out->mapping = found->second->mapping;
-        out->table = dir;
+        out->table = found->second->identity;
         out->columns = found->second->columns;
       }
       return arrow::Status::OK();

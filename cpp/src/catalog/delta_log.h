@@ -42,7 +42,10 @@ namespace shardfeed {
 
 // One table: its folder and the files its latest version holds.
 struct DeltaTable {
-  std::string root;                // the table's folder (a path of the filesystem)
+  std::string root;  // the table's folder (a path of the filesystem)
+  // The same folder, on a local filesystem with links resolved: what tells two
+  // namings of one table apart (`t`, and a link to it).
+  std::string identity;
   std::string name;                // how errors name it
   int64_t version = -1;            // the log's latest version
   std::vector<std::string> files;  // live data files, relative to root, URL-decoded, sorted

@@ -4,9 +4,9 @@
 
 #include <arrow/scalar.h>
 #include <arrow/type.h>
-#include <arrow/util/utf8.h>
 
 #include "shardfeed/status.h"
+#include "util/string_array.h"
 
 namespace shardfeed {
 
@@ -109,12 +109,10 @@ arrow::Result<PartitionTable> InferPartitions(const std::vector<std::string>& re
   // column binary: the same bytes, hashed and looked up alike, never a string
   // column whose values are not text.
   std::vector<bool> text(num_keys, true);
-  static const bool utf8_ready = (arrow::util::InitializeUTF8(), true);  // its tables, once
-  (void)utf8_ready;
   for (const auto& pairs : parsed) {
     for (size_t k = 0; k < num_keys; ++k) {
       if (pairs[k].second && !ParseInt64(*pairs[k].second)) integer[k] = false;
-      if (pairs[k].second && !arrow::util::ValidateUTF8(*pairs[k].second)) text[k] = false;
+      if (pairs[k].second && !ValidUtf8(*pairs[k].second)) text[k] = false;
     }
   }
   arrow::FieldVector fields;

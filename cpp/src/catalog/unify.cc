@@ -435,17 +435,13 @@ std::vector<std::vector<int>> SchemaUnifier::FieldMaps() const {
 
 namespace {
 
-bool SignedInteger(arrow::Type::type id) {
-  return id == arrow::Type::INT8 || id == arrow::Type::INT16 || id == arrow::Type::INT32 ||
-         id == arrow::Type::INT64;
-}
-
 // Whether a table's type widening makes `to` of a column written as `from`.
 bool Widened(const arrow::DataType& from, const arrow::DataType& to) {
   const auto f = from.id(), t = to.id();
-  if (SignedInteger(f) && SignedInteger(t)) return to.byte_width() > from.byte_width();
+  if (arrow::is_signed_integer(f) && arrow::is_signed_integer(t))
+    return to.byte_width() > from.byte_width();
   if (f == arrow::Type::FLOAT) return t == arrow::Type::DOUBLE;
-  if (SignedInteger(f)) return t == arrow::Type::DOUBLE && from.byte_width() <= 4;
+  if (arrow::is_signed_integer(f)) return t == arrow::Type::DOUBLE && from.byte_width() <= 4;
   if (f == arrow::Type::DATE32 || f == arrow::Type::DATE64) {
     return t == arrow::Type::TIMESTAMP &&
            static_cast<const arrow::TimestampType&>(to).timezone().empty();

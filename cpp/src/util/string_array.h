@@ -6,6 +6,7 @@
 
 #include <arrow/array.h>
 #include <arrow/type.h>
+#include <arrow/util/utf8.h>
 
 namespace shardfeed {
 
@@ -16,6 +17,13 @@ inline bool IsStringLike(arrow::Type::type id) {
          id == arrow::Type::BINARY || id == arrow::Type::LARGE_BINARY ||
          id == arrow::Type::STRING_VIEW || id == arrow::Type::BINARY_VIEW ||
          id == arrow::Type::FIXED_SIZE_BINARY;
+}
+
+// Whether `text` is valid UTF-8 (Arrow's validator, its tables made once).
+inline bool ValidUtf8(std::string_view text) {
+  static const bool ready = (arrow::util::InitializeUTF8(), true);
+  (void)ready;
+  return arrow::util::ValidateUTF8(text);
 }
 
 // Element i of a string-like array (IsStringLike(array.type_id())); no scalar
