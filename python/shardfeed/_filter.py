@@ -63,7 +63,9 @@ def _kind(type_name: str) -> tuple[str, str]:
         return ("duration" if base == "duration" else "time"), unit
     if re.fullmatch(r"u?int(8|16|32|64)", t):
         return "int", ""
-    if t in ("float", "double", "halffloat") or t.startswith("decimal"):
+    if t in ("float", "halffloat"):
+        return "float", t  # the unit names the narrow type, for its errors
+    if t == "double" or t.startswith("decimal"):
         return "float", ""
     return "other", ""
 
@@ -284,6 +286,11 @@ def _value(kind: str, unit: str, value: Any, where: str) -> Any:
             return float(value)
         if kind == "float":
             # Compared as float64, it would match its float64 neighbour.
+            if not float64_holds(int(value)) and unit:  # none has a float32 (float16) value
+                raise InvalidArgumentError(
+                    f"{where}: {int(value)} has no exact {unit} value (the column's type); "
+                    "pass float(value) to compare with the nearest one"
+                )
             if not float64_holds(int(value)):
                 raise InvalidArgumentError(
                     f"{where}: {int(value)} has no exact float64 value, and the column's values "

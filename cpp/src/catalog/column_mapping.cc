@@ -1,10 +1,12 @@
 #include "catalog/column_mapping.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cstdint>
-#include <cstdio>
 #include <map>
 #include <memory>
+#include <optional>
+#include <string_view>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -259,6 +261,32 @@ arrow::Status Walk(const Json& type, const std::string& parent, int depth, Colum
   return arrow::Status::OK();
 }
 
+// The number in `text`, spaces around it allowed; nullopt for anything else, an overflow too.
+std::optional<int> SmallNumber(std::string_view text) {
+  while (!text.empty() && text.front() == ' ') text.remove_prefix(1);
+  while (!text.empty() && text.back() == ' ') text.remove_suffix(1);
+  int value = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || error != std::errc{} || end != text.data() + text.size()) return std::nullopt;
+  return value;
+}
+
+// decimal(p,s) with 1 <= p <= 38 and 0 <= s <= p (spaces allowed, though Spark writes none).
+std::shared_ptr<arrow::DataType> DecimalType(std::string_view name) {
+  constexpr std::string_view kOpen = "decimal(";
+  if (!name.starts_with(kOpen) || !name.ends_with(')')) return nullptr;
+  const std::string_view inner = name.substr(kOpen.size(), name.size() - kOpen.size() - 1);
+  const size_t comma = inner.find(',');
+  if (comma == std::string_view::npos) return nullptr;
+  const auto precision = SmallNumber(inner.substr(0, comma));
+  const auto scale = SmallNumber(inner.substr(comma + 1));
+  if (!precision || !scale || *precision < 1 || *precision > 38 || *scale < 0 ||
+      *scale > *precision) {
+    return nullptr;
+  }
+  return arrow::decimal128(*precision, *scale);
+}
+
 // The Arrow type of a Delta primitive type's name; null for another.
 std::shared_ptr<arrow::DataType> PrimitiveType(const std::string& name) {
   static const std::map<std::string, std::shared_ptr<arrow::DataType>> kTypes = {
@@ -276,13 +304,7 @@ std::shared_ptr<arrow::DataType> PrimitiveType(const std::string& name) {
       {"timestamp_ntz", arrow::timestamp(arrow::TimeUnit::MICRO)},
   };
   if (const auto it = kTypes.find(name); it != kTypes.end()) return it->second;
-  // decimal(p,s), spaces allowed after the comma as Spark writes none.
-  int precision = 0, scale = 0;
-  char end = 0;
-  if (std::sscanf(name.c_str(), "decimal(%d,%d%c", &precision, &scale, &end) == 3 && end == ')' &&
-      name.back() == ')' && precision >= 1 && precision <= 38 && scale >= 0 && scale <= precision) {
-    return arrow::decimal128(precision, scale);
-  }
+  return DecimalType(name);
   return nullptr;
 }
 

@@ -139,5 +139,21 @@ TEST(PrimitiveColumns, TheTablesPrimitiveColumnsByTheirNames) {
   EXPECT_FALSE(PrimitiveColumns(R"({"fields":[{"type":"long"}]})", {}).ok());
 }
 
+TEST(PrimitiveColumnsTest, DecimalNamesOutOfRangeOrMalformedAreNotColumns) {
+  const char kDecimals[] =
+      R"j({"type":"struct","fields":[)j"
+      R"j({"name":"a","type":"decimal( 5 , 1 )"},{"name":"b","type":"decimal(38,38)"},)j"
+      R"j({"name":"huge","type":"decimal(99999999999999999999,2)"},)j"
+      R"j({"name":"neg","type":"decimal(-3,1)"},{"name":"wide","type":"decimal(39,0)"},)j"
+      R"j({"name":"open","type":"decimal(10,2"},{"name":"empty","type":"decimal(,2)"},)j"
+      R"j({"name":"tail","type":"decimal(5,1)x"},{"name":"plus","type":"decimal(+5,1)"},)j"
+      R"j({"name":"three","type":"decimal(5,1,0)"}]})j";
+  auto columns = PrimitiveColumns(kDecimals, {});
+  ASSERT_TRUE(columns.ok()) << columns.status().ToString();
+  std::vector<std::string> got;
+  for (const auto& field : *columns) got.push_back(field->ToString());
+  EXPECT_EQ(got, (std::vector<std::string>{"a: decimal128(5, 1)", "b: decimal128(38, 38)"}));
+}
+
 }  // namespace
 }  // namespace shardfeed
