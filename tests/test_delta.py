@@ -8,6 +8,7 @@ holds.
 
 from __future__ import annotations
 
+import decimal
 import json
 import shutil
 import tempfile
@@ -272,11 +273,15 @@ def test_columns_the_log_adds_or_widens_read_as_the_table_says(tmp_path):
     table = tmp_path / "widened"
     table.mkdir()
     day = pa.array([19723, 19724], pa.int32()).cast(pa.date32())  # 2024-01-01 and -02
+    cents = pa.array([decimal.Decimal("1.25"), decimal.Decimal("-3.50")], pa.decimal128(5, 2))
     pq.write_table(pa.table({"i": pa.array([1, -2], pa.int32()), "s": pa.array([3, 4], pa.int16()),
-                             "f": pa.array([0.5, 1.5], pa.float32()), "d": day}),
+                             "f": pa.array([0.5, 1.5], pa.float32()), "d": day,
+                             "w": pa.array([7, -8], pa.int32()), "c": cents,
+                             "short": pa.array([7, -8], pa.int32())}),
                    table / "a.parquet")  # fmt: skip
     nested = {"type": "struct", "fields": []}
     declared = [("i", "long"), ("s", "double"), ("f", "double"), ("d", "timestamp_ntz"),
+                ("w", "decimal(12,2)"), ("c", "decimal(8,3)"), ("short", "decimal(9,0)"),
                 ("later", "decimal(10,2)"), ("nested", nested)]  # fmt: skip
     fields = [{"name": name, "type": kind, "nullable": True, "metadata": {}}
               for name, kind in declared]  # fmt: skip
@@ -295,6 +300,13 @@ def test_columns_the_log_adds_or_widens_read_as_the_table_says(tmp_path):
     assert batch["s"].dtype == np.float64 and batch["s"].tolist() == [3.0, 4.0]
     assert batch["f"].dtype == np.float64 and batch["f"].tolist() == [0.5, 1.5]
     assert batch["d"].tolist() == [19723 * 86_400_000_000, 19724 * 86_400_000_000]  # µs
+    # To a decimal that holds every value (an int to decimal(10 + k, s), a decimal to more
+    # digits): float64, as every decimal column; not to one that may not hold them.
+    (wide,) = list(shardfeed.Loader(table, batch_size=2, output="numpy", shuffle=False,
+                                    columns=["w", "c", "short"]))  # fmt: skip
+    assert {n: (v.dtype, v.tolist()) for n, v in wide.items()} == {
+        "w": (np.float64, [7.0, -8.0]), "c": (np.float64, [1.25, -3.5]),
+        "short": (np.int32, [7, -8])}  # fmt: skip
     # However the table's files are named: by a glob, one by one, the folder twice.
     for source in (f"{table}/*.parquet", [table / "a.parquet"], [table, table]):
         (again,) = list(shardfeed.Loader(source, batch_size=2, output="numpy",

@@ -441,12 +441,28 @@ bool Widened(const arrow::DataType& from, const arrow::DataType& to) {
   if (arrow::is_signed_integer(f) && arrow::is_signed_integer(t))
     return to.byte_width() > from.byte_width();
   if (f == arrow::Type::FLOAT) return t == arrow::Type::DOUBLE;
-  if (arrow::is_signed_integer(f)) return t == arrow::Type::DOUBLE && from.byte_width() <= 4;
+  if (arrow::is_signed_integer(f) && t != arrow::Type::DECIMAL128) {
+    return t == arrow::Type::DOUBLE && from.byte_width() <= 4;
+  }
   if (f == arrow::Type::DATE32 || f == arrow::Type::DATE64) {
     return t == arrow::Type::TIMESTAMP &&
            static_cast<const arrow::TimestampType&>(to).timezone().empty();
   }
-  return false;
+  // Integers and decimals to a decimal that holds every value (Delta's rule: no fewer
+  // digits before the point, no fewer after it); delivered as float64 like any decimal.
+  if (t != arrow::Type::DECIMAL128) return false;
+  const auto& wide = static_cast<const arrow::DecimalType&>(to);
+  if (arrow::is_signed_integer(f)) {
+    const int digits = from.byte_width() == 1   ? 3
+                       : from.byte_width() == 2 ? 5
+                       : from.byte_width() == 4 ? 10
+                                                : 19;
+    return wide.precision() - wide.scale() >= digits;
+  }
+  if (!arrow::is_decimal(f)) return false;
+  const auto& narrow = static_cast<const arrow::DecimalType&>(from);
+  return wide.scale() >= narrow.scale() &&
+         wide.precision() - wide.scale() >= narrow.precision() - narrow.scale();
 }
 
 }  // namespace

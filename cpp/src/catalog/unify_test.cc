@@ -266,5 +266,28 @@ TEST(ColumnsBeyond, AddedAndWidenedColumnsOnly) {
   EXPECT_FALSE(ApplyColumnsBeyond({}, 3, &columns));
 }
 
+TEST(ColumnsBeyond, DecimalsWidenOnlyToOnesThatHoldEveryValue) {
+  SchemaUnifier unifier;
+  unifier.Add(
+      "a.parquet",
+      *arrow::schema(
+          {arrow::field("i8", arrow::int8()), arrow::field("i64", arrow::int64()),
+           arrow::field("i64b", arrow::int64()), arrow::field("d", arrow::decimal128(5, 2)),
+           arrow::field("e", arrow::decimal128(5, 2)), arrow::field("u", arrow::uint32())}));
+  const arrow::FieldVector declared = {
+      arrow::field("i8", arrow::decimal128(3, 0)),     // 3 digits hold -128..127
+      arrow::field("i64", arrow::decimal128(22, 2)),   // 20 before the point
+      arrow::field("i64b", arrow::decimal128(18, 0)),  // too few for an int64
+      arrow::field("d", arrow::decimal128(7, 3)),      // 4 before, 3 after: both more
+      arrow::field("e", arrow::decimal128(6, 4)),      // 2 before the point: fewer
+      arrow::field("u", arrow::decimal128(30, 0))};    // unsigned: left to the file
+  std::vector<std::string> got;
+  for (const auto& field : ColumnsBeyond(unifier.Columns(), declared, /*widen=*/true)) {
+    got.push_back(field->ToString());
+  }
+  EXPECT_EQ(got, (std::vector<std::string>{"i8: decimal128(3, 0)", "i64: decimal128(22, 2)",
+                                           "d: decimal128(7, 3)"}));
+}
+
 }  // namespace
 }  // namespace shardfeed
