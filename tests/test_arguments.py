@@ -191,6 +191,18 @@ def test_a_cache_dir_that_is_a_file_is_refused_even_for_local_data(cls, dataset,
                 make(cls, dataset, {"cache_dir": below, "cache_decoded": decoded})
 
 
+def test_a_path_with_a_nul_is_refused_and_nothing_is_made(cls, dataset, tmp_path):
+    """The system reads a path only up to a NUL: "cache\0x" made the folder "cache"."""
+    cut = tmp_path / "cache"
+    with pytest.raises(shardfeed.InvalidArgumentError, match=r"cache_dir .* NUL character"):
+        make(cls, dataset, {"cache_dir": f"{cut}\0x", "cache_decoded": True})
+    assert not cut.exists()
+    with pytest.raises(shardfeed.InvalidArgumentError, match=r"source .* NUL character"):
+        cls(f"{dataset}\0x")
+    with pytest.raises(shardfeed.InvalidArgumentError, match=r"source .* NUL character"):
+        cls([dataset, f"{dataset}\0x"])
+
+
 def test_a_cache_dir_the_caches_cannot_use_is_named_as_the_setting(dataset, tmp_path):
     """It named the lock file inside it ('cannot open .../decoded/shardfeed.lock')."""
     (tmp_path / "decoded" / "shardfeed.lock").mkdir(parents=True)  # as unwritable as a RO mount
@@ -279,6 +291,32 @@ def test_bad_state_dict_fields_are_named(cls, dataset, saved, field, value):
     state = json.loads(saved)
     state[field] = value
     with pytest.raises(shardfeed.StateDictError, match=field):
+        small(cls, dataset).load_state_dict(state)
+
+
+def _nested(depth: int) -> list[Any]:
+    out: list[Any] = []
+    for _ in range(depth):
+        out = [out]
+    return out
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "match"),
+    [
+        ("batch_size", np.array([64, 64]), "settings.batch_size' holds a ndarray"),
+        ("transforms", np.zeros(3), "settings.transforms' holds a ndarray"),
+        ("columns", _nested(5000), "settings.columns' is nested deeper"),
+        ("columns", {1: "x"}, "settings.columns' has a key 1"),
+    ],
+    ids=["array", "array-list", "deep", "int-key"],
+)
+def test_tampered_settings_are_named(cls, dataset, saved, key, value, match):
+    """Settings hold what JSON does: anything else is named, not a raw ValueError or
+    RecursionError from comparing it."""
+    state = json.loads(saved)
+    state["settings"][key] = value
+    with pytest.raises(shardfeed.StateDictError, match=match):
         small(cls, dataset).load_state_dict(state)
 
 

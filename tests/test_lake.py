@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 import shardfeed
 from shardfeed import cli
-from shardfeed.transforms import HashBucket, Vocabulary
+from shardfeed.transforms import HashBucket, Standardize, Vocabulary
 
 from .conftest import digest, to_numpy, write_dataset
 
@@ -521,6 +521,30 @@ def test_time_types_become_integers_since_the_epoch(tmp_path):
     assert outputs["tz_us"]["source_type"] == "timestamp[us, tz=America/New_York]"
     assert outputs["t32"]["dtype"] == "int32" and outputs["t32"]["unit"] == "ms"
     assert outputs["dur"]["unit"] == "ns"
+
+
+def test_a_stack_holds_one_time_unit(tmp_path):
+    """Milliseconds beside nanoseconds in one stack read as one scale: refused, naming
+    both; one unit (zoned or not, a duration too) is the stack's, as a column's is."""
+    pq.write_table(pa.table({"ms": pa.array([1_000], pa.timestamp("ms")),
+                             "ns": pa.array([10**9], pa.timestamp("ns")),
+                             "zoned": pa.array([5], pa.timestamp("ms", tz="UTC")),
+                             "wait": pa.array([2], pa.duration("ms")),
+                             "n": pa.array([3], pa.int64())}), tmp_path / "t.parquet")  # fmt: skip
+
+    def stack(*columns: str, **kw: Any) -> shardfeed.Loader:
+        return shardfeed.Loader(tmp_path, stack={"x": list(columns)}, columns=[], **kw)
+
+    with pytest.raises(shardfeed.InvalidArgumentError,
+                       match="column 'ms' counts ms and column 'ns' counts ns"):  # fmt: skip
+        stack("ms", "ns")
+    (out,) = stack("ms", "zoned", "wait").describe_outputs()
+    assert out["unit"] == "ms" and out["shape"] == [3]
+    (out,) = stack("ms", "n").describe_outputs()  # a plain number beside: no one unit
+    assert "unit" not in out
+    # A transform that makes a column a plain number leaves it no unit.
+    (out,) = stack("ms", "ns", transforms=[Standardize("ns", mean=0, std=1)]).describe_outputs()
+    assert out["dtype"] == "float32" and "unit" not in out
 
 
 def test_spark_int96_timestamps(tmp_path):

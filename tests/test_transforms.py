@@ -24,6 +24,7 @@ from shardfeed.transforms import (
     RandomCrop,
     RandomMask,
     Standardize,
+    Vocabulary,
 )
 
 from .conftest import digest
@@ -202,6 +203,20 @@ def test_cast(tmp_path, values, dtype):
         info = np.iinfo(dtype)
         want = np.clip(np.trunc(np.nan_to_num(x.astype(np.float64), nan=0.0)), info.min, info.max)
     np.testing.assert_array_equal(got, np.asarray(want).astype(dtype))
+
+
+def test_cast_saturates_integers_as_it_does_floats(tmp_path):
+    """An integer outside the dtype's range becomes its nearest bound, as a float does
+    (NumPy's astype would wrap: 300 as int8 is 44, an id silently another id)."""
+    ints = [300, -129, 2**40, -1, 0, 2**63 - 1, -(2**63)]
+    unsigned = [2**64 - 1, 2**63, 0, 1, 255, 256]
+    for values, arrow_type in ((ints, pa.int64()), (unsigned, pa.uint64())):
+        for dtype in ("int8", "uint8", "int16", "uint32", "int64", "uint64"):
+            got = run(tmp_path, pa.table({"v": pa.array(values, arrow_type)}),
+                      [Cast("v", dtype=dtype)], "v")  # fmt: skip
+            info = np.iinfo(dtype)
+            want = [min(max(v, info.min), info.max) for v in values]
+            assert got.dtype == np.dtype(dtype) and got.tolist() == want, (arrow_type, dtype)
 
 
 def test_transforms_apply_to_list_elements_and_run_in_order(tmp_path):
@@ -423,6 +438,24 @@ def test_bad_transforms_fail_at_construction(dataset, transform, error, match):
         shardfeed.Loader(dataset, columns=["f0", "label", "seq"], transforms=[transform])
 
 
+def test_settings_that_are_not_numbers_fail_when_made():
+    """True as a std, or a dict of per-feature values (whose keys would be read as the
+    values), is a mistake; only a fill or mask value may be a bool (for a bool column)."""
+    for make, match in (
+        (lambda: Standardize("x", mean=0, std=True), "std must be a number"),
+        (lambda: Clip("x", min=[0.0, np.True_], max=None), "min must hold numbers"),
+        (lambda: GaussianNoise("x", std=[True, 1.0]), "std must hold numbers"),
+        (lambda: FillNull("x", value={0: 1.0, 1: 2.0}), "not a dict"),
+        (lambda: Standardize("x", mean={"f0": 1.0}, std=1.0), "not a dict"),
+    ):
+        with pytest.raises(shardfeed.ArgumentTypeError, match=match):
+            make()
+    assert FillNull("x", value=True).spec()["value"] is True
+    with pytest.raises(shardfeed.InvalidArgumentError, match="values is empty"):
+        Vocabulary("s", [])
+    assert Vocabulary("s", ["a"], oov=np.int64(-1)).spec()["oov"] == -1
+
+
 def test_string_column_needs_hash_bucket_first(tmp_path):
     pq.write_table(pa.table({"s": ["a", "b"]}), tmp_path / "s.parquet")
     with pytest.raises(TypeError, match="HashBucket"):
@@ -452,6 +485,22 @@ def test_state_dict_covers_the_transforms(dataset):
     assert shardfeed.transforms.fingerprint(RANDOM) == shardfeed.transforms.fingerprint(
         list(RANDOM)
     )
+
+
+def test_numpy_integer_settings_keep_the_state_dict_json(dataset):
+    """num_buckets=np.int64(7) is 7: the same spec, and a state dict json.dumps takes."""
+    assert HashBucket("label", num_buckets=np.int64(7)).spec() == HashBucket(
+        "label", num_buckets=7).spec()  # fmt: skip
+    assert RandomCrop("seq", length=np.int64(2)).spec() == RandomCrop("seq", length=2).spec()
+    ld = shardfeed.Loader(dataset, columns=["label", "seq"], batch_size=50, output="numpy",
+                          transforms=[HashBucket("label", num_buckets=np.int64(7)),
+                                      RandomCrop("seq", length=np.int64(2))])  # fmt: skip
+    next(iter(ld))
+    state = json.loads(json.dumps(ld.state_dict()))
+    again = shardfeed.Loader(dataset, columns=["label", "seq"], batch_size=50, output="numpy",
+                             transforms=[HashBucket("label", num_buckets=7),
+                                         RandomCrop("seq", length=2)])  # fmt: skip
+    again.load_state_dict(state)
 
 
 def test_a_python_transform_that_returns_no_dict_is_named(dataset):

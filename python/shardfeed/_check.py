@@ -188,6 +188,8 @@ def check_path(name: str, value: Any) -> str:
     if not isinstance(path, str) or not path:
         # "" would mean the current folder: every Parquet file below the cwd.
         raise ArgumentTypeError(f"{name} must be a non-empty path or URI, got {_what(value)}")
+    if "\0" in path:  # the system would read the path only up to it: another path
+        raise InvalidArgumentError(f"{name} {path!r} holds a NUL character, which no path can")
     return path
 
 

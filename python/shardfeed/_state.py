@@ -12,6 +12,8 @@ import operator
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
+
 from ._check import UINT64, bound_text, is_bool
 from ._errors import StateDictError
 from ._options import Settings
@@ -63,6 +65,28 @@ def _int_field(state: Mapping[str, Any], name: str, lo: int, hi: int) -> int:
     return value
 
 
+_JSON_DEPTH = 64  # far deeper than any setting; a deeper one was not made by a loader
+
+
+def _check_json(value: Any, where: str, depth: int) -> None:
+    """That saved settings hold what JSON does (and what a loader saves), not deeper than
+    any setting: anything else would fail the comparison with a raw error."""
+    if depth > _JSON_DEPTH:
+        raise StateDictError(f"state dict field {where!r} is nested deeper than any setting")
+    if isinstance(value, Mapping):
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise StateDictError(f"state dict field {where!r} has a key {k!r} (not a string)")
+            _check_json(v, f"{where}.{k}", depth + 1)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            _check_json(v, where, depth + 1)
+    elif value is not None and not isinstance(value, (str, int, float, np.number, np.bool_)):
+        raise StateDictError(
+            f"state dict field {where!r} holds a {type(value).__name__}, which no setting is"
+        )
+
+
 def _settings_diff(state: Mapping[str, Any], settings: Settings) -> tuple[list[Any], str]:
     """The settings that differ, and them as 'name: saved x, now y' ("" when none)."""
     saved = state["settings"]
@@ -70,6 +94,7 @@ def _settings_diff(state: Mapping[str, Any], settings: Settings) -> tuple[list[A
         raise StateDictError(
             f"state dict field 'settings' must be a dict, got {type(saved).__name__}"
         )
+    _check_json(saved, "settings", 0)
     ours, saved = _plain(settings.stream_settings()), _plain(saved)
     diff = sorted((k for k in set(ours) | set(saved) if ours.get(k) != saved.get(k)), key=str)
     return diff, ", ".join(f"{k}: saved {saved.get(k)!r}, now {ours.get(k)!r}" for k in diff)

@@ -54,7 +54,7 @@ import hashlib
 import json
 import math
 import numbers
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar
 
@@ -89,6 +89,14 @@ def _per_feature(op: str, column: str, name: str, value: Any, none: float | None
     or a list or 1-D array of them as a tuple of floats (and Nones)."""
     if value is None and none is not None:
         return None
+    if isinstance(value, (bool, np.bool_)) and name != "value":
+        # Only a fill (mask) value may be a bool (for a bool column); True as a std is a mistake.
+        raise ArgumentTypeError(f"{op} on '{column}': {name} must be a number, got {value!r}")
+    if isinstance(value, Mapping):
+        raise ArgumentTypeError(
+            f"{op} on '{column}': {name} must be a number or a list of numbers in the stack's "
+            f"feature order, not a dict"
+        )
     _exact(op, column, name, value)
     if isinstance(value, (bool, int, float)):
         return value
@@ -107,6 +115,8 @@ def _per_feature(op: str, column: str, name: str, value: Any, none: float | None
         if v is None and none is not None:
             out.append(None)  # an open bound; spec() keeps it JSON's null
             continue
+        if isinstance(v, (bool, np.bool_)) and name != "value":
+            raise ArgumentTypeError(f"{op} on '{column}': {name} must hold numbers, got {v!r}")
         _exact(op, column, name, v)
         try:
             out.append(float(v))
@@ -147,9 +157,11 @@ class Transform:
         """Plain data: the transform's name and settings (stable, JSON-serializable;
         per-feature settings as lists, as JSON gives them back)."""
         fields = asdict(self)
-        for name in self._vectors:
-            if isinstance(fields[name], tuple):
-                fields[name] = list(fields[name])
+        for name, value in fields.items():
+            if isinstance(value, tuple):
+                fields[name] = list(value)
+            elif isinstance(value, np.generic):  # np.int64(7) given for an int setting
+                fields[name] = value.item()
         return {"op": type(self).__name__, **fields}
 
     def _core_spec(self) -> _core.TransformSpec:
@@ -171,7 +183,11 @@ class Transform:
 
 @dataclass(frozen=True)
 class Cast(Transform):
-    """Converts to ``dtype`` (a numpy name: "float32", "int64", "bool", ...)."""
+    """Converts to ``dtype`` (a numpy name: "float32", "int64", "bool", ...).
+
+    To an integer dtype, a value outside its range becomes the nearest bound (300 as
+    "int8" is 127, as 1e10 is), a float is truncated toward zero and NaN becomes 0; to
+    "bool", any value but 0 is True."""
 
     dtype: str = "float32"
 
@@ -362,6 +378,11 @@ class Vocabulary(Transform):
                 f"got {type(self.values).__name__}"
             )
         values = tuple(self.values)
+        if not values:
+            raise InvalidArgumentError(
+                f"Vocabulary on column '{self.column}': values is empty, so every row would "
+                f"be oov (a vocabulary(..., min_count=...) that kept no value?)"
+            )
         for at, v in enumerate(values):
             if not isinstance(v, (str, bytes)):
                 raise ArgumentTypeError(
@@ -376,10 +397,11 @@ class Vocabulary(Transform):
                         f"Vocabulary on column '{self.column}': value {at} ({v!r}) is not "
                         f"valid Unicode text, so no UTF-8 string equals it ({e.reason})"
                     ) from None
-        if isinstance(self.oov, bool) or not isinstance(self.oov, int):
+        if isinstance(self.oov, (bool, np.bool_)) or not isinstance(self.oov, numbers.Integral):
             raise ArgumentTypeError(
                 f"Vocabulary on column '{self.column}': oov must be an integer, got {self.oov!r}"
             )
+        object.__setattr__(self, "oov", int(self.oov))  # np.int64(0) too, as plain JSON
         if not -(2**63) <= self.oov < 2**63:
             raise InvalidArgumentError(
                 f"Vocabulary on column '{self.column}': oov must fit in int64, got {self.oov}"

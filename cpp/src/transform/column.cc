@@ -4,6 +4,7 @@
 #include <cstring>
 #include <limits>
 #include <type_traits>
+#include <utility>
 
 #include <arrow/buffer.h>
 
@@ -24,7 +25,18 @@ arrow::Result<uint8_t*> MutableValues(DecodedColumn* c) {
   return c->owned->mutable_data();
 }
 
-arrow::Status ConvertValues(DecodedColumn* c, DType to) {
+namespace {
+
+// An integer as another integer type, saturated at its range (no wrap: 300 as int8 is 127).
+template <typename Dst, typename Src>
+Dst SaturatingIntegerCast(Src v) {
+  using Limits = std::numeric_limits<Dst>;
+  if (std::cmp_less(v, Limits::lowest())) return Limits::lowest();
+  if (std::cmp_greater(v, Limits::max())) return Limits::max();
+  return static_cast<Dst>(v);
+}
+
+arrow::Status Convert(DecodedColumn* c, DType to, bool saturate) {
   if (to == c->dtype) return arrow::Status::OK();
   const auto bytes = static_cast<int64_t>(static_cast<size_t>(c->count) * DTypeSize(to));
   ARROW_ASSIGN_OR_RAISE(std::shared_ptr<arrow::Buffer> out,
@@ -41,6 +53,9 @@ arrow::Status ConvertValues(DecodedColumn* c, DType to) {
         } else if constexpr (std::is_floating_point_v<Src> && std::is_integral_v<Dst>) {
           // Float to integer: truncate, saturate at the type's range, NaN -> 0.
           dst[i] = SaturatingCast<Dst>(static_cast<double>(src[i]));
+        } else if constexpr (std::is_integral_v<Src> && std::is_integral_v<Dst>) {
+          dst[i] = saturate && c->dtype != DType::kBool ? SaturatingIntegerCast<Dst>(src[i])
+                                                        : static_cast<Dst>(src[i]);
         } else {
           dst[i] = static_cast<Dst>(src[i]);
         }
@@ -52,6 +67,12 @@ arrow::Status ConvertValues(DecodedColumn* c, DType to) {
   c->dtype = to;
   return arrow::Status::OK();
 }
+
+}  // namespace
+
+arrow::Status ConvertValues(DecodedColumn* c, DType to) { return Convert(c, to, false); }
+
+arrow::Status CastValues(DecodedColumn* c, DType to) { return Convert(c, to, true); }
 
 arrow::Result<DType> BeginFloatMath(DecodedColumn* c) {
   const bool is_float = c->dtype == DType::kFloat32 || c->dtype == DType::kFloat64;

@@ -32,8 +32,13 @@ struct DecodedColumn {
 // Gives the column its own writable copy of the values (once); returns it.
 arrow::Result<uint8_t*> MutableValues(DecodedColumn* column);
 
-// Rewrites the values as `to` (static_cast per element; to bool: v != 0).
+// Rewrites the values as `to` (static_cast per element, an integer to another wrapping as
+// two's complement; to bool: v != 0; a float to an integer as CastValues does).
 arrow::Status ConvertValues(DecodedColumn* column, DType to);
+
+// The Cast transform: as ConvertValues, but a value outside an integer type's range
+// saturates at it, from an integer as from a float (which also truncates, NaN -> 0).
+arrow::Status CastValues(DecodedColumn* column, DType to);
 
 // Before a float transform (Standardize, Log1p, GaussianNoise): float32 and
 // float64 columns stay; any other becomes float64, so that the arithmetic sees

@@ -279,6 +279,7 @@ arrow::Result<OutputPlan> StackOutput(const arrow::Schema& schema, const StackSp
   out.kind = OutputKind::kStack;
   out.width = static_cast<int64_t>(stack.columns.size());
   bool same = true, any_f64 = false, any_f16 = false;
+  std::string timed, timed_unit;  // the first column counting in a time unit, and the unit
   for (const auto& column : stack.columns) {
     ARROW_ASSIGN_OR_RAISE(int index, fields->Need(column));
     const auto& type = *schema.field(layout->fields[static_cast<size_t>(index)])->type();
@@ -286,6 +287,21 @@ arrow::Result<OutputPlan> StackOutput(const arrow::Schema& schema, const StackSp
       return Error(ErrorKind::kUnsupportedType, "stack '" + stack.name + "': column '" + column +
                                                     "' is a list; only scalar "
                                                     "numeric columns can be stacked");
+    }
+    // Counts of milliseconds beside counts of nanoseconds would read as one scale (a
+    // column's transform that changes its type, as Standardize does, leaves no unit).
+    const bool counts = layout->field_raw_dtypes[static_cast<size_t>(index)] ==
+                        layout->field_dtypes[static_cast<size_t>(index)];
+    if (const std::string unit = counts ? TimeUnitName(type) : ""; !unit.empty()) {
+      if (timed.empty()) {
+        timed = column;
+        timed_unit = unit;
+      } else if (unit != timed_unit) {
+        return Error(ErrorKind::kInvalidArgument,
+                     "stack '" + stack.name + "': column '" + timed + "' counts " + timed_unit +
+                         " and column '" + column + "' counts " + unit +
+                         "; one stack holds one unit (stack them apart)");
+      }
     }
     const DType dtype = layout->field_dtypes[static_cast<size_t>(index)];
     if (!out.sources.empty() &&
@@ -509,6 +525,19 @@ arrow::Result<std::vector<OutputInfo>> DescribeOutputs(const arrow::Schema& sche
       // A transform that changes the type makes the unit meaningless.
       if (layout.field_raw_dtypes[static_cast<size_t>(out.sources[0])] == out.dtype) {
         info.unit = TimeUnitName(*type);
+      }
+    } else if (out.kind == OutputKind::kStack) {
+      // A stack's unit: its columns' one unit, when every column counts in it unchanged.
+      for (size_t k = 0; k < out.sources.size(); ++k) {
+        const auto source = static_cast<size_t>(out.sources[k]);
+        const std::string unit = layout.field_raw_dtypes[source] == out.dtype
+                                     ? TimeUnitName(*schema.field(layout.fields[source])->type())
+                                     : "";
+        if (unit.empty() || (k > 0 && unit != info.unit)) {
+          info.unit.clear();
+          break;
+        }
+        info.unit = unit;
       }
     }
     switch (out.kind) {

@@ -352,7 +352,7 @@ arrow::Status ApplyTransform(const TransformSpec& t, size_t position, const Rand
                              const std::vector<int64_t>* selected) {
   switch (t.op) {
     case TransformOp::kCast:
-      return ConvertValues(c, t.dtype);
+      return CastValues(c, t.dtype);
     case TransformOp::kFillNull:
       return FillNullValues(c, t.a);
     case TransformOp::kClip:
