@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+from typing import Any
 
 import shardfeed
 from shardfeed import cli
@@ -73,6 +77,47 @@ def test_a_trace_that_cannot_be_written_fails_before_the_run(dataset, capsys, tm
     out, err = capsys.readouterr()
     assert out == ""  # no report: the profile did not run
     assert "cannot write the trace" in err
+
+
+def test_a_failed_profile_keeps_the_trace_there_and_leaves_none_new(dataset, capsys, tmp_path):
+    kept = tmp_path / "kept.json"
+    kept.write_text('{"traceEvents": []}')
+    fresh = tmp_path / "fresh.json"
+    for trace in (kept, fresh):
+        assert cli.main(["profile", str(dataset), "--columns", "nope", "--trace", str(trace)]) == 2
+        assert "ColumnNotFoundError" in capsys.readouterr().err
+    assert kept.read_text() == '{"traceEvents": []}' and not fresh.exists()
+
+
+def test_an_interrupted_command_says_so_without_a_traceback(dataset, capsys, monkeypatch):
+    def interrupted(args: object) -> int:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "_run_profile", interrupted)
+    assert cli.main(["profile", str(dataset)]) == 130
+    assert capsys.readouterr().err == "shardfeed: interrupted\n"
+
+
+def _command(dataset: object, **popen: Any) -> tuple[int, str]:
+    """`shardfeed info DATASET` in a process of its own: (status, stderr)."""
+    with subprocess.Popen([sys.executable, "-m", "shardfeed.cli", "info", str(dataset)],
+                          stderr=subprocess.PIPE, text=True, **popen) as p:  # fmt: skip
+        if p.stdout is not None:
+            p.stdout.close()  # the reader is gone before the output comes (`| head -0`)
+        err = p.stderr.read() if p.stderr else ""
+        return p.wait(timeout=120), err
+
+
+def test_where_the_output_cannot_go_is_said_without_a_traceback(dataset):
+    """A reader that left (`| head -1`): quiet, status 1; a full disk: said, status 1;
+    standard output closed (`>&-`): said, status 2, not a silent 0 with the output lost."""
+    status, err = _command(dataset, stdout=subprocess.PIPE)
+    assert (status, err) == (1, "")
+    with open("/dev/full", "w") as full:
+        status, err = _command(dataset, stdout=full)
+    assert status == 1 and "No space left on device" in err and "Traceback" not in err
+    status, err = _command(dataset, preexec_fn=lambda: os.close(1))
+    assert status == 2 and err == "shardfeed: standard output is closed\n"
 
 
 def test_bad_command_lines_exit_2_and_say_why(dataset, tmp_path, capsys):

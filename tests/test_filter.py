@@ -148,11 +148,13 @@ def test_float32_sets_dates_given_datetimes_and_bad_strings(tmp_path: Path) -> N
     assert len(loader_ids(tmp_path, [("f", "==", 0.1)])) == 0  # float64, as pyarrow's ==
     # An integer float32 cannot hold is refused, as pyarrow refuses it (it kept 16777216's
     # rows); values that round alike are one.
-    with pytest.raises(shardfeed.InvalidArgumentError, match="16777217 has no exact float"):
+    with pytest.raises(shardfeed.InvalidArgumentError, match="16777217 has no exact float32 value"):
         loader_ids(tmp_path, [("f", "in", [16777217])])
     # One float64 cannot hold either: the error names the column's own type.
     for op, value in (("in", [2**63 + 1]), ("==", 2**63 + 1)):
-        with pytest.raises(shardfeed.InvalidArgumentError, match=r"no exact float value \(the col"):
+        with pytest.raises(
+            shardfeed.InvalidArgumentError, match=r"no exact float32 value \(the col"
+        ):
             loader_ids(tmp_path, [("f", op, value)])
     assert loader_ids(tmp_path, [("f", "in", [0.1, float(np.float32(0.1))])]).tolist() == [0, 2]
     # One set, one canonical form (the filter cache's key), whatever the order of its zeros.

@@ -523,28 +523,40 @@ def test_time_types_become_integers_since_the_epoch(tmp_path):
     assert outputs["dur"]["unit"] == "ns"
 
 
-def test_a_stack_holds_one_time_unit(tmp_path):
-    """Milliseconds beside nanoseconds in one stack read as one scale: refused, naming
-    both; one unit (zoned or not, a duration too) is the stack's, as a column's is."""
+def test_a_stack_of_times_holds_one_unit(tmp_path):
+    """Timestamps in ms beside ones in ns, in one stack, read as one scale: refused,
+    naming both. Times of one kind in one unit give the stack that unit, as a column
+    has; other features beside them, or transforms that make plain numbers or ids of
+    them, leave no unit to hold."""
     pq.write_table(pa.table({"ms": pa.array([1_000], pa.timestamp("ms")),
                              "ns": pa.array([10**9], pa.timestamp("ns")),
                              "zoned": pa.array([5], pa.timestamp("ms", tz="UTC")),
-                             "wait": pa.array([2], pa.duration("ms")),
+                             "wait": pa.array([2], pa.duration("s")),
+                             "day": pa.array([3], pa.date32()),
                              "n": pa.array([3], pa.int64())}), tmp_path / "t.parquet")  # fmt: skip
 
-    def stack(*columns: str, **kw: Any) -> shardfeed.Loader:
-        return shardfeed.Loader(tmp_path, stack={"x": list(columns)}, columns=[], **kw)
+    def stack(*columns: str, **kw: Any) -> dict[str, Any]:
+        (out,) = shardfeed.Loader(tmp_path, stack={"x": list(columns)}, columns=[],
+                                  **kw).describe_outputs()  # fmt: skip
+        return out
 
     with pytest.raises(shardfeed.InvalidArgumentError,
                        match="column 'ms' counts ms and column 'ns' counts ns"):  # fmt: skip
         stack("ms", "ns")
-    (out,) = stack("ms", "zoned", "wait").describe_outputs()
-    assert out["unit"] == "ms" and out["shape"] == [3]
-    (out,) = stack("ms", "n").describe_outputs()  # a plain number beside: no one unit
+    assert stack("ms", "zoned")["unit"] == "ms"
+    for columns in (("ms", "n"), ("ms", "wait"), ("day", "ms"), ("day", "n")):
+        assert "unit" not in stack(*columns), columns  # features of several kinds
+    made_plain = (
+        [Standardize("ns", mean=0, std=1)],  # floats
+        [HashBucket("ms", num_buckets=5), HashBucket("ns", num_buckets=5)],  # ids
+        [Standardize("x", mean=0, std=1)],  # the stack's own
+    )
+    for transforms in made_plain:
+        assert "unit" not in stack("ms", "ns", transforms=transforms), transforms
+    # A hashed column alone has no unit either.
+    hashed = [HashBucket("ms", num_buckets=5)]
+    (out,) = shardfeed.Loader(tmp_path, columns=["ms"], transforms=hashed).describe_outputs()
     assert "unit" not in out
-    # A transform that makes a column a plain number leaves it no unit.
-    (out,) = stack("ms", "ns", transforms=[Standardize("ns", mean=0, std=1)]).describe_outputs()
-    assert out["dtype"] == "float32" and "unit" not in out
 
 
 def test_spark_int96_timestamps(tmp_path):

@@ -18,6 +18,7 @@ import shardfeed
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from shardfeed import InvalidArgumentError, StateDictError, _core
+from shardfeed._profile import memory_plan
 from shardfeed.transforms import Standardize
 
 from .conftest import digest, sample_ids
@@ -124,6 +125,26 @@ def test_default_budget_mixes_at_least_16_row_groups_on_sorted_data(tmp_path):
     small = shardfeed.Loader(data, memory_limit="16MiB", **args)
     assert small._settings.shuffle_window < 16
     assert _w_eff(_groups(small)) < 16
+
+
+def test_a_filter_does_not_thin_out_the_window(tmp_path):
+    """Row groups a filter prunes hold no rows: they join a window without counting, so
+    a window of 6 still mixes 6 row groups when half the dataset is filtered out (it
+    mixed 3), and the plan's expected_mixing says what is measured."""
+    data = _sorted(tmp_path / "d", groups=24, rows=512)
+    for kept in ([("rg", ">=", 12)], [("rg", "in", list(range(0, 24, 2)))]):
+        loader = shardfeed.Loader(data, columns=["rg"], batch_size=512, output="numpy",
+                                  seed=5, shuffle_window=6, filter=kept)  # fmt: skip
+        groups = _groups(loader)
+        assert sum(len(g) for g in groups) == 12 * 512
+        w = _w_eff(groups)
+        assert w == pytest.approx(6, rel=0.1), (kept, w)
+        assert loader.stats()["memory"]["expected_mixing"] == pytest.approx(w, rel=0.1)
+        # A window asked for past the row groups with rows costs no more than all of them.
+        plans = [memory_plan(str(data), columns="rg", batch_size=512, shuffle_window=window,
+                             filter=kept) for window in (12, 100)]  # fmt: skip
+        peaks = [plan["expected_peak_bytes"] for plan in plans]
+        assert peaks[0] == peaks[1] > 0
 
 
 def test_stats_count_the_budget(tmp_path):

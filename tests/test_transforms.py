@@ -440,10 +440,12 @@ def test_bad_transforms_fail_at_construction(dataset, transform, error, match):
 
 def test_settings_that_are_not_numbers_fail_when_made():
     """True as a std, or a dict of per-feature values (whose keys would be read as the
-    values), is a mistake; only a fill or mask value may be a bool (for a bool column)."""
+    values), is a mistake; a fill or mask value or a Clip bound may be a bool (for a bool
+    column), and a dtype a NumPy one."""
     for make, match in (
         (lambda: Standardize("x", mean=0, std=True), "std must be a number"),
-        (lambda: Clip("x", min=[0.0, np.True_], max=None), "min must hold numbers"),
+        (lambda: RandomMask("x", probability=np.True_), "probability must be a number"),
+        (lambda: Standardize("x", mean=[0.0, np.True_], std=1.0), "mean must hold numbers"),
         (lambda: GaussianNoise("x", std=[True, 1.0]), "std must hold numbers"),
         (lambda: FillNull("x", value={0: 1.0, 1: 2.0}), "not a dict"),
         (lambda: Standardize("x", mean={"f0": 1.0}, std=1.0), "not a dict"),
@@ -451,6 +453,9 @@ def test_settings_that_are_not_numbers_fail_when_made():
         with pytest.raises(shardfeed.ArgumentTypeError, match=match):
             make()
     assert FillNull("x", value=True).spec()["value"] is True
+    assert Clip("x", min=False, max=True).spec()["max"] is True  # a bool column's bounds
+    assert Cast("x", dtype=np.dtype("int8")).spec() == Cast("x", dtype=np.int8).spec() == Cast(
+        "x", dtype="int8").spec()  # fmt: skip
     with pytest.raises(shardfeed.InvalidArgumentError, match="values is empty"):
         Vocabulary("s", [])
     assert Vocabulary("s", ["a"], oov=np.int64(-1)).spec()["oov"] == -1

@@ -6,6 +6,7 @@ paths in one folder is read once."""
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
 import decimal
 import os
@@ -310,3 +311,22 @@ def test_a_date_widened_to_a_naive_timestamp_reads_as_the_timestamp(tmp_path):
                    zoned / "b.parquet")  # fmt: skip
     with pytest.raises(shardfeed.SchemaMismatchError, match="no common type"):
         shardfeed.Loader(zoned, columns=["d"])
+
+
+def test_a_polars_int128_column_is_named(tmp_path):
+    """Polars writes Int128 as 16 untyped bytes and says int128 in the Arrow schema it
+    stores, which no reader maps (pyarrow refuses the file): the error names the column."""
+    stored = pa.schema([("big", pa.int64()), ("n", pa.int8())]).serialize().to_pybytes()
+    assert stored.count(b"\x40\x00\x00\x00") == 1  # the Int's bitWidth: 64 ...
+    as_polars = stored.replace(b"\x40\x00\x00\x00", b"\x80\x00\x00\x00")  # ... made 128
+    table = pa.table(
+        {"big": pa.array([b"\x01" * 16], pa.binary(16)), "n": pa.array([1], pa.int8())}
+    )
+    with pq.ParquetWriter(tmp_path / "p.parquet", table.schema, store_schema=False) as writer:
+        writer.write_table(table)
+        writer.add_key_value_metadata({"ARROW:schema": base64.b64encode(as_polars)})
+    with pytest.raises(pa.ArrowNotImplementedError):
+        pq.read_table(tmp_path / "p.parquet")
+    named = r"file 'p.parquet'.*16-byte column 'big' has no Parquet type"
+    with pytest.raises(shardfeed.UnsupportedTypeError, match=named):
+        shardfeed.Loader(tmp_path, columns=["n"])

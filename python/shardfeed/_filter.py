@@ -41,6 +41,9 @@ _EPOCH_DATE = dt.date(1970, 1, 1)
 _UNITS = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}
 
 
+_NARROW = {"float": "float32", "halffloat": "float16"}  # Arrow's names, as NumPy says them
+
+
 def _kind(type_name: str) -> tuple[str, str]:
     """(kind, unit) of an Arrow type's text: int, float, str, bool, date, timestamp,
     time (of day), duration."""
@@ -64,7 +67,7 @@ def _kind(type_name: str) -> tuple[str, str]:
     if re.fullmatch(r"u?int(8|16|32|64)", t):
         return "int", ""
     if t in ("float", "halffloat"):
-        return "float", t  # the unit names the narrow type, for its errors
+        return "float", _NARROW[t]  # the unit names the narrow type, for its errors
     if t == "double" or t.startswith("decimal"):
         return "float", ""
     return "other", ""
@@ -359,8 +362,8 @@ def _predicate(column: str, type_name: str, op: str, values: list[Any]) -> list[
                 r = float(narrow(_plain(v)))
             if not isinstance(v, float) and r != v:  # an integer (int or Fraction)
                 raise InvalidArgumentError(
-                    f"{_where(column, op)}: {_plain(v)} has no exact {type_name} value (the "
-                    f"column's type); pass float(value) to compare with the nearest one"
+                    f"{_where(column, op)}: {_plain(v)} has no exact {_NARROW[type_name]} value "
+                    "(the column's type); pass float(value) to compare with the nearest one"
                 )
             rounded[_distinct(r)] = r
         return [column, op, sorted(rounded.values(), key=_order)]

@@ -165,17 +165,27 @@ def _memory_plan(
     return out
 
 
+def _size(nbytes: int, up: bool = False, space: str = " ") -> str:
+    """Bytes as a short text in the unit that fits (KiB, MiB, GiB): 1.5 MiB, 300 bytes;
+    ``up``: rounded up, in whole units (a limit that is enough)."""
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if nbytes >= scale:
+            if up:
+                return f"{-(-nbytes // scale)}{space}{unit}"
+            return f"{nbytes / scale:,.1f}".removesuffix(".0") + f"{space}{unit}"
+    return f"{nbytes}{space}bytes" if space else str(nbytes)
+
+
 def _mixing_hint(settings: Any, plan: dict[str, Any], window_given: Any) -> str | None:
     """When the default window is cut short by the limit: what would mix more."""
     need = plan.get("limit_for_window_16") or 0
     limit = settings.memory_limit
     if settings.shuffle is not True or window_given is not None or not limit or need <= limit:
         return None
-    mib = 2**20
     return (
         f"batches mix about {plan.get('expected_mixing', 1):.1f} row groups at a time: a "
-        f"row group decodes to {plan.get('row_group_bytes', 0) / mib:,.0f} MiB against "
-        f"memory_limit={limit / mib:,.0f}MiB. memory_limit='{-(-need // mib)}MiB' gives a "
+        f"row group decodes to {_size(plan.get('row_group_bytes', 0))} against "
+        f"memory_limit={_size(limit)}. memory_limit='{_size(need, up=True, space='')}' gives a "
         "window of 16 row groups (or all, when fewer), and peak memory grows with it; "
         "shuffle='global' with cache_dir and cache_decoded=True mixes every row of the rank "
         "once its row groups are in the decoded tier, without that memory."

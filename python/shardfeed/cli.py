@@ -147,16 +147,27 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _profile(args: argparse.Namespace) -> int:
-    from ._profile import format_table, profile
-
-    if args.trace is not None:  # before the run, not after it
+    made = False
+    if args.trace is not None:  # before the run, not after it; a file there kept if it fails
+        made = not os.path.exists(args.trace)
         try:
-            with open(args.trace, "w"):
+            with open(args.trace, "a"):
                 pass
         except OSError as e:
             raise InvalidArgumentError(
                 f"--trace: cannot write the trace to {args.trace!r}: {e.strerror}"
             ) from None
+    try:
+        return _run_profile(args)
+    except BaseException:
+        if made:
+            os.remove(args.trace)
+        raise
+
+
+def _run_profile(args: argparse.Namespace) -> int:
+    from ._profile import format_table, profile
+
     extra: dict[str, Any] = {}
     if args.fill_null is not None:
         extra["fill_null"] = _json_option("--fill-null", args.fill_null)
@@ -222,6 +233,8 @@ def _cache(args: argparse.Namespace) -> int:
             _progress(i + 1, len(sizes), done_bytes)
         sys.stderr.write("\n")
         print(f"{cached} of {len(sizes)} files cached in {files_dir}")
+        if cached < len(sizes) and settings.limit_bytes:
+            print(f"(the others do not fit in --limit {settings.limit_bytes} bytes)")
         return 0
     report: dict[str, object] = {}
     if args.action == "clear":
@@ -277,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
     demo.add_argument("--data-dir", default=None, help="default: ~/.cache/shardfeed/demo")
     demo.add_argument("--epochs", type=_at_least(1), default=2)
     demo.add_argument("--batch-size", type=_at_least(1), default=1024)
-    demo.add_argument("--threads", type=int, default=None)
+    demo.add_argument("--threads", type=_at_least(1, int, 1024), default=None)
     demo.set_defaults(func=_demo)
 
     info = sub.add_parser("info", help="print a dataset's catalog (footers only)")
@@ -302,7 +315,7 @@ def main(argv: list[str] | None = None) -> int:
         help="bytes, e.g. 512MiB or 2GB; 0: none (default: %(default)s)",
     )
     _add_shuffle_window(plan)
-    plan.add_argument("--threads", type=int, default=None)
+    plan.add_argument("--threads", type=_at_least(1, int, 1024), default=None)
     plan.add_argument("--world-size", type=int, default=1)
     info.set_defaults(func=_info)
 
@@ -318,7 +331,7 @@ def main(argv: list[str] | None = None) -> int:
         default=0.0,
         help="simulated training step",
     )
-    prof.add_argument("--threads", type=int, default=None)
+    prof.add_argument("--threads", type=_at_least(1, int, 1024), default=None)
     prof.add_argument(
         "--memory-limit",
         default=DEFAULT_MEMORY_LIMIT_TEXT,
@@ -345,7 +358,7 @@ def main(argv: list[str] | None = None) -> int:
 
     cache = sub.add_parser("cache", help="inspect, clear or fill the node-local cache")
     cache.add_argument("action", choices=["stats", "clear", "warm"])
-    cache.add_argument("source", nargs="*", help="warm only: the dataset to download")
+    cache.add_argument("source", nargs="*", default=[], help="warm only: the dataset to download")
     cache.add_argument("--cache-dir", required=True)
     cache.add_argument("--limit", type=int, default=None, help="cache_limit_bytes")
     cache.set_defaults(func=_cache)
@@ -358,11 +371,28 @@ def main(argv: list[str] | None = None) -> int:
         extra = [e for e in extra if e.startswith("-")]
     if extra:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    if sys.stdout is None:  # started with it closed (`>&-`): the output would be lost
+        print("shardfeed: standard output is closed", file=sys.stderr)
+        return 2
     try:
-        return int(args.func(args))
+        code = int(args.func(args))
+        sys.stdout.flush()  # here, where a reader gone or a full disk is said
+        return code
     except ShardfeedError as e:
         print(f"shardfeed: {type(e).__name__}: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("shardfeed: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        # The reader left (`| head -1`) with what it wanted: no message, and no second
+        # error when Python flushes stdout at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    except OSError as e:  # the machine's, not ours: a full disk, a folder not there
+        where = f" {e.filename!r}" if e.filename else ""
+        print(f"shardfeed: {type(e).__name__}:{where} {e.strerror or e}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -84,13 +84,17 @@ def _exact(op: str, column: str, name: str, value: Any) -> None:
             )
 
 
+_NOT_BOOL = ("mean", "std", "probability")  # settings a bool is never meant as
+
+
 def _per_feature(op: str, column: str, name: str, value: Any, none: float | None = None) -> Any:
     """A setting as given (a number, or None where ``none`` stands for an open bound),
     or a list or 1-D array of them as a tuple of floats (and Nones)."""
     if value is None and none is not None:
         return None
-    if isinstance(value, (bool, np.bool_)) and name != "value":
-        # Only a fill (mask) value may be a bool (for a bool column); True as a std is a mistake.
+    if isinstance(value, (bool, np.bool_)) and name in _NOT_BOOL:
+        # A fill or mask value, or a Clip bound, may be a bool (for a bool column);
+        # True as a std is a mistake.
         raise ArgumentTypeError(f"{op} on '{column}': {name} must be a number, got {value!r}")
     if isinstance(value, Mapping):
         raise ArgumentTypeError(
@@ -115,7 +119,7 @@ def _per_feature(op: str, column: str, name: str, value: Any, none: float | None
         if v is None and none is not None:
             out.append(None)  # an open bound; spec() keeps it JSON's null
             continue
-        if isinstance(v, (bool, np.bool_)) and name != "value":
+        if isinstance(v, (bool, np.bool_)) and name in _NOT_BOOL:
             raise ArgumentTypeError(f"{op} on '{column}': {name} must hold numbers, got {v!r}")
         _exact(op, column, name, v)
         try:
@@ -190,6 +194,13 @@ class Cast(Transform):
     "bool", any value but 0 is True."""
 
     dtype: str = "float32"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if isinstance(self.dtype, np.dtype) or (
+            isinstance(self.dtype, type) and issubclass(self.dtype, np.generic)
+        ):
+            object.__setattr__(self, "dtype", np.dtype(self.dtype).name)  # np.int8 as "int8"
 
     def _core_spec(self) -> _core.TransformSpec:
         if self.dtype not in _DTYPES:

@@ -84,8 +84,11 @@ class EpochPlan {
   // The batch that holds rank position `pos` (0 <= pos < rank_size).
   int64_t BatchOf(int64_t pos) const;
 
-  // Row groups per mixing window (the last may have fewer).
+  // Row groups with rows per mixing window (the last may have fewer).  A row group
+  // with no rows (all filtered out, or none written) joins a window without counting.
   int64_t WindowSize() const;
+  // Window w holds order()[WindowFirst(w) .. WindowFirst(w + 1)).
+  int64_t WindowFirst(int64_t w) const { return window_first_[static_cast<size_t>(w)]; }
   // Mixing windows, in global positions.
   int64_t num_windows() const { return static_cast<int64_t>(window_offsets_.size()) - 1; }
   int64_t WindowOf(int64_t global_pos) const;
@@ -107,6 +110,7 @@ class EpochPlan {
   std::vector<int32_t> order_;
   std::vector<int64_t> order_offsets_;   // global position of each row group in `order_`
   std::vector<int64_t> window_offsets_;  // global position of each window
+  std::vector<int64_t> window_first_;    // index into order_ of each window's first row group
   int64_t total_rows_ = 0;
   int64_t rank_begin_ = 0;
   int64_t rank_size_ = 0;

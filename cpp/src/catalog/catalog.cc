@@ -147,6 +147,27 @@ struct Listed {
 };
 
 // The footer, or nullopt for a sniffed file that is not Parquet.
+// The columns Arrow's schema may name as 128-bit integers (polars' Int128): 16-byte
+// values Parquet has no type for.  What the error names, as " (column 'x' ...)".
+std::string UntypedWideColumns(const parquet::FileMetaData& metadata) {
+  std::string names;
+  const auto* schema = metadata.schema();
+  for (int i = 0; schema && i < schema->num_columns(); ++i) {
+    const auto* column = schema->Column(i);
+    if (column->physical_type() != parquet::Type::FIXED_LEN_BYTE_ARRAY ||
+        column->type_length() != 16 ||
+        (column->logical_type() && !column->logical_type()->is_none())) {
+      continue;
+    }
+    if (!names.empty()) names.append(", ");
+    names.append("'").append(column->path()->ToDotString()).append("'");
+  }
+  if (names.empty()) return "";
+  return " (16-byte column " + names +
+         " has no Parquet type: a 128-bit integer, as polars writes Int128? No reader maps it "
+         "to Arrow; write it as Int64, or as a string or binary id)";
+}
+
 arrow::Result<std::optional<Footer>> ReadFooter(arrow::fs::FileSystem& fs, const Listed& file,
                                                 double remote_timeout) {
   const std::string context = "file '" + file.rel + "'";
@@ -195,7 +216,8 @@ arrow::Result<std::optional<Footer>> ReadFooter(arrow::fs::FileSystem& fs, const
     // storage failure: a retry would read the same bytes.
     const auto& st = manifest.status();
     return Error(st.IsNotImplemented() ? ErrorKind::kUnsupportedType : ErrorKind::kInvalidData,
-                 context + ": cannot map the Parquet schema to Arrow: " + st.message());
+                 context + ": cannot map the Parquet schema to Arrow: " + st.message() +
+                     UntypedWideColumns(*footer.metadata));
   }
   arrow::FieldVector top_fields;
   for (const auto& node : manifest->schema_fields) top_fields.push_back(node.field);

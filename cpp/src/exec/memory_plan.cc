@@ -21,15 +21,18 @@ constexpr double kWindowShare = 3.0 / 8.0;
 constexpr int64_t kPermutationBytesPerRow = 8;
 
 // Expected 1 / P(two rows of a batch come from one row group) with windows
-// of `window` consecutive row groups (every window equally likely).
+// of `window` row groups with rows (as EpochPlan makes them: empty ones do not
+// count), taken in natural order (every window equally likely).
 double ExpectedMixing(std::span<const int64_t> rows, int64_t window, bool shuffle) {
   if (!shuffle) return 1.0;
   double same = 0, total = 0;
-  for (size_t begin = 0; begin < rows.size(); begin += static_cast<size_t>(window)) {
-    const size_t end = std::min(rows.size(), begin + static_cast<size_t>(window));
+  size_t i = 0;
+  while (i < rows.size()) {
     double n = 0, pairs = 0;
-    for (size_t i = begin; i < end; ++i) {
+    for (int64_t counted = 0; i < rows.size() && counted < window; ++i) {
       const auto r = static_cast<double>(std::max<int64_t>(rows[i], 0));
+      if (r <= 0) continue;
+      ++counted;
       n += r;
       pairs += r * (r - 1);
     }
@@ -130,11 +133,24 @@ arrow::Result<MemoryPlan> PlanMemory(const std::shared_ptr<const Catalog>& catal
   out.window_row_groups = window;
   out.limit_for_target_window =
       LeastLimitForWindow(std::min<int64_t>(MemoryPlan::kMixingTarget, nonempty), cost_mean);
-  const int64_t w = plan.shuffle ? window : 1;
+  // A window holds at most every row group with rows, whatever was asked for.
+  const int64_t w = plan.shuffle ? std::min(window, std::max<int64_t>(nonempty, 1)) : 1;
 
-  out.batch_bytes = EstimateBatchBytes(footprints, catalog, plan.batch_size);
+  // No batch holds more rows than the dataset keeps, and no more batches wait than
+  // the epoch has.
+  double kept_rows = 0;
+  for (const int64_t rows : row_group_rows)
+    kept_rows += static_cast<double>(std::max<int64_t>(rows, 0));
+  const int64_t batch_rows = kept_rows >= static_cast<double>(plan.batch_size)
+                                 ? plan.batch_size
+                                 : std::max<int64_t>(1, static_cast<int64_t>(kept_rows));
+  out.batch_bytes = EstimateBatchBytes(footprints, catalog, batch_rows);
   out.ready_batches = ReadyBatchCapacity(out.batch_bytes, engine.num_threads, engine.queue_depth,
                                          engine.memory_limit);
+  const double epoch_batches = std::ceil(kept_rows / static_cast<double>(batch_rows));
+  if (epoch_batches < static_cast<double>(out.ready_batches)) {
+    out.ready_batches = std::max<int64_t>(1, static_cast<int64_t>(epoch_batches));
+  }
   // shuffle="global" gathers from the decoded tier's mapped entries: the
   // page cache's memory, not the budget's.
   const double window_bytes = plan.global_shuffle ? 0.0 : static_cast<double>(w) * cost_mean;

@@ -73,12 +73,27 @@ arrow::Result<std::shared_ptr<const EpochPlan>> EpochPlan::Make(std::vector<int6
   }
   plan->total_rows_ = plan->order_offsets_.back();
 
-  // 2. Mixing windows (without shuffle a window is one row group, in order;
-  // with shuffle="global" one window of them all).
+  // 2. Mixing windows of w row groups with rows (without shuffle a window is one
+  // row group, in order; with shuffle="global" one window of them all).  Row
+  // groups with none (a filter's pruned ones) join the window they fall in
+  // without counting, so a filter does not thin out what a window mixes.
   const int64_t w = plan->WindowSize();
-  for (int64_t i = 0; i < n_rg; i += w) {
-    plan->window_offsets_.push_back(plan->order_offsets_[static_cast<size_t>(i)]);
+  int64_t counted = 0;
+  for (int64_t i = 0; i < n_rg; ++i) {
+    const auto rg = static_cast<size_t>(plan->order_[static_cast<size_t>(i)]);
+    const bool has_rows = plan->rg_rows_[rg] > 0;
+    if (i == 0 || (has_rows && counted == w)) {
+      plan->window_first_.push_back(i);
+      plan->window_offsets_.push_back(plan->order_offsets_[static_cast<size_t>(i)]);
+      counted = 0;
+    }
+    counted += has_rows ? 1 : 0;
   }
+  if (plan->window_first_.empty()) {  // no row groups: one empty window
+    plan->window_first_.push_back(0);
+    plan->window_offsets_.push_back(0);
+  }
+  plan->window_first_.push_back(n_rg);
   plan->window_offsets_.push_back(plan->total_rows_);
   if (o.shuffle && o.global_shuffle) {
     CounterRng rng(o.seed, o.epoch, static_cast<uint64_t>(Purpose::kGlobalPermutation), 0);
@@ -184,13 +199,12 @@ size_t EpochPlan::LocateGlobal(int64_t global) const {
 void EpochPlan::Resolve(int64_t begin, int64_t end, std::vector<SampleRef>* out) const {
   out->clear();
   out->reserve(static_cast<size_t>(std::max<int64_t>(0, end - begin)));
-  const int64_t wsize = WindowSize();
   int64_t pos = begin;
   while (pos < end) {
     const int64_t w = WindowOf(pos);
     const int64_t wbegin = WindowBegin(w), wend = std::min(WindowEnd(w), end);
-    const auto first = static_cast<size_t>(w * wsize);
-    const auto last = std::min(first + static_cast<size_t>(wsize), order_.size());
+    const auto first = static_cast<size_t>(WindowFirst(w));
+    const auto last = static_cast<size_t>(WindowFirst(w + 1));
     // Row groups of this window occupy order_offsets_[first..last].
     auto locate = [&](int64_t global) {
       auto it = std::upper_bound(order_offsets_.begin() + static_cast<int64_t>(first),

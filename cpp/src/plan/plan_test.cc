@@ -85,6 +85,55 @@ TEST(EpochPlan, RanksAreDisjointEqualAndCoverTheEpoch) {
   }
 }
 
+TEST(EpochPlan, WindowsCountOnlyRowGroupsWithRows) {
+  // A filter's pruned row groups (0 rows) join windows without thinning them out:
+  // every window but the last mixes `window` row groups that have rows.
+  const std::vector<int64_t> rows = {0, 4, 0, 0, 3, 5, 0, 0, 0, 2, 6, 0, 1, 0};
+  PlanOptions o;
+  o.batch_size = 3;
+  o.drop_last = false;
+  o.window_row_groups = 2;
+  for (uint64_t seed = 0; seed < 20; ++seed) {
+    o.seed = seed;
+    auto plan = EpochPlan::Make(rows, o).ValueOrDie();
+    ASSERT_EQ(plan->num_windows(), 3);  // 6 row groups with rows, 2 at a time
+    ASSERT_EQ(plan->WindowFirst(0), 0);
+    ASSERT_EQ(plan->WindowFirst(plan->num_windows()), static_cast<int64_t>(rows.size()));
+    int64_t rows_before = 0;
+    for (int64_t w = 0; w < plan->num_windows(); ++w) {
+      int64_t with_rows = 0, window_rows = 0;
+      for (int64_t i = plan->WindowFirst(w); i < plan->WindowFirst(w + 1); ++i) {
+        const int64_t n = rows[static_cast<size_t>(plan->order()[static_cast<size_t>(i)])];
+        with_rows += n > 0;
+        window_rows += n;
+      }
+      EXPECT_EQ(with_rows, 2) << "seed " << seed << ", window " << w;
+      EXPECT_EQ(plan->WindowBegin(w), rows_before);
+      rows_before += window_rows;
+      EXPECT_EQ(plan->WindowEnd(w), rows_before);
+      // Each window's positions resolve to its own row groups.
+      std::vector<SampleRef> samples;
+      plan->Resolve(plan->WindowBegin(w), plan->WindowEnd(w), &samples);
+      for (const auto& sample : samples) {
+        const auto& order = plan->order();
+        const auto at = std::find(order.begin(), order.end(), sample.row_group) - order.begin();
+        EXPECT_GE(at, plan->WindowFirst(w));
+        EXPECT_LT(at, plan->WindowFirst(w + 1));
+        EXPECT_LT(sample.row, rows[static_cast<size_t>(sample.row_group)]);
+      }
+    }
+    auto ids = Ids(rows, o);
+    std::sort(ids.begin(), ids.end());
+    std::vector<int64_t> all(21);
+    std::iota(all.begin(), all.end(), 0);
+    EXPECT_EQ(ids, all);
+  }
+  // Nothing with rows: one empty window.
+  auto empty = EpochPlan::Make({0, 0, 0}, o).ValueOrDie();
+  EXPECT_EQ(empty->num_windows(), 1);
+  EXPECT_EQ(empty->WindowEnd(0), 0);
+}
+
 TEST(EpochPlan, BatchOfInvertsBatchBegin) {
   PlanOptions o;
   o.batch_size = 4;

@@ -101,9 +101,9 @@ std::vector<int32_t> Schedule::ComputeNeeded(int64_t w) const {
   if (whole) {
     // Every row of the window is read: every row group of it is needed, and
     // none needs resolving.
-    const int64_t size = plan_->WindowSize();
-    const auto end = std::min<int64_t>((w + 1) * size, static_cast<int64_t>(order.size()));
-    for (int64_t i = w * size; i < end; ++i) rgs.push_back(order[static_cast<size_t>(i)]);
+    for (int64_t i = plan_->WindowFirst(w); i < plan_->WindowFirst(w + 1); ++i) {
+      rgs.push_back(order[static_cast<size_t>(i)]);
+    }
     return rgs;
   }
   std::vector<SampleRef> samples;

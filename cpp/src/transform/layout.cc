@@ -266,6 +266,60 @@ class FieldResolver {
   std::map<std::string, int> decoded_;  // column name -> index into layout_.fields
 };
 
+// What kind of time a type counts ("timestamp", "duration", "time", "date"), or "".
+std::string TimeKind(const arrow::DataType& type) {
+  switch (type.id()) {
+    case arrow::Type::TIMESTAMP:
+      return "timestamp";
+    case arrow::Type::DURATION:
+      return "duration";
+    case arrow::Type::TIME32:
+    case arrow::Type::TIME64:
+      return "time";
+    case arrow::Type::DATE32:
+    case arrow::Type::DATE64:
+      return "date";
+    default:
+      return "";
+  }
+}
+
+// Whether a field's values still count its time unit after its transforms: its type
+// unchanged (Standardize makes floats), and no ids made of them (HashBucket, Bucketize).
+bool KeepsUnit(const Layout& layout, size_t field) {
+  if (layout.field_raw_dtypes[field] != layout.field_dtypes[field]) return false;
+  return std::none_of(layout.field_transforms[field].begin(), layout.field_transforms[field].end(),
+                      [&](size_t t) {
+                        const auto op = layout.transforms[t].op;
+                        return op == TransformOp::kHashBucket || op == TransformOp::kBucketize ||
+                               op == TransformOp::kVocabulary;
+                      });
+}
+
+// A stack's one time unit: every column is a time of one kind, still counting its
+// unit (KeepsUnit; the stack has no transforms of its own), in one unit.  Empty for a stack
+// of other features; *conflict names two of its columns in different units.
+std::string StackUnit(const arrow::Schema& schema, const Layout& layout, const OutputPlan& out,
+                      const std::vector<std::string>& names, std::string* conflict) {
+  if (!out.transforms.empty() || !out.fill.empty()) return "";
+  std::string kind, unit;
+  for (size_t k = 0; k < out.sources.size(); ++k) {
+    const auto source = static_cast<size_t>(out.sources[k]);
+    const auto& type = *schema.field(layout.fields[source])->type();
+    const std::string its_kind = TimeKind(type);
+    if (its_kind.empty() || !KeepsUnit(layout, source)) return "";
+    if (k > 0 && its_kind != kind) return "";  // a date beside a time: plain features
+    const std::string its_unit = TimeUnitName(type);
+    if (k > 0 && its_unit != unit && conflict && conflict->empty()) {
+      *conflict = "column '" + names[0] + "' counts " + unit + " and column '" + names[k] +
+                  "' counts " + its_unit;
+    }
+    kind = its_kind;
+    if (k == 0) unit = its_unit;
+  }
+  return conflict && !conflict->empty() ? "" : unit;
+}
+
 // One stack's output: the columns' common dtype (else float32, or float64 if
 // any column is float64; float16 only with float16).
 arrow::Result<OutputPlan> StackOutput(const arrow::Schema& schema, const StackSpec& stack,
@@ -279,7 +333,6 @@ arrow::Result<OutputPlan> StackOutput(const arrow::Schema& schema, const StackSp
   out.kind = OutputKind::kStack;
   out.width = static_cast<int64_t>(stack.columns.size());
   bool same = true, any_f64 = false, any_f16 = false;
-  std::string timed, timed_unit;  // the first column counting in a time unit, and the unit
   for (const auto& column : stack.columns) {
     ARROW_ASSIGN_OR_RAISE(int index, fields->Need(column));
     const auto& type = *schema.field(layout->fields[static_cast<size_t>(index)])->type();
@@ -287,21 +340,6 @@ arrow::Result<OutputPlan> StackOutput(const arrow::Schema& schema, const StackSp
       return Error(ErrorKind::kUnsupportedType, "stack '" + stack.name + "': column '" + column +
                                                     "' is a list; only scalar "
                                                     "numeric columns can be stacked");
-    }
-    // Counts of milliseconds beside counts of nanoseconds would read as one scale (a
-    // column's transform that changes its type, as Standardize does, leaves no unit).
-    const bool counts = layout->field_raw_dtypes[static_cast<size_t>(index)] ==
-                        layout->field_dtypes[static_cast<size_t>(index)];
-    if (const std::string unit = counts ? TimeUnitName(type) : ""; !unit.empty()) {
-      if (timed.empty()) {
-        timed = column;
-        timed_unit = unit;
-      } else if (unit != timed_unit) {
-        return Error(ErrorKind::kInvalidArgument,
-                     "stack '" + stack.name + "': column '" + timed + "' counts " + timed_unit +
-                         " and column '" + column + "' counts " + unit +
-                         "; one stack holds one unit (stack them apart)");
-      }
     }
     const DType dtype = layout->field_dtypes[static_cast<size_t>(index)];
     if (!out.sources.empty() &&
@@ -392,6 +430,7 @@ void SetNullsToStack(Layout* layout) {
 
 arrow::Result<Layout> MakeLayout(const arrow::Schema& schema, const OutputOptions& options) {
   Layout layout;
+  layout.transforms = options.transforms;  // (what field_transforms index)
   FieldResolver fields(schema, options, &layout);
 
   std::map<std::string, std::string> names;  // output name -> what it holds
@@ -411,6 +450,15 @@ arrow::Result<Layout> MakeLayout(const arrow::Schema& schema, const OutputOption
   for (const auto& stack : options.stacks) {
     ARROW_ASSIGN_OR_RAISE(auto out, StackOutput(schema, stack, &fields, &layout, &stacked));
     ARROW_RETURN_NOT_OK(StackTransforms(schema, options, stack, &out));
+    // Timestamps in ms beside ones in ns would read as one scale.
+    std::string conflict;
+    StackUnit(schema, layout, out, stack.columns, &conflict);
+    if (!conflict.empty()) {
+      return Error(ErrorKind::kInvalidArgument,
+                   "stack '" + stack.name + "': " + conflict +
+                       "; one stack of times counts one unit (stack them apart, or give the "
+                       "stack a transform that makes them plain numbers, as Standardize does)");
+    }
     stack_outputs.push_back(std::move(out));
     stack_names.insert(stack.name);
   }
@@ -472,7 +520,6 @@ arrow::Result<Layout> MakeLayout(const arrow::Schema& schema, const OutputOption
                        "' is not among the outputs (add it to columns or a stack)");
     }
   }
-  layout.transforms = options.transforms;
   ARROW_RETURN_NOT_OK(SetFillValues(options, &layout));
   SetNullsToStack(&layout);
   layout.field_used_alone.assign(layout.fields.size(), false);
@@ -522,23 +569,16 @@ arrow::Result<std::vector<OutputInfo>> DescribeOutputs(const arrow::Schema& sche
     if (out.sources.size() == 1 && out.kind != OutputKind::kSampleId) {
       const auto& type = schema.field(layout.fields[static_cast<size_t>(out.sources[0])])->type();
       info.source_type = type->ToString();
-      // A transform that changes the type makes the unit meaningless.
-      if (layout.field_raw_dtypes[static_cast<size_t>(out.sources[0])] == out.dtype) {
+      // A transform that changes the type, or makes ids of the values, leaves no unit.
+      if (KeepsUnit(layout, static_cast<size_t>(out.sources[0]))) {
         info.unit = TimeUnitName(*type);
       }
     } else if (out.kind == OutputKind::kStack) {
-      // A stack's unit: its columns' one unit, when every column counts in it unchanged.
-      for (size_t k = 0; k < out.sources.size(); ++k) {
-        const auto source = static_cast<size_t>(out.sources[k]);
-        const std::string unit = layout.field_raw_dtypes[source] == out.dtype
-                                     ? TimeUnitName(*schema.field(layout.fields[source])->type())
-                                     : "";
-        if (unit.empty() || (k > 0 && unit != info.unit)) {
-          info.unit.clear();
-          break;
-        }
-        info.unit = unit;
+      std::vector<std::string> names;
+      for (int source : out.sources) {
+        names.push_back(schema.field(layout.fields[static_cast<size_t>(source)])->name());
       }
+      info.unit = StackUnit(schema, layout, out, names, nullptr);
     }
     switch (out.kind) {
       case OutputKind::kScalar:
