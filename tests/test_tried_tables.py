@@ -330,3 +330,34 @@ def test_a_polars_int128_column_is_named(tmp_path):
     named = r"file 'p.parquet'.*16-byte column 'big' has no Parquet type"
     with pytest.raises(shardfeed.UnsupportedTypeError, match=named):
         shardfeed.Loader(tmp_path, columns=["n"])
+
+
+def test_spark_int96_beside_zoned_timestamps_is_one_column_of_instants(tmp_path):
+    """Spark writes a timestamp as INT96 (its default) or as TIMESTAMP_MICROS/MILLIS with
+    isAdjustedToUTC, which Arrow reads zoned; both are instants in UTC, so a table written
+    before and after outputTimestampType changed is one column (it was refused: a naive
+    and a zoned timestamp have no common type). A naive file with either stays refused."""
+    stamps = [dt.datetime(2024, 3, 1, 12, 30, 15, 123456), dt.datetime(1969, 12, 31, 23, 59)]
+    naive_us = pa.array(stamps, pa.timestamp("us"))
+    pq.write_table(pa.table({"ts": naive_us}), tmp_path / "a_int96.parquet",
+                   use_deprecated_int96_timestamps=True)  # fmt: skip
+    zoned_ms = pa.array([s.replace(tzinfo=dt.timezone.utc) for s in stamps],
+                        pa.timestamp("ms", tz="UTC"))  # fmt: skip
+    pq.write_table(pa.table({"ts": zoned_ms}), tmp_path / "b_millis.parquet")
+    (out,) = shardfeed.Loader(tmp_path, output="numpy").describe_outputs()
+    assert out["source_type"] == "timestamp[us, tz=UTC]" and out["unit"] == "us"
+    (batch,) = list(shardfeed.Loader(tmp_path, batch_size=4, shuffle=False, output="numpy"))
+    micros = naive_us.cast(pa.int64()).to_pylist()
+    millis_as_micros = [v // 1000 * 1000 for v in micros]  # b holds milliseconds
+    assert batch["ts"].tolist() == micros + millis_as_micros
+    # INT96 files alone, or with naive files, stay naive (wall clock, as before).
+    only = tmp_path / "only"
+    only.mkdir()
+    (tmp_path / "a_int96.parquet").rename(only / "a_int96.parquet")
+    pq.write_table(pa.table({"ts": naive_us}), only / "b_naive.parquet")
+    (out,) = shardfeed.Loader(only, output="numpy").describe_outputs()
+    assert out["source_type"] == "timestamp[us]"
+    # A naive column that is not INT96 beside a zoned one: no common type, as before.
+    pq.write_table(pa.table({"ts": zoned_ms}), only / "c_zoned.parquet")
+    with pytest.raises(shardfeed.SchemaMismatchError, match=r"c_zoned\.parquet"):
+        list(shardfeed.Loader(only, output="numpy"))

@@ -126,6 +126,9 @@ struct Footer {
   // Per field of flat_schema, the struct it lies in ("": a column of its own);
   // empty in a file without struct columns.
   std::vector<std::string> flat_origins;
+  // Per field of flat_schema: a timestamp stored as INT96 (Spark's instants in UTC,
+  // which Arrow reads without a zone); SchemaUnifier::Add's `int96`.
+  std::vector<bool> int96;
   int64_t num_rows = 0;
   struct Part {
     int index = 0;  // in the file
@@ -166,6 +169,25 @@ std::string UntypedWideColumns(const parquet::FileMetaData& metadata) {
   return " (16-byte column " + names +
          " has no Parquet type: a 128-bit integer, as polars writes Int128? No reader maps it "
          "to Arrow; write it as Int64, or as a string or binary id)";
+}
+
+// Per field of `flat`: a naive timestamp whose column is stored as INT96.
+std::vector<bool> Int96Fields(const parquet::FileMetaData& metadata, const arrow::Schema& flat) {
+  std::set<std::string> paths;
+  const auto* schema = metadata.schema();
+  for (int i = 0; schema && i < schema->num_columns(); ++i) {
+    if (schema->Column(i)->physical_type() == parquet::Type::INT96) {
+      paths.insert(schema->Column(i)->path()->ToDotString());
+    }
+  }
+  std::vector<bool> out;
+  for (const auto& field : flat.fields()) {
+    const auto& type = *field->type();
+    out.push_back(!paths.empty() && type.id() == arrow::Type::TIMESTAMP &&
+                  static_cast<const arrow::TimestampType&>(type).timezone().empty() &&
+                  paths.count(field->name()) > 0);
+  }
+  return out;
 }
 
 arrow::Result<std::optional<Footer>> ReadFooter(arrow::fs::FileSystem& fs, const Listed& file,
@@ -255,6 +277,7 @@ arrow::Result<std::optional<Footer>> ReadFooter(arrow::fs::FileSystem& fs, const
     stored.push_back(std::move(collapsed));
   }
   if (extended) footer.flat_schema = arrow::schema(std::move(stored));
+  footer.int96 = Int96Fields(*footer.metadata, *footer.flat_schema);
   for (const auto& field : footer.flat_schema->fields()) {
     // Python takes names as UTF-8 (a flipped footer byte made one that was not).
     if (!ValidUtf8(field->name())) {
@@ -791,7 +814,7 @@ arrow::Status CatalogBuilder::Build(std::vector<std::optional<Footer>> footers) 
       unifier.Add(rel, arrow::Schema(std::move(fields)), &hidden);
     } else {
       unifier.Add(rel, *footer.flat_schema, nullptr, footer.schema.get(),
-                  footer.flat_origins.empty() ? nullptr : &footer.flat_origins);
+                  footer.flat_origins.empty() ? nullptr : &footer.flat_origins, &footer.int96);
     }
     FileEntry entry;
     entry.path = listed[i].info.path();

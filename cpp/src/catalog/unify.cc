@@ -154,6 +154,21 @@ TypePtr StripDictionary(const TypePtr& type) {
   }
 }
 
+namespace {
+
+bool IsZoned(const arrow::DataType& type) {
+  return type.id() == Type::TIMESTAMP &&
+         !static_cast<const arrow::TimestampType&>(type).timezone().empty();
+}
+
+// A naive timestamp as the same instants in UTC; any other type as it is.
+TypePtr AsUtc(const arrow::DataType& type) {
+  if (type.id() != Type::TIMESTAMP || IsZoned(type)) return type.GetSharedPtr();
+  return arrow::timestamp(static_cast<const arrow::TimestampType&>(type).unit(), "UTC");
+}
+
+}  // namespace
+
 arrow::Result<TypePtr> PromoteTypes(const TypePtr& a, const TypePtr& b) {
   if (a->Equals(*b)) return a;
   const auto ia = a->id(), ib = b->id();
@@ -224,7 +239,8 @@ std::string Describe(const std::string& name, const std::string& origin) {
 
 void SchemaUnifier::Add(const std::string& rel_path, const arrow::Schema& schema,
                         const std::vector<bool>* hidden, const arrow::Schema* top,
-                        const std::vector<std::string>* origins_given) {
+                        const std::vector<std::string>* origins_given,
+                        const std::vector<bool>* int96) {
   // Files of one schema (the common case) are looked at once: the same top
   // level gives the same origins, and its kinds are already recorded.
   if (top && (!last_top_ || !top->Equals(*last_top_, /*check_metadata=*/false))) {
@@ -270,6 +286,7 @@ void SchemaUnifier::Add(const std::string& rel_path, const arrow::Schema& schema
       column.shape = ShapeOf(*field);
       if (!column.shape.empty()) column.shape_file = rel_path;
       if (top) column.origin = origins[static_cast<size_t>(f)];
+      column.int96 = int96 && (*int96)[static_cast<size_t>(f)];
       index.emplace(field->name(), static_cast<int>(columns_.size()));
       columns_.push_back(std::move(column));
       map.push_back(f);
@@ -331,7 +348,15 @@ void SchemaUnifier::Add(const std::string& rel_path, const arrow::Schema& schema
                       "' (leave the column out with columns=[...] or rewrite one of the files)";
       continue;
     }
-    auto promoted = PromoteTypes(info.field->type(), type);
+    // Spark's INT96 timestamps are instants in UTC: beside a zoned timestamp, UTC's
+    // (a table written before and after outputTimestampType changed); beside a
+    // naive one, still naive.
+    const bool their_int96 = int96 && (*int96)[static_cast<size_t>(f)];
+    TypePtr ours = info.field->type(), theirs = type;
+    if (their_int96 && IsZoned(*ours)) theirs = AsUtc(*theirs);
+    if (column.int96 && IsZoned(*theirs)) ours = AsUtc(*ours);
+    column.int96 = column.int96 && their_int96;
+    auto promoted = PromoteTypes(ours, theirs);
     if (!promoted.ok()) {
       info.conflict = "file '" + rel_path + "' has a schema that differs from file '" +
                       column.type_file + "': column '" + field->name() + "' is " + type_text +

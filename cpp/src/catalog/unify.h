@@ -59,9 +59,13 @@ class SchemaUnifier {
   // `top` it was flattened from, or "" (FlatField::path empty): what tells a
   // struct's 's.a' from a column named 's.a' in one file.  Without it they
   // are told apart by name, which cannot when both are in the file.
+  // `int96`, when given: per field, a naive timestamp stored as INT96, which Spark
+  // writes as instants in UTC: beside a zoned timestamp it is one (UTC) rather than
+  // wall-clock time, which has no common type with a zoned one.
   void Add(const std::string& rel_path, const arrow::Schema& schema,
            const std::vector<bool>* hidden = nullptr, const arrow::Schema* top = nullptr,
-           const std::vector<std::string>* origins = nullptr);
+           const std::vector<std::string>* origins = nullptr,
+           const std::vector<bool>* int96 = nullptr);
 
   // The dataset's columns: the first file's order, then new columns in order
   // of appearance.
@@ -82,6 +86,8 @@ class SchemaUnifier {
     // The top-level field of its first file it was flattened from ("": a
     // column of its own), when known.
     std::optional<std::string> origin;
+    // Every file so far holds it as INT96 (a naive timestamp that is an instant).
+    bool int96 = false;
   };
   // Per top-level name: a file where it is a struct (flattened), one where it
   // is a column of its own.

@@ -229,6 +229,29 @@ TEST(Unify, UniformFilesKeepTheirSchema) {
   EXPECT_EQ(unifier.Columns()[0].field->ToString(), "x: int32 not null");
 }
 
+TEST(SchemaUnifier, Int96TimestampsAreInstantsBesideZonedOnes) {
+  const auto naive = arrow::schema({arrow::field("t", arrow::timestamp(arrow::TimeUnit::MICRO))});
+  const auto zoned =
+      arrow::schema({arrow::field("t", arrow::timestamp(arrow::TimeUnit::MILLI, "UTC"))});
+  const std::vector<bool> int96 = {true}, plain = {false};
+  // INT96 first or second, beside a zoned file: one column of UTC instants.
+  for (const bool int96_first : {true, false}) {
+    SchemaUnifier unifier;
+    if (int96_first) unifier.Add("a", *naive, nullptr, nullptr, nullptr, &int96);
+    unifier.Add("b", *zoned);
+    if (!int96_first) unifier.Add("c", *naive, nullptr, nullptr, nullptr, &int96);
+    ASSERT_TRUE(unifier.Columns()[0].conflict.empty()) << unifier.Columns()[0].conflict;
+    EXPECT_EQ(unifier.Columns()[0].field->type()->ToString(), "timestamp[us, tz=UTC]");
+  }
+  // A naive column that is not INT96 has no common type with a zoned one, INT96 files or not.
+  SchemaUnifier mixed;
+  mixed.Add("a", *naive, nullptr, nullptr, nullptr, &int96);
+  mixed.Add("b", *naive, nullptr, nullptr, nullptr, &plain);
+  EXPECT_EQ(mixed.Columns()[0].field->type()->ToString(), "timestamp[us]");
+  mixed.Add("c", *zoned);
+  EXPECT_FALSE(mixed.Columns()[0].conflict.empty());
+}
+
 TEST(ColumnsBeyond, AddedAndWidenedColumnsOnly) {
   SchemaUnifier unifier;
   unifier.Add(
