@@ -296,6 +296,36 @@ def test_a_state_is_refused_once_other_rows_pass_the_filter(tmp_path: Path) -> N
             shardfeed.Loader(tmp_path, **{**kw, "filter": other}).load_state_dict(state)
 
 
+def test_a_state_from_before_windows_counted_rows_is_refused(tmp_path: Path) -> None:
+    """With a filter, windows count only row groups with rows (the order changed where a
+    filter prunes some): a state saved before that, which lacks the mark, is refused."""
+    pq.write_table(pa.table({"x": np.arange(100)}), tmp_path / "t.parquet", row_group_size=10)
+    kw: dict[str, Any] = dict(batch_size=5, output="numpy", filter=[("x", ">=", 50)])
+    state = shardfeed.Loader(tmp_path, **kw).state_dict()
+    assert state["settings"]["windows"] == "of row groups with rows"
+    del state["settings"]["windows"]
+    with pytest.raises(shardfeed.StateDictError, match="windows: saved None"):
+        shardfeed.Loader(tmp_path, **kw).load_state_dict(state)
+    # Without a filter (or shuffle), the order is what it was: no mark.
+    assert "windows" not in shardfeed.Loader(tmp_path, batch_size=5).state_dict()["settings"]
+
+
+def test_pruned_row_groups_are_never_decoded(tmp_path: Path) -> None:
+    """A window read whole decoded every row group in it, those the filter pruned too
+    (files of other partitions read and decoded for nothing), with more than one thread."""
+    for k in range(8):
+        (tmp_path / f"k={k}").mkdir()
+        pq.write_table(pa.table({"x": np.arange(64 * 4)}), tmp_path / f"k={k}" / "p.parquet",
+                       row_group_size=64)  # fmt: skip
+    for threads in (1, 2, 4):
+        ld = shardfeed.Loader(tmp_path, batch_size=32, output="numpy", num_threads=threads,
+                              shuffle_window=4, filter=[("k", "==", 3)], columns=["x"])  # fmt: skip
+        assert sum(len(b["x"]) for b in ld) == 256
+        kept = set(range(12, 16))  # files in path order, 4 row groups each: k=3's
+        decoded = ld.stats()["decoded_row_groups"]
+        assert sorted(decoded) == sorted(kept), threads
+
+
 def test_resume_in_the_middle(lake: Path) -> None:
     kw: dict[str, Any] = dict(
         columns=NUM, batch_size=8, seed=3, output="numpy", with_sample_id=True, fill_null=0,

@@ -543,6 +543,10 @@ def test_a_stack_of_times_holds_one_unit(tmp_path):
     with pytest.raises(shardfeed.InvalidArgumentError,
                        match="column 'ms' counts ms and column 'ns' counts ns"):  # fmt: skip
         stack("ms", "ns")
+    for order in (("n", "ms", "ns"), ("ms", "n", "ns"), ("ns", "day", "ms")):  # whatever beside
+        with pytest.raises(shardfeed.InvalidArgumentError,
+                           match=r"counts (ms|ns) and column '\w+' counts (ns|ms)"):  # fmt: skip
+            stack(*order)
     assert stack("ms", "zoned")["unit"] == "ms"
     for columns in (("ms", "n"), ("ms", "wait"), ("day", "ms"), ("day", "n")):
         assert "unit" not in stack(*columns), columns  # features of several kinds

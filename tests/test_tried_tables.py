@@ -327,7 +327,7 @@ def test_a_polars_int128_column_is_named(tmp_path):
         writer.add_key_value_metadata({"ARROW:schema": base64.b64encode(as_polars)})
     with pytest.raises(pa.ArrowNotImplementedError):
         pq.read_table(tmp_path / "p.parquet")
-    named = r"file 'p.parquet'.*16-byte column 'big' has no Parquet type"
+    named = r"file 'p.parquet'.*128-bit integer.*for column 'big': 16 bytes"
     with pytest.raises(shardfeed.UnsupportedTypeError, match=named):
         shardfeed.Loader(tmp_path, columns=["n"])
 

@@ -412,6 +412,13 @@ class Settings:
                 # six Feistel rounds past); a state saved under the first one is refused.
                 {"permutation": 2} if self.shuffle == "global" else {}
             )
+            | (
+                # Windows count only row groups with rows since a filter's pruned ones
+                # stopped thinning them: a state saved before, with a filter, is refused.
+                {"windows": "of row groups with rows"}
+                if self.shuffle is True and self.filter is not None
+                else {}
+            )
         )
 
 

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from ._check import check_source
-from ._errors import ColumnNotFoundError, InvalidArgumentError
+from ._errors import ColumnNotFoundError, InvalidArgumentError, StorageError
 from ._loader import Loader
 
 _STAGES = ("fetch", "read", "decode", "transform", "assemble", "deliver")
@@ -312,7 +312,10 @@ def write_trace(events: list[tuple[int, str, float, float, int]], path: Path) ->
     for w, stage, start, dur, arg in events:
         out.append({"name": stage, "cat": "shardfeed", "ph": "X", "pid": 1, "tid": w,
                     "ts": start, "dur": dur, "args": {"id": arg}})  # fmt: skip
-    path.write_text(json.dumps({"traceEvents": out, "displayTimeUnit": "ms"}))
+    try:
+        path.write_text(json.dumps({"traceEvents": out, "displayTimeUnit": "ms"}))
+    except OSError as e:  # named: a full disk here is the trace's, not the report's
+        raise StorageError(f"cannot write the trace to '{path}': {e.strerror or e}") from None
 
 
 def format_table(report: dict[str, Any]) -> str:

@@ -100,6 +100,8 @@ class EpochPlan {
 
   // The row-group order of the epoch (indices into the catalog's table).
   const std::vector<int32_t>& order() const { return order_; }
+  // The rows the epoch takes from row group `rg` (0: pruned by a filter, or none).
+  int64_t RowGroupRows(int32_t rg) const { return rg_rows_[static_cast<size_t>(rg)]; }
 
  private:
   EpochPlan() = default;

@@ -150,25 +150,30 @@ struct Listed {
 };
 
 // The footer, or nullopt for a sniffed file that is not Parquet.
-// The columns Arrow's schema may name as 128-bit integers (polars' Int128): 16-byte
-// values Parquet has no type for.  What the error names, as " (column 'x' ...)".
-std::string UntypedWideColumns(const parquet::FileMetaData& metadata) {
-  std::string names;
+// For Arrow's refusal of a 128-bit integer (polars writes Int128 as 16 untyped bytes
+// and says int128 in the Arrow schema it stores): the 16-byte columns with no Parquet
+// type, one of which it is, as " (...)"; "" for another failure.
+std::string UntypedWideColumns(const parquet::FileMetaData& metadata, const std::string& why) {
+  if (why.find("more than 64 bits") == std::string::npos) return "";
+  std::vector<std::string> names;
   const auto* schema = metadata.schema();
   for (int i = 0; schema && i < schema->num_columns(); ++i) {
     const auto* column = schema->Column(i);
-    if (column->physical_type() != parquet::Type::FIXED_LEN_BYTE_ARRAY ||
-        column->type_length() != 16 ||
-        (column->logical_type() && !column->logical_type()->is_none())) {
-      continue;
+    if (column->physical_type() == parquet::Type::FIXED_LEN_BYTE_ARRAY &&
+        column->type_length() == 16 &&
+        (!column->logical_type() || column->logical_type()->is_none())) {
+      std::string name = "'";
+      name.append(column->path()->ToDotString()).append("'");
+      names.push_back(std::move(name));
     }
-    if (!names.empty()) names.append(", ");
-    names.append("'").append(column->path()->ToDotString()).append("'");
   }
   if (names.empty()) return "";
-  return " (16-byte column " + names +
-         " has no Parquet type: a 128-bit integer, as polars writes Int128? No reader maps it "
-         "to Arrow; write it as Int64, or as a string or binary id)";
+  std::string which = names[0];
+  for (size_t k = 1; k < names.size(); ++k) which.append(", ").append(names[k]);
+  return " (the file's Arrow schema says a 128-bit integer, as polars writes Int128, for " +
+         std::string(names.size() == 1 ? "column " : "one of the columns ") + which +
+         ": 16 bytes with no Parquet type, which no reader maps to Arrow; write it as Int64, "
+         "or as a string or binary id)";
 }
 
 // Per field of `flat`: a naive timestamp whose column is stored as INT96.
@@ -239,7 +244,7 @@ arrow::Result<std::optional<Footer>> ReadFooter(arrow::fs::FileSystem& fs, const
     const auto& st = manifest.status();
     return Error(st.IsNotImplemented() ? ErrorKind::kUnsupportedType : ErrorKind::kInvalidData,
                  context + ": cannot map the Parquet schema to Arrow: " + st.message() +
-                     UntypedWideColumns(*footer.metadata));
+                     UntypedWideColumns(*footer.metadata, st.message()));
   }
   arrow::FieldVector top_fields;
   for (const auto& node : manifest->schema_fields) top_fields.push_back(node.field);

@@ -102,7 +102,8 @@ std::vector<int32_t> Schedule::ComputeNeeded(int64_t w) const {
     // Every row of the window is read: every row group of it is needed, and
     // none needs resolving.
     for (int64_t i = plan_->WindowFirst(w); i < plan_->WindowFirst(w + 1); ++i) {
-      rgs.push_back(order[static_cast<size_t>(i)]);
+      const int32_t rg = order[static_cast<size_t>(i)];
+      if (plan_->RowGroupRows(rg) > 0) rgs.push_back(rg);  // a pruned one is never read
     }
     return rgs;
   }

@@ -297,27 +297,35 @@ bool KeepsUnit(const Layout& layout, size_t field) {
 }
 
 // A stack's one time unit: every column is a time of one kind, still counting its
-// unit (KeepsUnit; the stack has no transforms of its own), in one unit.  Empty for a stack
-// of other features; *conflict names two of its columns in different units.
+// unit (KeepsUnit; the stack has no transforms of its own), in one unit; "" else.
+// *conflict, when given, names two columns of one kind of time (in any order, whatever
+// else the stack holds) counting different units: ms beside ns read as one scale.
 std::string StackUnit(const arrow::Schema& schema, const Layout& layout, const OutputPlan& out,
                       const std::vector<std::string>& names, std::string* conflict) {
   if (!out.transforms.empty() || !out.fill.empty()) return "";
-  std::string kind, unit;
+  std::map<std::string, std::pair<std::string, size_t>> first;  // kind -> (unit, column)
+  bool one = true;  // every column a time of one kind and unit
   for (size_t k = 0; k < out.sources.size(); ++k) {
     const auto source = static_cast<size_t>(out.sources[k]);
     const auto& type = *schema.field(layout.fields[source])->type();
-    const std::string its_kind = TimeKind(type);
-    if (its_kind.empty() || !KeepsUnit(layout, source)) return "";
-    if (k > 0 && its_kind != kind) return "";  // a date beside a time: plain features
-    const std::string its_unit = TimeUnitName(type);
-    if (k > 0 && its_unit != unit && conflict && conflict->empty()) {
-      *conflict = "column '" + names[0] + "' counts " + unit + " and column '" + names[k] +
-                  "' counts " + its_unit;
+    const std::string kind = TimeKind(type);
+    if (kind.empty() || !KeepsUnit(layout, source)) {
+      one = false;
+      continue;
     }
-    kind = its_kind;
-    if (k == 0) unit = its_unit;
+    const std::string unit = TimeUnitName(type);
+    const auto [at, fresh] = first.emplace(kind, std::pair(unit, k));
+    if (fresh) continue;
+    if (at->second.first != unit) {
+      one = false;
+      if (conflict && conflict->empty()) {
+        *conflict = "column '" + names[at->second.second] + "' counts " + at->second.first +
+                    " and column '" + names[k] + "' counts " + unit;
+      }
+    }
   }
-  return conflict && !conflict->empty() ? "" : unit;
+  if (!one || first.size() != 1) return "";
+  return first.begin()->second.first;
 }
 
 // One stack's output: the columns' common dtype (else float32, or float64 if
