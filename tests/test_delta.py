@@ -210,6 +210,43 @@ def test_an_empty_partition_value_is_null_as_delta_says(tmp_path):
     assert sorted(i for i, p in got if p == -1) == nulls == [0, 2]
 
 
+def test_a_tables_partition_columns_stay_with_partitioning_none(tmp_path):
+    """partitioning=None reads folders as plain paths; a Delta table's partition values
+    come from its log and are its columns: they were dropped (ColumnNotFoundError)."""
+    table = tmp_path / "region=7" / "t"  # a Hive folder above the table: a plain path now
+    deltalake.write_deltalake(str(table), pa.table({"id": [0, 1, 2, 3], "k": [1, 1, 2, None]}),
+                              partition_by=["k"])  # fmt: skip
+    for partitioning, columns in (("hive", ["id", "region", "k"]), (None, ["id", "k"])):
+        loader = shardfeed.Loader(tmp_path, batch_size=4, output="numpy", shuffle=False,
+                                  partitioning=partitioning, fill_null={"k": -1})  # fmt: skip
+        assert [name for name, *_ in loader.outputs] == columns, partitioning
+        (batch,) = list(loader)
+        assert sorted(zip(batch["id"].tolist(), batch["k"].tolist(), strict=True)) == [
+            (0, 1), (1, 1), (2, 2), (3, -1)]  # fmt: skip
+    # A plain file beside the table: null in the table's partition column.
+    pq.write_table(pa.table({"id": [9]}), tmp_path / "plain.parquet")
+    loader = shardfeed.Loader(tmp_path, batch_size=5, output="numpy", shuffle=False,
+                              partitioning=None, fill_null={"k": -1})  # fmt: skip
+    (batch,) = list(loader)
+    assert sorted(zip(batch["id"].tolist(), batch["k"].tolist(), strict=True)) == [
+        (0, 1), (1, 1), (2, 2), (3, -1), (9, -1)]  # fmt: skip
+
+
+def test_a_partition_folder_the_table_no_longer_reads_names_the_table(tmp_path):
+    """Rewritten into other partitions, a table's old folder holds only removed files: it
+    said 'no Parquet files under' a folder that holds some, naming no table."""
+    path = tmp_path / "t"
+    rows = pa.table({"id": [0, 1], "k": [1, 2], "j": [5, 5]})
+    deltalake.write_deltalake(str(path), rows, partition_by=["k"])
+    deltalake.write_deltalake(str(path), rows, partition_by=["j"], mode="overwrite",
+                              schema_mode="overwrite")  # fmt: skip
+    assert list((path / "k=1").glob("*.parquet"))  # still there, no longer the table's
+    named = rf"'{path / 'k=1'}' is a folder of the Delta table '{path}'"
+    with pytest.raises(shardfeed.DatasetNotFoundError, match=named):
+        shardfeed.Loader(path / "k=1")
+    assert delivered_ids(path / "j=5") == [0, 1]
+
+
 def write_log(table: Path, actions: list[list[dict]]) -> None:
     """Commits written by hand, one list of actions each (a table's own schema)."""
     log = table / "_delta_log"

@@ -710,12 +710,25 @@ arrow::Result<std::vector<std::optional<Footer>>> CatalogBuilder::ReadFooters() 
       if (globs_found.count(glob) > 0) continue;
       // A Delta table whose latest version has no rows (everything deleted)
       // lists no live file, though its folder holds old versions' files.
-      auto log =
-          FileInfoWithin(*catalog.fs_, source_paths[s] + "/_delta_log", options.remote_timeout);
-      if (log.ok() && log->IsDirectory()) {
-        return Error(ErrorKind::kNotFound, "the Delta table '" + dir_sources[s] +
-                                               "' has no data files in its latest version "
-                                               "(it is empty): nothing to read");
+      // A folder of a table (a partition's, `t/k=1`) may hold only files the
+      // table no longer has (rewritten to other partitions): the table says so.
+      std::string table = source_paths[s];
+      for (int up = 0; up < 16 && !table.empty(); ++up) {
+        auto log = FileInfoWithin(*catalog.fs_, table + "/_delta_log", options.remote_timeout);
+        if (log.ok() && log->IsDirectory()) {
+          if (up == 0) {
+            return Error(ErrorKind::kNotFound, "the Delta table '" + dir_sources[s] +
+                                                   "' has no data files in its latest version "
+                                                   "(it is empty): nothing to read");
+          }
+          return Error(ErrorKind::kNotFound,
+                       "'" + dir_sources[s] + "' is a folder of the Delta table '" + table +
+                           "', whose latest version has no data files there (removed, or "
+                           "rewritten into other folders): nothing to read");
+        }
+        const std::string parent = arrow::fs::internal::GetAbstractPathParent(table).first;
+        if (parent == table) break;
+        table = parent;
       }
       return Error(ErrorKind::kNotFound,
                    "no Parquet files under '" + dir_sources[s] + "'" +
@@ -736,12 +749,30 @@ arrow::Status CatalogBuilder::SetSchema(const std::vector<UnifiedColumn>& column
     catalog.origins_.push_back({-1, column.file_types, column.missing_files, column.conflict});
   }
   catalog.partition_schema_ = arrow::schema({});
-  if (options.partitioning == Partitioning::kHive && !kept.empty()) {
+  // A partitioned Delta table's keys are columns of the table (its log gives their
+  // values), whatever `partitioning` says of the folders.
+  const bool hive = options.partitioning == Partitioning::kHive;
+  PartitionPairs delta_keys;  // the first partitioned table's keys
+  for (int32_t i : kept) {
+    const auto& keys = listed[static_cast<size_t>(i)].delta.partitions;
+    if (keys && !keys->empty()) {
+      delta_keys = *keys;
+      break;
+    }
+  }
+  if ((hive || !delta_keys.empty()) && !kept.empty()) {
     std::vector<std::string> rels;
     std::vector<PartitionPairs> pairs;
     for (int32_t i : kept) {
       const auto& file = listed[static_cast<size_t>(i)];
       rels.push_back(file.rel);
+      if (!file.delta.partitions && !hive) {
+        // A plain file, read by its path: null in the table's partition columns, as
+        // in a column it lacks.
+        pairs.emplace_back();
+        for (const auto& key : delta_keys) pairs.back().emplace_back(key.first, std::nullopt);
+        continue;
+      }
       if (!file.delta.partitions) {
         pairs.push_back(ParseHivePath(file.rel));
         // Delta writes a null partition value as "k=".
@@ -759,11 +790,16 @@ arrow::Status CatalogBuilder::SetSchema(const std::vector<UnifiedColumn>& column
       // A partitioned Delta table's file: the folders above the table's, then
       // the table's own values from its log (its folders may not name them).
       const size_t above = file.rel.size() - std::min(file.rel.size(), file.delta.in_table_size);
-      pairs.push_back(ParseHivePath(file.rel.substr(0, above)));
+      pairs.push_back(hive ? ParseHivePath(file.rel.substr(0, above)) : PartitionPairs{});
       pairs.back().insert(pairs.back().end(), file.delta.partitions->begin(),
                           file.delta.partitions->end());
     }
-    ARROW_ASSIGN_OR_RAISE(PartitionTable partitions, InferPartitions(rels, pairs));
+    ARROW_ASSIGN_OR_RAISE(
+        PartitionTable partitions,
+        InferPartitions(rels, pairs,
+                        hive ? ""
+                             : " (a Delta table's partition columns are its own, whatever "
+                               "partitioning says: read the tables one by one)"));
     catalog.partition_schema_ = partitions.schema;
     for (size_t f = 0; f < catalog.files_.size(); ++f) {
       catalog.files_[f].partition_values = std::move(partitions.values[f]);

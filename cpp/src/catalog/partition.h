@@ -42,8 +42,10 @@ arrow::Result<PartitionTable> InferPartitions(const std::vector<std::string>& re
                                               const std::vector<bool>& empty_is_null = {});
 
 // The same from each file's pairs as given (`pairs[i]` those of `rel_paths[i]`,
-// which names it in errors).
+// which names it in errors, with `hint` after, when given, in place of the
+// advice to read the folders as plain paths).
 arrow::Result<PartitionTable> InferPartitions(const std::vector<std::string>& rel_paths,
-                                              std::vector<PartitionPairs> pairs);
+                                              std::vector<PartitionPairs> pairs,
+                                              const std::string& hint = "");
 
 }  // namespace shardfeed
