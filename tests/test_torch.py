@@ -34,6 +34,18 @@ def test_same_stream_as_loader_for_0_1_3_workers(dataset):
         assert digest(batches) == reference, workers
 
 
+def test_a_relative_source_survives_a_chdir_before_the_workers_start(dataset, monkeypatch):
+    """Hydra and job launchers change the working folder after the dataset is made: the
+    workers reopened 'data' from the new one (DatasetNotFoundError)."""
+    reference = digest(shardfeed.Loader(dataset, **ARGS))
+    monkeypatch.chdir(dataset.parent)
+    ds = shardfeed.TorchDataset(dataset.name, **ARGS)
+    loader = shardfeed.Loader(dataset.name, **ARGS)
+    monkeypatch.chdir("/")
+    assert digest(dataloader(ds, 2)) == reference
+    assert digest(loader) == reference
+
+
 def test_persistent_workers_repeat_the_loaders_stream_pass_after_pass(dataset):
     """With ``persistent_workers=True`` each worker keeps its engine's idle memory from one
     pass to the next (and so does the main process with 0 workers): every pass is still the

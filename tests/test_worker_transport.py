@@ -84,6 +84,31 @@ def test_persistent_workers_reuse_their_slabs(dataset):
     assert 1 <= slabs[0] <= slabs[1] <= slabs[2] <= 64
 
 
+def _mapped_slab_bytes() -> int:
+    total = 0
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            if "memfd:shardfeed" in line:
+                start, end = line.split()[0].split("-")
+                total += int(end, 16) - int(start, 16)
+    return total
+
+
+@pytest.mark.parametrize("persistent", [False, True])
+def test_a_dropped_dataloaders_slabs_are_unmapped(dataset, persistent):
+    """Its workers gone and its batches freed, the main process kept their slabs mapped
+    (their memory held) until another DataLoader's worker sent a batch."""
+    loader = dataloader(shardfeed.TorchDataset(dataset, **ARGS), 2, persistent_workers=persistent)
+    batch = None
+    for _ in range(2):
+        for batch in loader:  # noqa: B007 (the last one is held)
+            pass
+    assert _shm._PEERS and _mapped_slab_bytes() > 0
+    del loader, batch  # the workers exit, then the last batch goes
+    gc.collect()
+    assert not _shm._PEERS and _mapped_slab_bytes() == 0  # (earlier tests' went too)
+
+
 def test_transform_outputs_are_copied_into_reused_slabs(dataset):
     """A Python transform's new tensor is copied into a slab of the worker that made it
     (one memcpy, slabs reused pass after pass); a non-contiguous one is made contiguous

@@ -232,6 +232,20 @@ def check_source(value: Any) -> Sources:
     return Sources(paths, bases, globs)
 
 
+def anchored(sources: Sources) -> Sources:
+    """The sources with relative local paths made absolute, from this working folder:
+    what a DataLoader worker (or a later pass) reopens after an os.chdir (Hydra, job
+    launchers) reads the same files.  Not normalized: ``..`` stays for the system to
+    follow, through symlinks, as it did."""
+    here = os.getcwd()
+
+    def anchor(path: str) -> str:
+        return path if "://" in path or os.path.isabs(path) else os.path.join(here, path)
+
+    return Sources([anchor(p) for p in sources], [anchor(b) for b in sources.bases],
+                   list(sources.globs))  # fmt: skip
+
+
 # scheme://authority, the path, and the query and fragment as they are.
 _URI = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://[^/?#]*)([^?#]*)(.*)", re.DOTALL)
 

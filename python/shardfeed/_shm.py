@@ -316,6 +316,7 @@ class _Peer:
         self.control: memoryview | None = None
         self.control_fd = -1  # kept where references are handed on
         self.slabs: dict[int, tuple[memoryview, int, int]] = {}  # index -> (map, address, fd)
+        self.live = 0  # arrays received from it and not yet freed
 
     def find(self, address: int, nbytes: int) -> tuple[int, int]:
         for index, (view, base, _) in self.slabs.items():
@@ -349,6 +350,7 @@ class _Region:
             if not self.sent:
                 control[SLOTS + self.forward] = 0
         control[SLOTS + self.slot] = 0
+        _freed(self.peer)
 
 
 # Arrays the main process received: through the slabs, or pickled.
@@ -368,12 +370,18 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def _forget_dead() -> None:
+    """Forgets the producers that are gone (their arrays keep their own maps): a slab
+    no array holds any more is then unmapped, its memory freed."""
+    with _LOCK:
+        for old in [k for k in _PEERS if not _alive(k[0])]:
+            _PEERS.pop(old).close()
+
+
 def _peer(key: Key) -> _Peer:
     peer = _PEERS.get(key)
     if peer is None:
-        # Forget the producers that are gone (their arrays keep their own maps).
-        for old in [k for k in _PEERS if not _alive(k[0])]:
-            _PEERS.pop(old).close()
+        _forget_dead()
         peer = _PEERS[key] = _Peer(key)
     return peer
 
@@ -441,8 +449,9 @@ def _receive(
                 _REGIONS[address] = region
                 weakref.finalize(owner, region.done)
             else:
-                weakref.finalize(owner, _clear, peer.control, slot)
+                weakref.finalize(owner, _clear, peer, slot)
             RECEIVED["shared"] += 1
+            peer.live += 1
             out[name] = array
     return out
 
@@ -466,8 +475,21 @@ def _numpy_dtypes() -> dict[Any, np.dtype[Any]]:
 _NUMPY: dict[Any, np.dtype[Any]] = {}
 
 
-def _clear(control: memoryview, slot: int) -> None:
-    control[SLOTS + slot] = 0
+def _clear(peer: _Peer, slot: int) -> None:
+    assert peer.control is not None
+    peer.control[SLOTS + slot] = 0
+    _freed(peer)
+
+
+def _freed(peer: _Peer) -> None:
+    """One of `peer`'s arrays was freed.  A DataLoader's workers exit at the end of its
+    pass, or when it is dropped: once its last array is gone, a producer that is gone
+    too is forgotten, and its slabs unmapped (they stayed mapped, their memory held,
+    until another DataLoader's worker sent a batch)."""
+    with _LOCK:
+        peer.live -= 1
+        if peer.live == 0:
+            _forget_dead()
 
 
 def _rebuild(segments: dict[Key, Any], items: list[tuple[str, Any]]) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from typing import Any, Literal
 import numpy as np
 
 from . import _core
-from ._check import UINT64, check_int
+from ._check import UINT64, anchored, check_int, check_source
 from ._errors import InvalidDataError, StateDictError
 from ._filter import FilterArg
 from ._options import (
@@ -235,6 +235,8 @@ class Stream:
         super().__init__()
         self._settings = Settings.make(args)
         dataset, self._filter_counts = open_filtered(self._settings)
+        # Reopened (in DataLoader workers, on later passes) from where it was made.
+        self._settings.sources = anchored(check_source(self._settings.sources))
         self._settings.resolve(dataset)
         # (Deletion vectors alone are made again from the catalog: no image.)
         filtered = self._settings.filter is not None
