@@ -155,8 +155,15 @@ def test_a_damaged_log_is_named(history):
     log = history / "_delta_log"
     checkpoint = next(log.glob("*.checkpoint.parquet"))
     checkpoint.write_bytes(b"PAR1 not a checkpoint PAR1")
+    # Commits from 0 on rebuild the table without it, as Delta's readers do; without
+    # them, the checkpoint is named.
+    assert delivered_ids(history) == expected
+    first = sorted(log.glob("*.json"))[0]
+    kept = first.read_bytes()
+    first.unlink()
     with pytest.raises(shardfeed.InvalidDataError, match=checkpoint.name):
         shardfeed.Loader(history, batch_size=4, columns=["id"])
+    first.write_bytes(kept)
     checkpoint.unlink()  # commits from 0 on are still there: read without it
     assert delivered_ids(history) == expected
     last = sorted(log.glob("*.json"))[-1]
@@ -245,6 +252,25 @@ def test_a_partition_folder_the_table_no_longer_reads_names_the_table(tmp_path):
     with pytest.raises(shardfeed.DatasetNotFoundError, match=named):
         shardfeed.Loader(path / "k=1")
     assert delivered_ids(path / "j=5") == [0, 1]
+
+
+def test_a_checkpoint_that_does_not_read_gives_way_to_an_older_one(tmp_path):
+    """A 0-byte newest checkpoint (a full disk) failed the whole table, though an older
+    checkpoint and the commits since rebuild it, as Delta's readers do."""
+    path = tmp_path / "t"
+    for first in range(0, 50, 10):
+        deltalake.write_deltalake(str(path), rows(first, 10), mode="append")
+        if first in (10, 30):
+            deltalake.DeltaTable(str(path)).create_checkpoint()
+    log = path / "_delta_log"
+    newest, _ = sorted(log.glob("*.checkpoint.parquet"), reverse=True)
+    assert table_ids(path) == list(range(50))
+    newest.write_bytes(b"")  # (deltalake's reader fails on it too)
+    assert delivered_ids(path) == list(range(50))
+    # Without the commits since the older one, the newest's failure is what is said.
+    (log / f"{2:020d}.json").unlink()
+    with pytest.raises(shardfeed.InvalidDataError, match=newest.name):
+        delivered_ids(path)
 
 
 def write_log(table: Path, actions: list[list[dict]]) -> None:

@@ -294,42 +294,15 @@ arrow::Result<LogFiles> FindLogFiles(const std::string& root,
   return log;
 }
 
-arrow::Result<DeltaTable> ReadTable(arrow::fs::FileSystem& fs, const std::string& root,
-                                    const LogFiles& log, const std::string& shown,
-                                    double remote_timeout) {
+// The table replayed from checkpoint `checkpoint` (its `parts`; -1 and null: none)
+// and every commit after it.
+arrow::Result<DeltaTable> ReplayFrom(arrow::fs::FileSystem& fs, const std::string& root,
+                                     const LogFiles& log, const std::string& shown,
+                                     double remote_timeout, int64_t checkpoint,
+                                     const std::map<int, arrow::fs::FileInfo>* parts,
+                                     int64_t latest, bool* checkpoint_failed) {
   DeltaTable table;
   table.root = root;
-  // The newest checkpoint with every part present.
-  int64_t checkpoint = -1;
-  const std::map<int, arrow::fs::FileInfo>* parts = nullptr;
-  for (auto it = log.checkpoints.rbegin(); it != log.checkpoints.rend() && !parts; ++it) {
-    for (const auto& [count, found] : it->second) {
-      if (static_cast<int>(found.size()) == count) {
-        checkpoint = it->first;
-        parts = &found;
-        break;
-      }
-    }
-  }
-  const int64_t latest =
-      std::max(checkpoint, log.commits.empty() ? int64_t{-1} : log.commits.rbegin()->first);
-  if (latest < 0) {
-    return Error(ErrorKind::kInvalidData, Named(shown) +
-                                              ": its _delta_log/ holds no commit "
-                                              "and no complete checkpoint");
-  }
-  // Every commit after the checkpoint, one by one (a loop over the commits
-  // found, not over version numbers a file name could make huge).
-  int64_t v = checkpoint + 1;
-  for (auto it = log.commits.upper_bound(checkpoint); it != log.commits.end(); ++it, ++v) {
-    if (it->first != v) {
-      return Error(ErrorKind::kInvalidData,
-                   Named(shown) + ": its log has no commit " + std::to_string(v) +
-                       (checkpoint < 0 ? " and no checkpoint"
-                                       : " after its checkpoint " + std::to_string(checkpoint)) +
-                       ", so version " + std::to_string(latest) + " cannot be rebuilt");
-    }
-  }
   std::string resolved;
   if (fs.type_name() == "local") {
     std::error_code error;
@@ -343,8 +316,12 @@ arrow::Result<DeltaTable> ReadTable(arrow::fs::FileSystem& fs, const std::string
   if (parts) {
     for (const auto& [_, info] : *parts) {
       auto actions = ReadCheckpointPart(fs, info, remote_timeout);
-      if (!actions.ok()) return WithContext(actions.status(), context(info));
-      ARROW_RETURN_NOT_OK(WithContext(replay.ApplyCheckpoint(**actions), context(info)));
+      arrow::Status st = actions.status();
+      if (st.ok()) st = replay.ApplyCheckpoint(**actions);
+      if (!st.ok()) {
+        *checkpoint_failed = true;
+        return WithContext(st, context(info));
+      }
     }
   }
   for (auto it = log.commits.upper_bound(checkpoint); it != log.commits.end(); ++it) {
@@ -361,6 +338,60 @@ arrow::Result<DeltaTable> ReadTable(arrow::fs::FileSystem& fs, const std::string
   table.name = shown;
   table.deleted.resize(table.files.size());
   return table;
+}
+
+arrow::Result<DeltaTable> ReadTable(arrow::fs::FileSystem& fs, const std::string& root,
+                                    const LogFiles& log, const std::string& shown,
+                                    double remote_timeout) {
+  // The complete checkpoints, newest first, then none (the commits from 0).
+  std::vector<std::pair<int64_t, const std::map<int, arrow::fs::FileInfo>*>> candidates;
+  for (auto it = log.checkpoints.rbegin(); it != log.checkpoints.rend(); ++it) {
+    for (const auto& [count, found] : it->second) {
+      if (static_cast<int>(found.size()) == count) {
+        candidates.emplace_back(it->first, &found);
+        break;
+      }
+    }
+  }
+  candidates.emplace_back(-1, nullptr);
+  const int64_t newest = candidates.front().first;
+  const int64_t latest =
+      std::max(newest, log.commits.empty() ? int64_t{-1} : log.commits.rbegin()->first);
+  if (latest < 0) {
+    return Error(ErrorKind::kInvalidData, Named(shown) +
+                                              ": its _delta_log/ holds no commit "
+                                              "and no complete checkpoint");
+  }
+  // The newest checkpoint that reads, with every commit after it (a loop over the
+  // commits found, not over version numbers a file name could make huge): one that
+  // does not read (a 0-byte file a full disk left) gives way to an older one, as
+  // Delta's readers do, when the commits since that one are all there.
+  arrow::Status first_failure;
+  for (const auto& [checkpoint, parts] : candidates) {
+    int64_t v = checkpoint + 1;
+    std::optional<int64_t> missing;
+    for (auto it = log.commits.upper_bound(checkpoint); it != log.commits.end(); ++it, ++v) {
+      if (it->first != v) {
+        missing = v;
+        break;
+      }
+    }
+    if (!missing && v - 1 != latest) missing = v;  // (no checkpoint, and no commit 0)
+    if (missing) {
+      if (!first_failure.ok()) return first_failure;
+      return Error(ErrorKind::kInvalidData,
+                   Named(shown) + ": its log has no commit " + std::to_string(*missing) +
+                       (checkpoint < 0 ? " and no checkpoint"
+                                       : " after its checkpoint " + std::to_string(checkpoint)) +
+                       ", so version " + std::to_string(latest) + " cannot be rebuilt");
+    }
+    bool checkpoint_failed = false;
+    auto table = ReplayFrom(fs, root, log, shown, remote_timeout, checkpoint, parts, latest,
+                            &checkpoint_failed);
+    if (table.ok() || !checkpoint_failed) return table;
+    if (first_failure.ok()) first_failure = table.status();
+  }
+  return first_failure;
 }
 
 // Reads the deletion vectors of `table`'s files not read yet (all, or file
