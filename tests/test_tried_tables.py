@@ -11,6 +11,7 @@ import datetime as dt
 import decimal
 import os
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -21,6 +22,7 @@ import pytest
 import shardfeed
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from shardfeed.transforms import Clip
 
 
 def rows(source, **kw) -> dict[str, np.ndarray]:
@@ -361,3 +363,24 @@ def test_spark_int96_beside_zoned_timestamps_is_one_column_of_instants(tmp_path)
     pq.write_table(pa.table({"ts": zoned_ms}), only / "c_zoned.parquet")
     with pytest.raises(shardfeed.SchemaMismatchError, match=r"c_zoned\.parquet"):
         list(shardfeed.Loader(only, output="numpy"))
+
+
+def test_list_view_columns_read_as_the_lists_they_are(tmp_path):
+    """pyarrow writes a list_view column as a Parquet LIST (only its stored Arrow schema
+    says view): it was refused as a type that cannot become a tensor."""
+    values = [[1, 2], [], None, [3]]
+    pq.write_table(pa.table({"lv": pa.array(values, pa.list_view(pa.int32())),
+                             "big": pa.array(values, pa.large_list_view(pa.int64()))}),
+                   tmp_path / "v.parquet")  # fmt: skip
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    pq.write_table(pa.table({"lv": pa.array(values, pa.list_(pa.int32())),
+                             "big": pa.array(values, pa.large_list(pa.int64()))}),
+                   plain / "v.parquet")  # fmt: skip
+    args: dict[str, Any] = dict(batch_size=4, shuffle=False, output="numpy", fill_null=0,
+                                transforms=[Clip("lv", min=0, max=2)])  # fmt: skip
+    (views,) = list(shardfeed.Loader(tmp_path / "v.parquet", **args))
+    (lists,) = list(shardfeed.Loader(plain, **args))
+    assert {n: (v.dtype, v.tolist()) for n, v in views.items()} == {
+        n: (v.dtype, v.tolist()) for n, v in lists.items()}  # fmt: skip
+    assert views["lv_lengths"].tolist() == [2, 0, 0, 1]

@@ -146,6 +146,15 @@ std::shared_ptr<arrow::DataType> StorageType(const std::shared_ptr<arrow::DataTy
   if (type->id() == arrow::Type::EXTENSION) {
     return StorageType(static_cast<const arrow::ExtensionType&>(*type).storage_type());
   }
+  // A list view (Parquet stores it as a LIST; only the Arrow schema says view) is
+  // read as the list it is (ConformArray).
+  if (type->id() == arrow::Type::LIST_VIEW) {
+    return StorageType(arrow::list(static_cast<const arrow::ListViewType&>(*type).value_field()));
+  }
+  if (type->id() == arrow::Type::LARGE_LIST_VIEW) {
+    return StorageType(
+        arrow::large_list(static_cast<const arrow::LargeListViewType&>(*type).value_field()));
+  }
   const auto id = type->id();
   if (!IsListType(id)) return type;
   const auto& list = static_cast<const arrow::BaseListType&>(*type);
@@ -309,6 +318,15 @@ arrow::Result<std::shared_ptr<arrow::Array>> ConformArray(
   if (array->type()->Equals(*read_type, /*check_metadata=*/false)) return array;
   if (array->type_id() == arrow::Type::EXTENSION) {  // read as its storage (StorageType)
     return ConformArray(static_cast<const arrow::ExtensionArray&>(*array).storage(), read_type);
+  }
+  if (array->type_id() == arrow::Type::LIST_VIEW ||
+      array->type_id() == arrow::Type::LARGE_LIST_VIEW) {  // as a list (StorageType)
+    ARROW_RETURN_NOT_OK(InitCompute());
+    arrow::compute::ExecContext context(EnginePool());
+    ARROW_ASSIGN_OR_RAISE(auto as_list,
+                          arrow::compute::Cast(*array, StorageType(array->type()),
+                                               arrow::compute::CastOptions::Safe(), &context));
+    return ConformArray(as_list, read_type);
   }
   if (arrow::is_list_like(array->type_id()) && array->type_id() != arrow::Type::MAP) {
     // Fixed-size lists inside lists: one list of their values (StorageType).
