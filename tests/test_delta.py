@@ -230,13 +230,21 @@ def test_a_tables_partition_columns_stay_with_partitioning_none(tmp_path):
         (batch,) = list(loader)
         assert sorted(zip(batch["id"].tolist(), batch["k"].tolist(), strict=True)) == [
             (0, 1), (1, 1), (2, 2), (3, -1)]  # fmt: skip
-    # A plain file beside the table: null in the table's partition column.
+    # Beside it a plain file, a table partitioned otherwise and one not partitioned (with
+    # "hive", files that disagree on their keys): each reads null in the keys it lacks.
     pq.write_table(pa.table({"id": [9]}), tmp_path / "plain.parquet")
-    loader = shardfeed.Loader(tmp_path, batch_size=5, output="numpy", shuffle=False,
-                              partitioning=None, fill_null={"k": -1})  # fmt: skip
+    deltalake.write_deltalake(str(tmp_path / "j"), pa.table({"id": [10], "j": [4]}),
+                              partition_by=["j"])  # fmt: skip
+    deltalake.write_deltalake(str(tmp_path / "none"), pa.table({"id": [11]}))
+    loader = shardfeed.Loader(tmp_path, batch_size=7, output="numpy", shuffle=False,
+                              partitioning=None, fill_null=-1)  # fmt: skip
+    assert [name for name, *_ in loader.outputs] == ["id", "j", "k"]  # keys as first met
     (batch,) = list(loader)
-    assert sorted(zip(batch["id"].tolist(), batch["k"].tolist(), strict=True)) == [
-        (0, 1), (1, 1), (2, 2), (3, -1), (9, -1)]  # fmt: skip
+    assert sorted(zip(*(batch[c].tolist() for c in ("id", "k", "j")), strict=True)) == [
+        (0, 1, -1), (1, 1, -1), (2, 2, -1), (3, -1, -1), (9, -1, -1), (10, -1, 4),
+        (11, -1, -1)]  # fmt: skip
+    with pytest.raises(shardfeed.SchemaMismatchError, match="pass partitioning=None"):
+        list(shardfeed.Loader(tmp_path, batch_size=7, fill_null=-1))
 
 
 def test_a_partition_folder_the_table_no_longer_reads_names_the_table(tmp_path):
@@ -252,6 +260,13 @@ def test_a_partition_folder_the_table_no_longer_reads_names_the_table(tmp_path):
     with pytest.raises(shardfeed.DatasetNotFoundError, match=named):
         shardfeed.Loader(path / "k=1")
     assert delivered_ids(path / "j=5") == [0, 1]
+    # Remotely, the table as a URI the user can pass back: scheme, bucket and query.
+    with s3_server() as server, s3_env(server):
+        uri = server.upload_folder(path, "lake", "t")
+        base, query = uri.split("?")
+        with pytest.raises(shardfeed.DatasetNotFoundError) as raised:
+            shardfeed.Loader(f"{base}/k=1?{query}")
+        assert f"is a folder of the Delta table '{uri}'" in str(raised.value)
 
 
 def test_a_checkpoint_that_does_not_read_gives_way_to_an_older_one(tmp_path):

@@ -384,3 +384,16 @@ def test_list_view_columns_read_as_the_lists_they_are(tmp_path):
     assert {n: (v.dtype, v.tolist()) for n, v in views.items()} == {
         n: (v.dtype, v.tolist()) for n, v in lists.items()}  # fmt: skip
     assert views["lv_lengths"].tolist() == [2, 0, 0, 1]
+
+
+def test_an_absolute_source_needs_no_working_folder(tmp_path, monkeypatch):
+    """A job whose working folder was removed under it still reads absolute paths (the
+    sources made absolute asked for the working folder whatever they were)."""
+    pq.write_table(pa.table({"x": [1, 2]}), tmp_path / "a.parquet")
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    monkeypatch.chdir(gone)
+    gone.rmdir()
+    (batch,) = list(shardfeed.Loader(tmp_path / "a.parquet", batch_size=2, shuffle=False,
+                                     output="numpy"))  # fmt: skip
+    assert batch["x"].tolist() == [1, 2]

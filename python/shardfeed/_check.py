@@ -237,10 +237,11 @@ def anchored(sources: Sources) -> Sources:
     what a DataLoader worker (or a later pass) reopens after an os.chdir (Hydra, job
     launchers) reads the same files.  Not normalized: ``..`` stays for the system to
     follow, through symlinks, as it did."""
-    here = os.getcwd()
 
     def anchor(path: str) -> str:
-        return path if "://" in path or os.path.isabs(path) else os.path.join(here, path)
+        # (The working folder only when asked for: it may be gone, which no absolute
+        # path or URI minds.)
+        return path if "://" in path or os.path.isabs(path) else os.path.join(os.getcwd(), path)
 
     return Sources([anchor(p) for p in sources], [anchor(b) for b in sources.bases],
                    list(sources.globs))  # fmt: skip

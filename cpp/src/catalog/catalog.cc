@@ -176,6 +176,22 @@ std::string UntypedWideColumns(const parquet::FileMetaData& metadata, const std:
          "or as a string or binary id)";
 }
 
+// `shown` (a source as the user gave it: a path, or a URI with its query) with its
+// last `levels` path components left off: a folder above it, as the user would name it.
+std::string ShownAbove(const std::string& shown, int levels) {
+  const size_t scheme = shown.find("://");
+  const size_t query = scheme == std::string::npos ? std::string::npos : shown.find('?', scheme);
+  std::string path = shown.substr(0, query);
+  const std::string rest = query == std::string::npos ? "" : shown.substr(query);
+  for (int k = 0; k < levels; ++k) {
+    while (path.size() > 1 && path.back() == '/') path.pop_back();
+    const size_t slash = path.rfind('/');
+    if (slash == std::string::npos || (scheme != std::string::npos && slash < scheme + 3)) break;
+    path.resize(slash == 0 ? 1 : slash);
+  }
+  return path + rest;
+}
+
 // Per field of `flat`: a naive timestamp whose column is stored as INT96.
 std::vector<bool> Int96Fields(const parquet::FileMetaData& metadata, const arrow::Schema& flat) {
   std::set<std::string> paths;
@@ -722,7 +738,8 @@ arrow::Result<std::vector<std::optional<Footer>>> CatalogBuilder::ReadFooters() 
                                                    "(it is empty): nothing to read");
           }
           return Error(ErrorKind::kNotFound,
-                       "'" + dir_sources[s] + "' is a folder of the Delta table '" + table +
+                       "'" + dir_sources[s] + "' is a folder of the Delta table '" +
+                           ShownAbove(dir_sources[s], up) +
                            "', whose latest version has no data files there (removed, or "
                            "rewritten into other folders): nothing to read");
         }
@@ -752,12 +769,16 @@ arrow::Status CatalogBuilder::SetSchema(const std::vector<UnifiedColumn>& column
   // A partitioned Delta table's keys are columns of the table (its log gives their
   // values), whatever `partitioning` says of the folders.
   const bool hive = options.partitioning == Partitioning::kHive;
-  PartitionPairs delta_keys;  // the first partitioned table's keys
+  // Under partitioning=None: every partitioned table's keys, in order of first sight;
+  // a file reads null in the keys its table (or no table) has not.
+  std::vector<std::string> delta_keys;
   for (int32_t i : kept) {
     const auto& keys = listed[static_cast<size_t>(i)].delta.partitions;
-    if (keys && !keys->empty()) {
-      delta_keys = *keys;
-      break;
+    if (!keys) continue;
+    for (const auto& key : *keys) {
+      if (std::find(delta_keys.begin(), delta_keys.end(), key.first) == delta_keys.end()) {
+        delta_keys.push_back(key.first);
+      }
     }
   }
   if ((hive || !delta_keys.empty()) && !kept.empty()) {
@@ -766,11 +787,19 @@ arrow::Status CatalogBuilder::SetSchema(const std::vector<UnifiedColumn>& column
     for (int32_t i : kept) {
       const auto& file = listed[static_cast<size_t>(i)];
       rels.push_back(file.rel);
-      if (!file.delta.partitions && !hive) {
-        // A plain file, read by its path: null in the table's partition columns, as
-        // in a column it lacks.
+      if (!hive) {
+        // Its table's values, null in the other tables' keys (and a plain file, read
+        // by its path, null in all), as in a column it lacks.
         pairs.emplace_back();
-        for (const auto& key : delta_keys) pairs.back().emplace_back(key.first, std::nullopt);
+        for (const auto& key : delta_keys) {
+          std::optional<std::string> value;
+          if (file.delta.partitions) {
+            for (const auto& [name, given] : *file.delta.partitions) {
+              if (name == key) value = given;
+            }
+          }
+          pairs.back().emplace_back(key, std::move(value));
+        }
         continue;
       }
       if (!file.delta.partitions) {
@@ -790,16 +819,11 @@ arrow::Status CatalogBuilder::SetSchema(const std::vector<UnifiedColumn>& column
       // A partitioned Delta table's file: the folders above the table's, then
       // the table's own values from its log (its folders may not name them).
       const size_t above = file.rel.size() - std::min(file.rel.size(), file.delta.in_table_size);
-      pairs.push_back(hive ? ParseHivePath(file.rel.substr(0, above)) : PartitionPairs{});
+      pairs.push_back(ParseHivePath(file.rel.substr(0, above)));
       pairs.back().insert(pairs.back().end(), file.delta.partitions->begin(),
                           file.delta.partitions->end());
     }
-    ARROW_ASSIGN_OR_RAISE(
-        PartitionTable partitions,
-        InferPartitions(rels, pairs,
-                        hive ? ""
-                             : " (a Delta table's partition columns are its own, whatever "
-                               "partitioning says: read the tables one by one)"));
+    ARROW_ASSIGN_OR_RAISE(PartitionTable partitions, InferPartitions(rels, pairs));
     catalog.partition_schema_ = partitions.schema;
     for (size_t f = 0; f < catalog.files_.size(); ++f) {
       catalog.files_[f].partition_values = std::move(partitions.values[f]);

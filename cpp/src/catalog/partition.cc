@@ -89,8 +89,7 @@ arrow::Result<PartitionTable> InferPartitions(const std::vector<std::string>& re
 }
 
 arrow::Result<PartitionTable> InferPartitions(const std::vector<std::string>& rel_paths,
-                                              std::vector<PartitionPairs> parsed,
-                                              const std::string& hint) {
+                                              std::vector<PartitionPairs> parsed) {
   PartitionTable table;
   for (size_t i = 0; i < parsed.size(); ++i) {
     const auto& first = parsed.front();
@@ -98,11 +97,10 @@ arrow::Result<PartitionTable> InferPartitions(const std::vector<std::string>& re
     bool same = first.size() == pairs.size();
     for (size_t k = 0; same && k < pairs.size(); ++k) same = pairs[k].first == first[k].first;
     if (!same) {
-      return Error(
-          ErrorKind::kSchemaMismatch,
-          "files disagree on their Hive partition keys: file '" + rel_paths[0] + "' has " +
-              Keys(first) + ", file '" + rel_paths[i] + "' has " + Keys(pairs) +
-              (hint.empty() ? " (pass partitioning=None to read the folders as they are)" : hint));
+      return Error(ErrorKind::kSchemaMismatch,
+                   "files disagree on their Hive partition keys: file '" + rel_paths[0] + "' has " +
+                       Keys(first) + ", file '" + rel_paths[i] + "' has " + Keys(pairs) +
+                       " (pass partitioning=None to read the folders as they are)");
     }
   }
   const size_t num_keys = parsed.empty() ? 0 : parsed.front().size();

@@ -42,10 +42,8 @@ arrow::Result<PartitionTable> InferPartitions(const std::vector<std::string>& re
                                               const std::vector<bool>& empty_is_null = {});
 
 // The same from each file's pairs as given (`pairs[i]` those of `rel_paths[i]`,
-// which names it in errors, with `hint` after, when given, in place of the
-// advice to read the folders as plain paths).
+// which names it in errors).
 arrow::Result<PartitionTable> InferPartitions(const std::vector<std::string>& rel_paths,
-                                              std::vector<PartitionPairs> pairs,
-                                              const std::string& hint = "");
+                                              std::vector<PartitionPairs> pairs);
 
 }  // namespace shardfeed
