@@ -122,6 +122,10 @@ class RemoteFile : public arrow::io::RandomAccessFile {
   // An IOError (retried) when a read at `position` gave fewer than the
   // min(nbytes, size - position) bytes the object holds there.
   arrow::Status CheckLength(int64_t position, int64_t nbytes, int64_t got) const;
+  // inner_->ReadAt(position, nbytes, out), with proof that the range's last byte came
+  // from the storage (a body cut short under a Content-Length that says so leaves
+  // Arrow's buffer unwritten at its end while Arrow counts every byte read).
+  arrow::Result<int64_t> ReadMarked(int64_t position, int64_t nbytes, void* out);
   template <typename R>
   R Count(R result);
   // read() under the retry policy, a short answer (CheckLength) retried too; counted.
