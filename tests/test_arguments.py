@@ -424,6 +424,23 @@ def test_a_rank_from_the_environment_out_of_range_names_the_variables(dataset, m
     assert len(shardfeed.Loader(dataset, rank=0, world_size=1)) > 0
 
 
+def test_a_world_size_given_against_the_environments_world_is_refused(dataset, monkeypatch):
+    """world_size=4 with RANK=1 of WORLD_SIZE=2 was taken as rank 1 of 4: ranks 2 and 3
+    never run, and half the data is never read. A rank given against it is named as given."""
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    other_world = (r"world_size=4 is given, but the rank would come from the environment, "
+                   r"RANK='1' and WORLD_SIZE='2', whose world has 2")  # fmt: skip
+    with pytest.raises(shardfeed.InvalidArgumentError, match=other_world):
+        shardfeed.Loader(dataset, world_size=4)
+    assert shardfeed.Loader(dataset, world_size=2)._settings.rank == 1  # the same world
+    assert shardfeed.Loader(dataset, rank=0, world_size=4)._settings.rank == 0  # both given
+    with pytest.raises(shardfeed.InvalidArgumentError,
+                       match=r"rank 5 is not in \[0, world_size 2\): from the environment, "
+                             r"RANK='1' and WORLD_SIZE='2'; rank= given"):  # fmt: skip
+        shardfeed.Loader(dataset, rank=5)
+
+
 def test_world_size_1_alone_is_the_whole_dataset_even_under_torchrun(dataset, monkeypatch):
     """An evaluation loader inside a torchrun job (RANK=1, WORLD_SIZE=2) that asks for
     world_size=1 took rank 1 from the environment and failed."""

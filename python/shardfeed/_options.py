@@ -101,9 +101,10 @@ def _resolve_world(rank: int | None, world_size: int | None) -> tuple[int, int]:
     # A process group exists only where torch is imported already: importing it
     # here just to ask would cost every numpy-only loader a second.
     dist = sys.modules.get("torch.distributed")
+    where = "torch.distributed"
+    world_known = True  # the world the rank below is of is said, not assumed
     if dist is not None and dist.is_available() and dist.is_initialized():
         dist_rank, dist_world = dist.get_rank(), dist.get_world_size()
-    from_env = False  # a value taken from RANK/WORLD_SIZE
     if dist_rank is None or dist_world is None:
         env_rank, env_world = _env_int("RANK"), _env_int("WORLD_SIZE")
         world = world_size if world_size is not None else env_world
@@ -120,17 +121,29 @@ def _resolve_world(rank: int | None, world_size: int | None) -> tuple[int, int]:
             )
         dist_rank = 0 if env_rank is None else env_rank
         dist_world = 1 if env_world is None else env_world
-        from_env = (rank is None and env_rank is not None) or (
-            world_size is None and env_world is not None
+        world_known = env_world is not None
+        where = (
+            f"the environment, RANK={os.environ.get('RANK')!r} and "
+            f"WORLD_SIZE={os.environ.get('WORLD_SIZE')!r}"
         )
+    if rank is None and world_size is not None and world_known and world_size != dist_world:
+        # Rank 1 of 2 taken as rank 1 of 4: ranks 2 and 3 never run, half the data unread.
+        raise InvalidArgumentError(
+            f"world_size={world_size} is given, but the rank would come from {where}, "
+            f"whose world has {dist_world} ranks: pass rank= too, or that world_size"
+        )
+    given = [
+        name for name, value in (("rank", rank), ("world_size", world_size)) if value is not None
+    ]
     rank = dist_rank if rank is None else rank
     world_size = dist_world if world_size is None else world_size
-    if from_env and not 0 <= rank < world_size:
-        # Said of the environment, which the user may not know is set.
+    # (A world_size below 1, given, is the settings' check to name.)
+    if world_size >= 1 and not 0 <= rank < world_size:
+        # Where they came from, which the user may not know (a variable a launcher set).
+        came = f"from {where}" + (f"; {given[0]}= given" if given else "")
         raise InvalidArgumentError(
-            f"rank {rank} is not in [0, world_size {world_size}): from the environment, "
-            f"RANK={os.environ.get('RANK')!r} and WORLD_SIZE={os.environ.get('WORLD_SIZE')!r} "
-            "(pass rank= and world_size=, or set both variables, as torchrun does)"
+            f"rank {rank} is not in [0, world_size {world_size}): {came} (pass rank= and "
+            "world_size=, or set RANK and WORLD_SIZE both, as torchrun does)"
         )
     return rank, world_size
 
