@@ -350,7 +350,7 @@ class _Region:
             if not self.sent:
                 control[SLOTS + self.forward] = 0
         control[SLOTS + self.slot] = 0
-        _freed(self.peer)
+        _freed(self.peer.key)
 
 
 # Arrays the main process received: through the slabs, or pickled.
@@ -449,7 +449,7 @@ def _receive(
                 _REGIONS[address] = region
                 weakref.finalize(owner, region.done)
             else:
-                weakref.finalize(owner, _clear, peer, slot)
+                weakref.finalize(owner, _clear, peer.control, slot, peer.key)
             RECEIVED["shared"] += 1
             peer.live += 1
             out[name] = array
@@ -475,18 +475,21 @@ def _numpy_dtypes() -> dict[Any, np.dtype[Any]]:
 _NUMPY: dict[Any, np.dtype[Any]] = {}
 
 
-def _clear(peer: _Peer, slot: int) -> None:
-    assert peer.control is not None
-    peer.control[SLOTS + slot] = 0
-    _freed(peer)
+def _clear(control: memoryview, slot: int, key: Key) -> None:
+    control[SLOTS + slot] = 0
+    _freed(key)
 
 
-def _freed(peer: _Peer) -> None:
-    """One of `peer`'s arrays was freed.  A DataLoader's workers exit at the end of its
-    pass, or when it is dropped: once its last array is gone, a producer that is gone
-    too is forgotten, and its slabs unmapped (they stayed mapped, their memory held,
-    until another DataLoader's worker sent a batch)."""
+def _freed(key: Key) -> None:
+    """One of producer `key`'s arrays was freed.  A DataLoader's workers exit at the end
+    of its pass, or when it is dropped: once its last array is gone, a producer that is
+    gone too is forgotten, and its slabs unmapped (they stayed mapped, their memory held,
+    until another DataLoader's worker sent a batch).  By key, not the peer itself: an
+    array kept long keeps its own slab mapped, not every slab of a producer forgotten."""
     with _LOCK:
+        peer = _PEERS.get(key)
+        if peer is None:  # forgotten already
+            return
         peer.live -= 1
         if peer.live == 0:
             _forget_dead()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -161,7 +162,8 @@ def _profile(args: argparse.Namespace) -> int:
         return _run_profile(args)
     except BaseException:
         if made:
-            os.remove(args.trace)
+            with contextlib.suppress(OSError):  # (the failure, not this, is what is said)
+                os.remove(args.trace)
         raise
 
 

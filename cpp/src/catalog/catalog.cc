@@ -149,7 +149,6 @@ struct Listed {
   DeltaFile delta;        // a Delta table's file: its deleted rows, mapping, partitions
 };
 
-// The footer, or nullopt for a sniffed file that is not Parquet.
 // For Arrow's refusal of a 128-bit integer (polars writes Int128 as 16 untyped bytes
 // and says int128 in the Arrow schema it stores): the 16-byte columns with no Parquet
 // type, one of which it is, as " (...)"; "" for another failure.
@@ -211,6 +210,7 @@ std::vector<bool> Int96Fields(const parquet::FileMetaData& metadata, const arrow
   return out;
 }
 
+// The footer, or nullopt for a sniffed file that is not Parquet.
 arrow::Result<std::optional<Footer>> ReadFooter(arrow::fs::FileSystem& fs, const Listed& file,
                                                 double remote_timeout) {
   const std::string context = "file '" + file.rel + "'";

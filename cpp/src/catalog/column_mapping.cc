@@ -305,7 +305,6 @@ std::shared_ptr<arrow::DataType> PrimitiveType(const std::string& name) {
   };
   if (const auto it = kTypes.find(name); it != kTypes.end()) return it->second;
   return DecimalType(name);
-  return nullptr;
 }
 
 }  // namespace

@@ -75,7 +75,7 @@ struct DeltaFile {
   std::shared_ptr<const ColumnMapping> mapping;       // its table's mapping by name (null: none)
   std::optional<PartitionPairs> partitions;           // see DeltaTable::partitions
   size_t in_table_size = 0;                           // length of its path relative to the table
-  std::string table;                                  // its table's root ("": in no table)
+  std::string table;                                  // its table's identity ("": in no table)
   std::shared_ptr<const arrow::FieldVector> columns;  // see DeltaTable::columns
 };
 

@@ -191,6 +191,7 @@ arrow::Result<std::shared_ptr<arrow::Buffer>> RemoteFile::ReadAt(int64_t positio
 // Into a buffer of our own, so that its last byte can be marked (ReadMarked).
 arrow::Result<std::shared_ptr<arrow::Buffer>> RemoteFile::ReadAt(int64_t position, int64_t nbytes) {
   return Checked(position, nbytes, [&]() -> arrow::Result<std::shared_ptr<arrow::Buffer>> {
+    if (size_ < 0) return inner_->ReadAt(position, nbytes);  // a size unknown: no end to mark
     const int64_t want = std::max<int64_t>(0, std::min(nbytes, size_ - position));
     ARROW_ASSIGN_OR_RAISE(std::shared_ptr<arrow::ResizableBuffer> buffer,
                           arrow::AllocateResizableBuffer(want));
