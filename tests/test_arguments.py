@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 import shardfeed
 from hypothesis import HealthCheck, given, settings
@@ -260,6 +262,10 @@ def saved(dataset: Path) -> str:
 
 FIELDS = ["version", "epoch", "seed", "batches_consumed", "fingerprint", "settings"]
 
+_deep: list[Any] = []
+for _ in range(5000):
+    _deep = [_deep]
+
 BAD_FIELDS: list[tuple[str, Any]] = [
     ("epoch", -1),
     ("epoch", 2**70),
@@ -283,10 +289,14 @@ BAD_FIELDS: list[tuple[str, Any]] = [
     ("version", "1"),
     ("version", True),
     ("version", None),
+    # Nested past the recursion limit: named, not a RecursionError from its repr.
+    *[(name, _deep) for name in ("version", "epoch", "seed", "batches_consumed", "fingerprint")],
 ]
 
 
-@pytest.mark.parametrize(("field", "value"), BAD_FIELDS, ids=repr)
+@pytest.mark.parametrize(
+    ("field", "value"), BAD_FIELDS, ids=lambda v: "deep" if v is _deep else repr(v)
+)
 def test_bad_state_dict_fields_are_named(cls, dataset, saved, field, value):
     state = json.loads(saved)
     state[field] = value
@@ -439,6 +449,12 @@ def test_a_world_size_given_against_the_environments_world_is_refused(dataset, m
                        match=r"rank 5 is not in \[0, world_size 2\): from the environment, "
                              r"RANK='1' and WORLD_SIZE='2'; rank= given"):  # fmt: skip
         shardfeed.Loader(dataset, rank=5)
+    for bad in (0, -1):  # no world to agree with: the value's own error
+        with pytest.raises(shardfeed.InvalidArgumentError, match=rf"world_size.*{bad}"):
+            shardfeed.Loader(dataset, world_size=bad)
+        with pytest.raises(shardfeed.InvalidArgumentError) as err:
+            shardfeed.Loader(dataset, world_size=bad)
+        assert "whose world has" not in str(err.value)
 
 
 def test_world_size_1_alone_is_the_whole_dataset_even_under_torchrun(dataset, monkeypatch):
@@ -556,3 +572,12 @@ def test_a_fill_past_float64_is_named_not_an_overflow(dataset):
     """fill_null=10**400 raised a bare OverflowError from float()."""
     with pytest.raises(shardfeed.InvalidArgumentError, match="no exact float64 value"):
         shardfeed.Loader(dataset, fill_null=10**400)
+    # A 64-bit integer float64 does not hold: the rule is said (the README's too).
+    with pytest.raises(shardfeed.InvalidArgumentError, match=r"fill values are float64"):
+        shardfeed.Loader(dataset, fill_null={"label": 2**64 - 1})
+
+
+def test_a_fill_out_of_an_integer_columns_range_is_shown_as_the_integer(tmp_path):
+    pq.write_table(pa.table({"i": pa.array([1, None], pa.int64())}), tmp_path / "i.parquet")
+    with pytest.raises(shardfeed.InvalidArgumentError, match=r"fill value 9223372036854775808 is"):
+        shardfeed.Loader(tmp_path, fill_null=2**63)

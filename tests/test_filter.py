@@ -417,15 +417,58 @@ BAD: list[tuple[Any, str]] = [
     ([("n", "in", 3)], "list of values"),
     ("n > 3", "non-empty list"),
     ([], "non-empty list"),
-    ([("n", "==")], "tuple"),
+    ([("n", "==")], r"tuple, got \('n', '=='\) \(2 items\)"),
+    (("n", "==", 3), r"list of \(column, op, value\) tuples: \[\('n', '==', 3\)\]"),
     ([[("n", "==", 1)], []], "non-empty list"),
 ]
 
 
 @pytest.mark.parametrize(("filt", "match"), BAD, ids=[m for _, m in BAD])
 def test_bad_filters(lake: Path, filt: Any, match: str) -> None:
-    with pytest.raises((shardfeed.InvalidArgumentError, TypeError), match=match):
+    with pytest.raises((shardfeed.InvalidArgumentError, TypeError, KeyError), match=match):
         shardfeed.Loader(lake, NUM, filter=filt)
+
+
+def test_a_filter_column_the_dataset_lacks_is_named_as_columns_names_it(tmp_path: Path) -> None:
+    """ColumnNotFoundError (a KeyError) with the columns there are, as for columns=; a
+    struct's fields by their path; a type that cannot be filtered on is named."""
+    path = tmp_path / "s.parquet"
+    table = pa.table({"id": [1, 2], "user": [{"age": 3}, {"age": 4}], "fb": [b"ab", b"cd"]})
+    pq.write_table(table.cast(table.schema.set(2, pa.field("fb", pa.binary(2)))), path)
+    with pytest.raises(shardfeed.ColumnNotFoundError, match=r"no such column.*columns: id, us"):
+        loader_ids(path, [("nope", "==", 1)])
+    with pytest.raises(shardfeed.ColumnNotFoundError, match=r"'user' is a struct.*'user\.age'"):
+        loader_ids(path, [("user", "==", 1)])
+    with pytest.raises(shardfeed.InvalidArgumentError, match=r"of type fixed_size_binary\[2\]"):
+        loader_ids(path, [("fb", "==", "ab")])
+    assert loader_ids(path, [("user.age", ">", 3)]).tolist() == [2]
+
+
+@pytest.mark.parametrize("stats", [True, False])
+@pytest.mark.parametrize("units", [("ms", "us"), ("s", "ms"), ("us", "ns")])
+def test_durations_in_other_units_per_file_are_pruned_in_their_own_unit(
+    tmp_path: Path, stats: bool, units: tuple[str, str]
+) -> None:
+    """A duration's unit is only in the file's Arrow schema (Parquet stores a plain
+    int64): promoted across files, each file's statistics are compared in its own unit."""
+    seconds = [1, 2, 3]
+    for name, unit in zip("ab", units, strict=True):
+        per = {"s": 1, "ms": 10**3, "us": 10**6, "ns": 10**9}[unit]
+        ids = [i + (0 if name == "a" else 3) for i in range(3)]
+        durations = pa.array([v * per for v in seconds], pa.duration(unit))
+        pq.write_table(
+            pa.table({"id": ids, "du": durations}),
+            tmp_path / f"{name}.parquet",
+            write_statistics=stats,
+            row_group_size=1,
+        )
+    for filt, want in [
+        ([("du", "==", dt.timedelta(seconds=2))], [1, 4]),
+        ([("du", ">=", dt.timedelta(seconds=2))], [1, 2, 4, 5]),
+        ([("du", "in", [dt.timedelta(seconds=1), dt.timedelta(seconds=3)])], [0, 2, 3, 5]),
+        ([("du", "<", dt.timedelta(milliseconds=1500))], [0, 3]),
+    ]:
+        assert loader_ids(tmp_path, filt).tolist() == want, filt
 
 
 def test_info_filter(lake: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -31,6 +31,8 @@ def test_without_cuda_the_settings_are_refused_by_name(dataset):
         loader(dataset, device="cuda")
     with pytest.raises(ValueError, match=r"device='cuda:1'"):
         loader(dataset, device="cuda:1")
+    with pytest.raises(ValueError, match=r"device='cuda:1'"):
+        loader(dataset, device=torch.device("cuda", 1))
 
 
 def test_settings_are_checked_before_anything_is_opened(dataset, tmp_path):
@@ -43,8 +45,9 @@ def test_settings_are_checked_before_anything_is_opened(dataset, tmp_path):
         loader(missing, pin_memory="yes")
     with pytest.raises(TypeError, match="device"):
         loader(missing, device=0)
-    # device="cpu" is no device: the same stream, in host memory.
+    # device="cpu" is no device: the same stream, in host memory; a torch.device too.
     assert digest(loader(dataset, device="cpu")) == digest(loader(dataset))
+    assert digest(loader(dataset, device=torch.device("cpu"))) == digest(loader(dataset))
 
 
 @pytest.fixture

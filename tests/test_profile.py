@@ -106,3 +106,12 @@ def test_verdict_names_the_memory_budget_when_it_holds_decodes_back(dataset):
     # With room, the same slowed decodes run ahead: a stage, not the budget, is named.
     roomy = slowed(dataset, "decode", 30_000, memory_limit=None)
     assert not roomy["verdict"].startswith("input-bound: the memory budget")
+
+
+def test_the_memory_line_says_small_sizes_in_their_unit(tmp_path, capsys):
+    """A small dataset's peak and expected peak were rounded to "0 MiB"."""
+    data = _sorted_row_groups(tmp_path / "small", 4, 100)
+    assert cli.main(["profile", str(data), "--batch-size", "50", "--batches", "4"]) == 0
+    (line,) = [x for x in capsys.readouterr().out.splitlines() if x.startswith("memory: peak")]
+    assert " 0 MiB" not in line and "KiB" in line, line
+    assert "limit 384 MiB" in line, line

@@ -3,6 +3,7 @@ null where the struct is, checked against pyarrow's own flattening."""
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -488,3 +489,63 @@ def test_a_fixed_size_list_of_structs_is_a_fixed_size_list_per_field(
     assert digest(shardfeed.Loader(path, num_threads=3, **kw)) == one
     for batch in shardfeed.Loader(path, num_threads=2, **kw):
         np.testing.assert_array_equal(batch["p.id"], got["p.id"][batch["sample_id"]])
+
+
+@_examples(25)
+@given(
+    old=st.lists(
+        st.one_of(st.none(), st.lists(st.one_of(st.none(), st.integers(-50, 50)), max_size=4)),
+        min_size=1,
+        max_size=12,
+    ),
+    large=st.booleans(),
+    rg=st.integers(1, 5),
+    ask_sibling=st.booleans(),
+)
+def test_a_field_added_to_a_lists_structs_is_nulls_as_long_as_the_list(
+    tmp_path: Path, old: list, large: bool, rg: int, ask_sibling: bool
+):
+    """`ls.b` added to the elements of ls: list<struct<a>> in later files reads, in the
+    earlier ones, as a list of nulls as long as the row's list (as pyarrow and Spark read
+    it), not a null list: `ls.a` and `ls.b` stay aligned, asked together or not."""
+    folder = Path(tempfile.mkdtemp(dir=tmp_path))  # one per example
+    wrap = pa.large_list if large else pa.list_
+    a_rows = [None if r is None else [None if v is None else {"a": v} for v in r] for r in old]
+    a_type = wrap(pa.struct([("a", pa.int64())]))
+    ab_type = wrap(pa.struct([("a", pa.int64()), ("b", pa.float64())]))
+    new = [[{"a": 7, "b": 1.5}, {"a": 8, "b": None}], None, []]
+    pq.write_table(
+        pa.table({"ls": pa.array(a_rows, a_type)}), folder / "a.parquet", row_group_size=rg
+    )
+    pq.write_table(pa.table({"ls": pa.array(new, ab_type)}), folder / "b.parquet")
+    pq.write_table(pa.table({"other": [1, 2]}), folder / "c.parquet")  # no ls at all
+    columns = ["ls.a", "ls.b"] if ask_sibling else ["ls.b"]
+    got = loader_rows(folder, columns)
+    whole = pa.concat_tables(
+        [pq.read_table(folder / f, schema=pa.schema([("ls", ab_type)])) for f in ("a.parquet",
+         "b.parquet")] + [pa.table({"ls": pa.nulls(2, ab_type)})]
+    )  # fmt: skip
+    flat = whole.column("ls").to_pylist()
+    for name in ["a", "b"] if ask_sibling else ["b"]:
+        rows = [
+            [FILL if e is None or e[name] is None else e[name] for e in (r or [])] for r in flat
+        ]
+        lengths = np.array([len(r) for r in rows])
+        np.testing.assert_array_equal(got[f"ls.{name}_lengths"], lengths)
+        for i, r in enumerate(rows):
+            np.testing.assert_array_equal(got[f"ls.{name}"][i, : len(r)], r)
+
+
+@pytest.mark.parametrize("key", ["s", "s.a"])
+def test_a_partition_key_named_as_a_struct_or_its_field_is_refused(tmp_path: Path, key: str):
+    """`s=1/` or `s.a=1/` beside a struct s{a}: pyarrow refuses the first; flattened, the
+    key would be delivered beside the struct's fields or silently lose to one."""
+    for v in (1, 2):
+        (tmp_path / f"{key}={v}").mkdir()
+        pq.write_table(
+            pa.table({"id": [v], "s": [{"a": 9}]}), tmp_path / f"{key}={v}" / "part.parquet"
+        )
+    with pytest.raises(shardfeed.SchemaMismatchError, match=rf"partition key '{key}' \(file"):
+        shardfeed.Loader(tmp_path)
+    got = loader_rows(tmp_path, ["id", "s.a"], partitioning=None)
+    assert sorted(got["id"].tolist()) == [1, 2] and got["s.a"].tolist() == [9, 9]

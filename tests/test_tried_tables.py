@@ -369,13 +369,17 @@ def test_list_view_columns_read_as_the_lists_they_are(tmp_path):
     """pyarrow writes a list_view column as a Parquet LIST (only its stored Arrow schema
     says view): it was refused as a type that cannot become a tensor."""
     values = [[1, 2], [], None, [3]]
+    pairs = [[[1, 2]], [[3, 4], [5, 6]], [], None]  # fixed-size lists in a view: collapsed
+    pair = pa.list_(pa.int32(), 2)
     pq.write_table(pa.table({"lv": pa.array(values, pa.list_view(pa.int32())),
-                             "big": pa.array(values, pa.large_list_view(pa.int64()))}),
+                             "big": pa.array(values, pa.large_list_view(pa.int64())),
+                             "fl": pa.array(pairs, pa.list_view(pair))}),
                    tmp_path / "v.parquet")  # fmt: skip
     plain = tmp_path / "plain"
     plain.mkdir()
     pq.write_table(pa.table({"lv": pa.array(values, pa.list_(pa.int32())),
-                             "big": pa.array(values, pa.large_list(pa.int64()))}),
+                             "big": pa.array(values, pa.large_list(pa.int64())),
+                             "fl": pa.array(pairs, pa.list_(pair))}),
                    plain / "v.parquet")  # fmt: skip
     args: dict[str, Any] = dict(batch_size=4, shuffle=False, output="numpy", fill_null=0,
                                 transforms=[Clip("lv", min=0, max=2)])  # fmt: skip
@@ -384,6 +388,7 @@ def test_list_view_columns_read_as_the_lists_they_are(tmp_path):
     assert {n: (v.dtype, v.tolist()) for n, v in views.items()} == {
         n: (v.dtype, v.tolist()) for n, v in lists.items()}  # fmt: skip
     assert views["lv_lengths"].tolist() == [2, 0, 0, 1]
+    assert views["fl_lengths"].tolist() == [2, 4, 0, 0]
 
 
 def test_an_absolute_source_needs_no_working_folder(tmp_path, monkeypatch):

@@ -135,7 +135,10 @@ def _fill_value(name: str, value: Any) -> float:
         raise ArgumentTypeError(f"{name} must be a number, got {_what(value)}")
     if isinstance(value, numbers.Integral) and not is_bool(value):
         if not float64_holds(int(value)):
-            raise InvalidArgumentError(f"{name}: {value} has no exact float64 value")
+            raise InvalidArgumentError(
+                f"{name}: {value} has no exact float64 value (fill values are float64: "
+                "integers up to 2**53 in size, and past it only those float64 holds)"
+            )
     return float(value)
 
 

@@ -31,6 +31,8 @@ def _why_no_cuda() -> str:
 def check_device(pin_memory: Any, device: Any, output: str) -> tuple[bool, str | None]:
     """(pin_memory, device) after the checks; ``device`` implies pinned buffers."""
     pin = check_bool("pin_memory", pin_memory)
+    if type(device).__module__ == "torch" and type(device).__name__ == "device":
+        device = str(device)  # a torch.device, as PyTorch code passes one: "cuda:1"
     name = None if device is None else check_str("device", device)
     if not pin and name is None:
         return False, None

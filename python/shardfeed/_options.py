@@ -126,7 +126,13 @@ def _resolve_world(rank: int | None, world_size: int | None) -> tuple[int, int]:
             f"the environment, RANK={os.environ.get('RANK')!r} and "
             f"WORLD_SIZE={os.environ.get('WORLD_SIZE')!r}"
         )
-    if rank is None and world_size is not None and world_known and world_size != dist_world:
+    if (
+        rank is None
+        and world_size is not None
+        and world_size >= 1  # below 1: the settings' check names it
+        and world_known
+        and world_size != dist_world
+    ):
         # Rank 1 of 2 taken as rank 1 of 4: ranks 2 and 3 never run, half the data unread.
         raise InvalidArgumentError(
             f"world_size={world_size} is given, but the rank would come from {where}, "

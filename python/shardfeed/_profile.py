@@ -342,10 +342,10 @@ def format_table(report: dict[str, Any]) -> str:
         + f" row groups (a full shuffle of this data scores about {report['dataset_row_groups']})"
     )
     m = report["memory"]
-    limit = f"{m['limit_bytes'] / 2**20:,.0f} MiB" if m["limit_bytes"] else "none"
+    limit = _size(m["limit_bytes"]) if m["limit_bytes"] else "none"
     lines.append(
-        f"memory: peak {m['peak_bytes'] / 2**20:,.0f} MiB of the budget (limit {limit}, "
-        f"expected {(m['expected_peak_bytes'] or 0) / 2**20:,.0f} MiB), shuffle window "
+        f"memory: peak {_size(m['peak_bytes'])} of the budget (limit {limit}, "
+        f"expected {_size(m['expected_peak_bytes'] or 0)}), shuffle window "
         f"{m['shuffle_window']}, {m['waits']} decodes waited for room"
     )
     tiled, generic = report["stack_columns_tiled"], report["stack_columns_generic"]

@@ -48,6 +48,15 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def _shown(value: Any) -> str:
+    """A saved field's value for an error: its repr where that is short, else its type
+    (a tampered field may be nested past the recursion limit, or huge)."""
+    if value is None or isinstance(value, (str, int, float, np.number, np.bool_)):
+        text = repr(value)
+        return text if len(text) <= 80 else f"{text[:77]}..."
+    return f"a {type(value).__name__}"
+
+
 def _int_field(state: Mapping[str, Any], name: str, lo: int, hi: int) -> int:
     value = state[name]
     try:
@@ -56,7 +65,7 @@ def _int_field(state: Mapping[str, Any], name: str, lo: int, hi: int) -> int:
         value = operator.index(value)  # an int, or a NumPy integer
     except TypeError:
         raise StateDictError(
-            f"state dict field '{name}' must be an integer, got {type(value).__name__} {value!r}"
+            f"state dict field '{name}' must be an integer, got {_shown(value)}"
         ) from None
     if not lo <= value < hi:
         raise StateDictError(
@@ -112,7 +121,9 @@ def check_state(
         raise StateDictError(f"not a shardfeed state dict: no field {names}")
     version = state["version"]
     if is_bool(version) or not isinstance(version, int) or version != STATE_VERSION:
-        raise StateDictError(f"state dict field 'version' is {version!r}, not {STATE_VERSION}")
+        raise StateDictError(
+            f"state dict field 'version' is {_shown(version)}, not {STATE_VERSION}"
+        )
     saved_fingerprint = state["fingerprint"]
     if not isinstance(saved_fingerprint, str):
         kind = type(saved_fingerprint).__name__

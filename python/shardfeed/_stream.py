@@ -6,7 +6,7 @@ import os
 import sys
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
@@ -30,6 +30,9 @@ from ._options import (
 )
 from ._state import check_state, make_state
 from .transforms import Transform
+
+if TYPE_CHECKING:
+    import torch
 
 
 def _stream_fingerprint(dataset: _core.Dataset) -> str:
@@ -73,7 +76,7 @@ class Stream:
         remote_timeout: float | None = DEFAULT_REMOTE_TIMEOUT,
         verify_page_checksums: bool = False,
         pin_memory: bool = False,
-        device: str | None = None,
+        device: str | torch.device | None = None,
     ) -> None:
         """Opens the dataset's catalog (footers only) after checking every argument.
 
@@ -178,11 +181,11 @@ class Stream:
                 asynchronous copy with no extra host copy.  Without CUDA an
                 InvalidArgumentError names the setting.  TorchDataset: use
                 ``DataLoader(pin_memory=True)`` instead.
-            device: (Loader, ``output="torch"``) ``"cuda"`` or ``"cuda:N"``: batches
-                arrive on that GPU, copied from pinned buffers on a side stream one
-                batch ahead, so that the copy overlaps the training step; implies
-                ``pin_memory=True``.  ``"cpu"`` or ``None``: batches stay in host
-                memory.
+            device: (Loader, ``output="torch"``) ``"cuda"`` or ``"cuda:N"`` (or such a
+                ``torch.device``): batches arrive on that GPU, copied from pinned
+                buffers on a side stream one batch ahead, so that the copy overlaps the
+                training step; implies ``pin_memory=True``.  ``"cpu"`` or ``None``:
+                batches stay in host memory.
             partitioning: ``"hive"`` (default): ``key=value`` folders below the
                 dataset root become columns (int64 when every value is an integer,
                 else string; ``__HIVE_DEFAULT_PARTITION__`` is null), placed after

@@ -448,8 +448,10 @@ struct CatalogBuilder {
   arrow::Status Build(std::vector<std::optional<Footer>> footers);
   // `columns`: the files' (SchemaUnifier::Columns, and a Delta log's beyond
   // them), `maps` each file's field map into them (FieldMaps).
+  // `unifier`: what tells a key named like a struct or its field.
   arrow::Status SetSchema(const std::vector<UnifiedColumn>& columns,
-                          std::vector<std::vector<int>> maps, const std::vector<int32_t>& kept);
+                          std::vector<std::vector<int>> maps, const std::vector<int32_t>& kept,
+                          const SchemaUnifier& unifier);
 };
 
 // 1. Resolves every source on one filesystem and lists the candidate files.
@@ -759,7 +761,8 @@ arrow::Result<std::vector<std::optional<Footer>>> CatalogBuilder::ReadFooters() 
 // no file column shadows (a file's own column wins, as in pyarrow.dataset).
 arrow::Status CatalogBuilder::SetSchema(const std::vector<UnifiedColumn>& columns,
                                         std::vector<std::vector<int>> maps,
-                                        const std::vector<int32_t>& kept) {
+                                        const std::vector<int32_t>& kept,
+                                        const SchemaUnifier& unifier) {
   arrow::FieldVector fields;
   for (const auto& column : columns) {
     fields.push_back(column.field);
@@ -830,6 +833,26 @@ arrow::Status CatalogBuilder::SetSchema(const std::vector<UnifiedColumn>& column
     }
     for (int k = 0; k < partitions.schema->num_fields(); ++k) {
       const auto& field = partitions.schema->field(k);
+      // Flattened, a struct's fields are columns named 's.a': a key 's' or
+      // 's.a' would be delivered beside them, or silently lose to one.
+      if (const std::string clash = unifier.StructNamed(field->name()); !clash.empty()) {
+        std::string folder;
+        for (size_t r = 0; r < rels.size() && folder.empty(); ++r) {
+          for (const auto& [key, value] : pairs[r]) {
+            if (key == field->name()) folder = rels[r];
+          }
+        }
+        std::string message = "partition key '";
+        message.append(field->name())
+            .append("' (file '")
+            .append(folder)
+            .append("') has the name of ")
+            .append(clash)
+            .append(
+                ": it could stand for neither; rename the folders, or read them as plain "
+                "folders with partitioning=None");
+        return Error(ErrorKind::kSchemaMismatch, message);
+      }
       const bool shadowed = std::any_of(fields.begin(), fields.end(), [&](const auto& other) {
         return other->name() == field->name();
       });
@@ -950,7 +973,7 @@ arrow::Status CatalogBuilder::Build(std::vector<std::optional<Footer>> footers) 
   for (size_t i = 0; kept.empty() && i < listed.size(); ++i) {
     if (footers[i]) schema_files.push_back(static_cast<int32_t>(i));
   }
-  ARROW_RETURN_NOT_OK(SetSchema(columns, unifier.FieldMaps(), schema_files));
+  ARROW_RETURN_NOT_OK(SetSchema(columns, unifier.FieldMaps(), schema_files, unifier));
   // The digest of earlier versions when the files agree; else the promoted schema.
   if (first_schema) {
     arrow::FieldVector file_fields;

@@ -4,6 +4,9 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <map>
+#include <mutex>
+#include <optional>
 #include <thread>
 #include <utility>
 
@@ -299,6 +302,35 @@ struct RgOutcome {
 struct FilterRunner {
   const Catalog& catalog;
   std::vector<std::vector<Bound>> conj;
+  // Per file, the unit of each duration field (structs flattened), read from
+  // its footer's Arrow schema on first use; row groups are pruned in parallel.
+  std::mutex units_mu;
+  std::map<int32_t, std::vector<std::optional<arrow::TimeUnit::type>>> units;
+
+  std::optional<arrow::TimeUnit::type> DurationUnit(int32_t f, int in_file) {
+    std::lock_guard<std::mutex> lock(units_mu);
+    auto it = units.find(f);
+    if (it == units.end()) {
+      std::vector<std::optional<arrow::TimeUnit::type>> of_file;
+      const auto& metadata = catalog.files()[static_cast<size_t>(f)].metadata;
+      auto manifest =
+          metadata
+              ? MakeManifest(*metadata)
+              : arrow::Result<parquet::arrow::SchemaManifest>(arrow::Status::Invalid("no footer"));
+      if (manifest.ok()) {
+        for (const auto& flat : FlattenStructs(*manifest)) {
+          const auto& type = flat.field->type();
+          of_file.push_back(
+              type->id() == arrow::Type::DURATION
+                  ? std::optional(static_cast<const arrow::DurationType&>(*type).unit())
+                  : std::nullopt);
+        }
+      }
+      it = units.emplace(f, std::move(of_file)).first;
+    }
+    if (in_file < 0 || static_cast<size_t>(in_file) >= it->second.size()) return std::nullopt;
+    return it->second[static_cast<size_t>(in_file)];
+  }
 
   arrow::Status Bind(const FilterSpec& spec) {
     const auto& schema = *catalog.schema();
@@ -309,8 +341,8 @@ struct FilterRunner {
         b.pred = &p;
         b.field = schema.GetFieldIndex(p.column);
         if (b.field < 0) {
-          return Error(ErrorKind::kInvalidArgument,
-                       "filter on column '" + p.column + "': no such column");
+          return Error(ErrorKind::kColumnNotFound,
+                       "filter on column '" + p.column + "': no such column in the dataset");
         }
         const bool many = p.op == FilterOp::kIn || p.op == FilterOp::kNotIn;
         if (p.values.empty() || (!many && p.values.size() != 1)) {
@@ -388,6 +420,22 @@ struct FilterRunner {
     std::shared_ptr<arrow::Scalar> lo, hi;
     if (!parquet::arrow::StatisticsAsScalars(*stats, &lo, &hi).ok() || !lo || !hi) {
       return Reach::kSome;
+    }
+    // A duration's unit is only in the file's embedded Arrow schema: its
+    // statistics come as plain integers of that unit.
+    if (b.read_type->id() == arrow::Type::DURATION && lo->type->id() != arrow::Type::DURATION) {
+      auto unit = DurationUnit(rg.file, in_file);
+      if (!unit || !arrow::is_integer(lo->type->id())) return Reach::kSome;
+      auto as_duration = [&](const std::shared_ptr<arrow::Scalar>& v) {
+        auto wide = cp::Cast(arrow::Datum(v), arrow::int64());
+        if (!wide.ok() || !wide->scalar()->is_valid) return std::shared_ptr<arrow::Scalar>();
+        const int64_t n = static_cast<const arrow::Int64Scalar&>(*wide->scalar()).value;
+        return std::static_pointer_cast<arrow::Scalar>(
+            std::make_shared<arrow::DurationScalar>(n, *unit));
+      };
+      lo = as_duration(lo);
+      hi = as_duration(hi);
+      if (!lo || !hi) return Reach::kSome;
     }
     // The bounds in the file's type, as delivered (units, decimals), then compared.
     auto as_delivered =
@@ -580,7 +628,7 @@ arrow::Result<std::shared_ptr<const FilteredRows>> FilteredRows::Make(const Cata
   // Arrow >= 21 registers its compute kernels on request; once per process.
   static const arrow::Status compute_ready = cp::Initialize();
   ARROW_RETURN_NOT_OK(compute_ready);
-  FilterRunner runner{catalog, {}};
+  FilterRunner runner{catalog, {}, {}, {}};
   ARROW_RETURN_NOT_OK(runner.Bind(spec));
   const auto n = catalog.row_groups().size();
   // Each row group's first row in its file: where its deletion vector rows start.
@@ -661,7 +709,7 @@ arrow::Result<std::shared_ptr<const FilteredRows>> FilteredRows::Make(const Cata
 }
 
 arrow::Status FilteredRows::Check(const Catalog& catalog, const FilterSpec& spec) {
-  FilterRunner runner{catalog, {}};
+  FilterRunner runner{catalog, {}, {}, {}};
   return runner.Bind(spec);
 }
 

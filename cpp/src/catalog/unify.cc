@@ -414,6 +414,19 @@ std::string SchemaUnifier::CaseTwin(size_t c, const std::vector<size_t>& same_lo
   return "";
 }
 
+std::string SchemaUnifier::StructNamed(const std::string& name) const {
+  if (const auto kinds = tops_.find(name);
+      kinds != tops_.end() && !kinds->second.struct_file.empty()) {
+    return "a struct in file '" + kinds->second.struct_file + "'";
+  }
+  for (const auto& column : columns_) {
+    if (column.info.field->name() == name && column.origin && !column.origin->empty()) {
+      return Describe(name, *column.origin) + " in file '" + column.type_file + "'";
+    }
+  }
+  return "";
+}
+
 std::vector<UnifiedColumn> SchemaUnifier::Columns() const {
   std::vector<UnifiedColumn> out;
   std::map<std::string, std::vector<size_t>> by_lower;  // lower-case name -> columns

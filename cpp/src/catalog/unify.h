@@ -74,6 +74,10 @@ class SchemaUnifier {
   std::vector<std::vector<int>> FieldMaps() const;
   // True when every file has exactly the first file's schema.
   bool uniform() const { return uniform_; }
+  // Where `name` is a struct's (the struct itself, or one of its fields as a
+  // column, 's.a'), what it is and in which file; else "".  A partition key
+  // of that name could stand for neither.
+  std::string StructNamed(const std::string& name) const;
 
  private:
   struct Column {

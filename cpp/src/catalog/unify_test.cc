@@ -220,6 +220,20 @@ TEST(Unify, AStructAndAColumnOfOneNameAreAConflict) {
   EXPECT_EQ(got["s"], "");
 }
 
+TEST(Unify, NamesOfAStructAndItsFieldsAreKnown) {
+  // What a partition key of such a name is refused by (catalog.cc SetSchema).
+  const auto s = arrow::struct_({arrow::field("a", arrow::int64())});
+  const arrow::Schema top({arrow::field("s", s), arrow::field("x", arrow::int32())});
+  const arrow::Schema flat(
+      {arrow::field("s.a", arrow::int64()), arrow::field("x", arrow::int32())});
+  SchemaUnifier unifier;
+  unifier.Add("f.parquet", flat, nullptr, &top);
+  EXPECT_EQ(unifier.StructNamed("s"), "a struct in file 'f.parquet'");
+  EXPECT_EQ(unifier.StructNamed("s.a"), "the field 'a' of the struct 's' in file 'f.parquet'");
+  EXPECT_EQ(unifier.StructNamed("x"), "");
+  EXPECT_EQ(unifier.StructNamed("k"), "");
+}
+
 TEST(Unify, UniformFilesKeepTheirSchema) {
   SchemaUnifier unifier;
   auto schema = arrow::schema({arrow::field("x", arrow::int32(), false)});

@@ -340,13 +340,59 @@ arrow::Result<RowGroupReader> OpenRowGroup(const Catalog& catalog, int32_t rg_in
   return out;
 }
 
+// A field of a list of structs's elements that this file lacks (`ls.b`, added
+// to the elements since) is a list of nulls as long as the row's list, not a
+// null list: the index in `flat` of a field of the same list the file has
+// (`ls.a`), whose lists give the lengths; -1 where there is none.
+int ListSibling(const std::vector<FlatField>& flat, const arrow::Field& dataset_field) {
+  const auto want = ReadType(dataset_field.type())->id();
+  if (want != arrow::Type::LIST && want != arrow::Type::LARGE_LIST) return -1;
+  const std::string& name = dataset_field.name();
+  for (size_t k = 0; k < flat.size(); ++k) {
+    const auto& f = flat[k];
+    const auto id = f.field->type()->id();
+    if (f.list_at < 0 || (id != arrow::Type::LIST && id != arrow::Type::LARGE_LIST)) continue;
+    // The list's own name: the field's, less its path inside the elements.
+    size_t inside = 0;
+    for (size_t p = static_cast<size_t>(f.list_at); p < f.path.size(); ++p) {
+      inside += f.path[p].size() + 1;
+    }
+    const std::string& have = f.field->name();
+    if (inside >= have.size()) continue;
+    const std::string_view list(have.data(), have.size() - inside);
+    if (name.size() > list.size() + 1 && name.starts_with(list) && name[list.size()] == '.') {
+      return static_cast<int>(k);
+    }
+  }
+  return -1;
+}
+
+// `sibling`'s lists with every element null, of the dataset field's type.
+arrow::Result<std::shared_ptr<arrow::Array>> NullsInLists(const arrow::Array& sibling,
+                                                          const arrow::Field& dataset_field) {
+  const auto read_type = ReadType(dataset_field.type());
+  const auto& element = static_cast<const arrow::BaseListType&>(*read_type).value_field();
+  auto data = sibling.data()->Copy();
+  data->type =
+      sibling.type_id() == arrow::Type::LIST ? arrow::list(element) : arrow::large_list(element);
+  ARROW_ASSIGN_OR_RAISE(
+      auto values,
+      arrow::MakeArrayOfNull(element->type(), data->child_data[0]->length, EnginePool()));
+  data->child_data[0] = values->data();
+  data->null_count = sibling.null_count();
+  return ConformArray(arrow::MakeArray(data), read_type);
+}
+
 // Reads the file's own columns of the layout (table_column[i]: field i's column
-// in the table, -1 when the file lacks it or it is a partition column), checks
+// in the table, -1 when the file lacks it or it is a partition column; for a
+// field of a list of structs's elements it lacks, sibling_column[i]: the
+// column of another field of that list, else -1), checks
 // the row count and keeps only the `selection` rows when a filter gave one.
 arrow::Result<std::shared_ptr<arrow::Table>> ReadTable(
     const Catalog& catalog, int32_t rg_index, const Layout& layout, const DecodeHooks& hooks,
     const std::string& context, const std::vector<int64_t>* selection, const RowGroupReader& opened,
-    const std::vector<bool>& wanted, std::vector<int>* table_column) {
+    const std::vector<bool>& wanted, std::vector<int>* table_column,
+    std::vector<int>* sibling_column) {
   const auto& rg = catalog.row_groups()[static_cast<size_t>(rg_index)];
   const auto& file = catalog.files()[static_cast<size_t>(rg.file)];
   const ErrorContext where{file.rel_path, rg.row_group, "", ""};
@@ -355,19 +401,31 @@ arrow::Result<std::shared_ptr<arrow::Table>> ReadTable(
   const auto& flat = opened.fields;
   std::vector<const FlatField*> fields(layout.fields.size(), nullptr);
   table_column->assign(layout.fields.size(), -1);
+  sibling_column->assign(layout.fields.size(), -1);
   std::vector<const FlatField*> all_fields;
-  int read_columns = 0;
   for (size_t i = 0; i < layout.fields.size(); ++i) {
     const int field = layout.fields[i];
     const int in_file = file.field_map.empty() ? field : file.field_map[static_cast<size_t>(field)];
-    if (in_file < 0 || !wanted[i]) continue;
+    if (!wanted[i]) continue;
+    if (in_file < 0) {
+      const int sibling = catalog.column_origins()[static_cast<size_t>(field)].partition_key < 0
+                              ? ListSibling(flat, *catalog.schema()->field(field))
+                              : -1;
+      if (sibling < 0) continue;
+      const FlatField* of = &flat[static_cast<size_t>(sibling)];
+      const auto read = std::find(all_fields.begin(), all_fields.end(), of);
+      (*sibling_column)[i] = static_cast<int>(read - all_fields.begin());
+      if (read == all_fields.end()) all_fields.push_back(of);
+      continue;
+    }
     if (static_cast<size_t>(in_file) >= flat.size()) {
       return Error(ErrorKind::kInvalidData,
                    context + ": the file has fewer columns than its footer said");
     }
     fields[i] = &flat[static_cast<size_t>(in_file)];
-    all_fields.push_back(fields[i]);
-    (*table_column)[i] = read_columns++;
+    const auto read = std::find(all_fields.begin(), all_fields.end(), fields[i]);
+    (*table_column)[i] = static_cast<int>(read - all_fields.begin());
+    if (read == all_fields.end()) all_fields.push_back(fields[i]);
   }
   if (all_fields.empty()) return nullptr;
 
@@ -425,9 +483,9 @@ arrow::Status ReadColumns(const Catalog& catalog, int32_t rg_index, const Layout
   const auto& file = catalog.files()[static_cast<size_t>(rg.file)];
   const auto t_decode = Clock::now();
   const int64_t io_before = opened.io_ns->load();
-  std::vector<int> table_column;
+  std::vector<int> table_column, sibling_column;
   ARROW_ASSIGN_OR_RAISE(auto table, ReadTable(catalog, rg_index, layout, hooks, context, selection,
-                                              opened, wanted, &table_column));
+                                              opened, wanted, &table_column, &sibling_column));
   const int64_t num_rows = selection ? static_cast<int64_t>(selection->size()) : rg.num_rows;
 
   columns->resize(layout.fields.size());
@@ -435,8 +493,9 @@ arrow::Status ReadColumns(const Catalog& catalog, int32_t rg_index, const Layout
     if (!wanted[i]) continue;
     const std::string column_context = context + ", column '" + layout.field_names[i] + "'";
     std::shared_ptr<arrow::Array> stored;  // the file's own column, when it has one
-    if (table_column[i] >= 0) {
-      const auto& chunked = table->column(table_column[i]);
+    const int at = table_column[i] >= 0 ? table_column[i] : sibling_column[i];
+    if (at >= 0) {
+      const auto& chunked = table->column(at);
       if (chunked->num_chunks() == 1) {
         stored = chunked->chunk(0);
       } else {
@@ -444,6 +503,11 @@ arrow::Status ReadColumns(const Catalog& catalog, int32_t rg_index, const Layout
         if (!maybe.ok()) return WithContext(maybe.status(), column_context);
         stored = *maybe;
       }
+    }
+    if (table_column[i] < 0 && stored) {
+      auto nulls = NullsInLists(*stored, *catalog.schema()->field(layout.fields[i]));
+      if (!nulls.ok()) return WithContext(nulls.status(), column_context);
+      stored = *nulls;
     }
     ARROW_ASSIGN_OR_RAISE(auto array, DatasetColumn(catalog, file, layout.fields[i], stored,
                                                     num_rows, column_context));

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iomanip>
 #include <limits>
 #include <numbers>
 #include <sstream>
@@ -84,6 +85,9 @@ void ForEachRowElement(const DecodedColumn& c, const RandomKey& key, size_t posi
 arrow::Status CheckFillValue(double value, DType dtype, const std::string& what) {
   std::ostringstream shown;
   shown.precision(17);
+  if (std::trunc(value) == value && std::fabs(value) < 1e21) {
+    shown << std::fixed << std::setprecision(0);  // 9223372036854775808, not 9.2e+18
+  }
   shown << value;
   auto fail = [&](const std::string& why) {
     return Error(ErrorKind::kInvalidArgument, what + ": fill value " + shown.str() + " " + why);
