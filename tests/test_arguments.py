@@ -291,11 +291,15 @@ BAD_FIELDS: list[tuple[str, Any]] = [
     ("version", None),
     # Nested past the recursion limit: named, not a RecursionError from its repr.
     *[(name, _deep) for name in ("version", "epoch", "seed", "batches_consumed", "fingerprint")],
+    # Past 4300 digits, an int's repr raises: named too.
+    *[(name, 10**5000) for name in ("version", "epoch", "seed", "batches_consumed")],
 ]
 
 
 @pytest.mark.parametrize(
-    ("field", "value"), BAD_FIELDS, ids=lambda v: "deep" if v is _deep else repr(v)
+    ("field", "value"),
+    BAD_FIELDS,
+    ids=lambda v: "deep" if v is _deep else "huge" if v == 10**5000 else repr(v),
 )
 def test_bad_state_dict_fields_are_named(cls, dataset, saved, field, value):
     state = json.loads(saved)

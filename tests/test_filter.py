@@ -419,6 +419,8 @@ BAD: list[tuple[Any, str]] = [
     ([], "non-empty list"),
     ([("n", "==")], r"tuple, got \('n', '=='\) \(2 items\)"),
     (("n", "==", 3), r"list of \(column, op, value\) tuples: \[\('n', '==', 3\)\]"),
+    (("n", "=="), r"list of \(column, op, value\) tuples, got \('n', '=='\) \(2 items\)"),
+    ([("n", "==", 1), ("n", ">")], r"tuple, got \('n', '>'\) \(2 items\)"),
     ([[("n", "==", 1)], []], "non-empty list"),
 ]
 

@@ -652,6 +652,35 @@ def test_a_silent_server_is_a_storage_error_within_the_deadline(
     assert time.monotonic() - t0 < 2.0 + 4.0, err.value
 
 
+def test_a_store_that_stalls_mid_epoch_is_an_error_within_a_few_deadlines(s3, proxy, tmp_path):
+    """Many small row groups resident when the server hangs: each decode ahead waited
+    out remote_timeout in turn while the ready batches trickled out one window at a
+    time, and the error came 28 deadlines late. The batches before it are the stream's."""
+    folder = tmp_path / "small"
+    folder.mkdir()
+    for f in range(8):
+        ids = np.arange(f * 4000, (f + 1) * 4000)
+        pq.write_table(pa.table({"id": ids, "x": ids * 0.5}), folder / f"f{f}.parquet",
+                       row_group_size=500)  # fmt: skip
+    remote = s3.upload_folder(folder, "data", "stall-mid")
+    via_proxy = remote.replace(s3.endpoint, f"127.0.0.1:{proxy.port}")
+    kw: dict[str, Any] = dict(batch_size=100, output="numpy", seed=1, remote_timeout=1.0,
+                              num_threads=1, prefetch=1, memory_limit="1MiB")  # fmt: skip
+    reference = [b["id"] for b in _loader_once_the_store_answers(via_proxy, **kw)]
+    loader = _loader_once_the_store_answers(via_proxy, **kw)
+    got = []
+    with pytest.raises(shardfeed.StorageError, match=r"\.parquet.*remote_timeout"):
+        for batch in loader:
+            got.append(batch["id"])
+            if len(got) == 4:
+                proxy.stall.set()
+                t0 = time.monotonic()
+    assert time.monotonic() - t0 < 3 * 1.0 + 3.0
+    assert len(got) < len(reference)
+    for mine, theirs in zip(got, reference, strict=False):
+        np.testing.assert_array_equal(mine, theirs)
+
+
 def test_a_listing_that_stops_answering_is_a_storage_error_within_the_deadline(s3, proxy, tmp_path):
     """Listing a folder's keys is paged, one request per 1,000 keys: each page must come
     within remote_timeout (a listing as long as the bucket needs while pages come), not

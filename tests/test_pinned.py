@@ -48,6 +48,9 @@ def test_settings_are_checked_before_anything_is_opened(dataset, tmp_path):
     # device="cpu" is no device: the same stream, in host memory; a torch.device too.
     assert digest(loader(dataset, device="cpu")) == digest(loader(dataset))
     assert digest(loader(dataset, device=torch.device("cpu"))) == digest(loader(dataset))
+    # So with any output: every output is in host memory.
+    as_numpy = digest(loader(dataset, output="numpy"))
+    assert digest(loader(dataset, device="cpu", output="numpy")) == as_numpy
 
 
 @pytest.fixture

@@ -536,16 +536,30 @@ def test_a_field_added_to_a_lists_structs_is_nulls_as_long_as_the_list(
             np.testing.assert_array_equal(got[f"ls.{name}"][i, : len(r)], r)
 
 
-@pytest.mark.parametrize("key", ["s", "s.a"])
+@pytest.mark.parametrize("key", ["s", "s.a", "s.inner", "s.inner.x"])
 def test_a_partition_key_named_as_a_struct_or_its_field_is_refused(tmp_path: Path, key: str):
-    """`s=1/` or `s.a=1/` beside a struct s{a}: pyarrow refuses the first; flattened, the
-    key would be delivered beside the struct's fields or silently lose to one."""
+    """`s=1/`, `s.a=1/` or `s.inner=1/` beside a struct s{a, inner{x}}: pyarrow refuses
+    the first; flattened, the key would be delivered beside the struct's fields or
+    silently lose to one."""
     for v in (1, 2):
         (tmp_path / f"{key}={v}").mkdir()
         pq.write_table(
-            pa.table({"id": [v], "s": [{"a": 9}]}), tmp_path / f"{key}={v}" / "part.parquet"
+            pa.table({"id": [v], "s": [{"a": 9, "inner": {"x": 5}}]}),
+            tmp_path / f"{key}={v}" / "part.parquet",
         )
     with pytest.raises(shardfeed.SchemaMismatchError, match=rf"partition key '{key}' \(file"):
         shardfeed.Loader(tmp_path)
     got = loader_rows(tmp_path, ["id", "s.a"], partitioning=None)
     assert sorted(got["id"].tolist()) == [1, 2] and got["s.a"].tolist() == [9, 9]
+
+
+def test_a_column_of_its_own_named_as_a_lists_field_is_no_field_of_the_list(tmp_path: Path):
+    """A top-level column literally named `ls.b` (in b.parquet only) beside ls:
+    list<struct<a>>: in a.parquet it is a column the file lacks (a null list), not
+    nulls as long as ls's lists."""
+    ls = pa.list_(pa.struct([("a", pa.int64())]))
+    pq.write_table(pa.table({"ls": pa.array([[{"a": 1}] * 3], ls)}), tmp_path / "a.parquet")
+    b = pa.table({"ls": pa.array([[{"a": 2}]], ls), "ls.b": pa.array([[7, 8]])})
+    pq.write_table(b, tmp_path / "b.parquet")
+    got = loader_rows(tmp_path, ["ls.b"])
+    assert got["ls.b_lengths"].tolist() == [0, 2]

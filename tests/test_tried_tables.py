@@ -389,6 +389,17 @@ def test_list_view_columns_read_as_the_lists_they_are(tmp_path):
         n: (v.dtype, v.tolist()) for n, v in lists.items()}  # fmt: skip
     assert views["lv_lengths"].tolist() == [2, 0, 0, 1]
     assert views["fl_lengths"].tolist() == [2, 4, 0, 0]
+    # A view of structs: each field a list of its own, as for a list of structs.
+    items = [[{"a": 1}, {"a": 2}], [], None, [{"a": 3}]]
+    for name, kind in (("sv", pa.list_view), ("pl", pa.list_)):
+        table = pa.table({"s": pa.array(items, kind(pa.struct([("a", pa.int64())])))})
+        pq.write_table(table, tmp_path / f"{name}.parquet")
+    fields = [list(shardfeed.Loader(tmp_path / f"{name}.parquet", columns=["s.a"],
+                                    **args | {"transforms": []}))
+              for name in ("sv", "pl")]  # fmt: skip
+    assert [[(k, v.tolist()) for k, v in b.items()] for b in fields[0]] == [
+        [(k, v.tolist()) for k, v in b.items()] for b in fields[1]]  # fmt: skip
+    assert fields[0][0]["s.a_lengths"].tolist() == [2, 0, 0, 1]
 
 
 def test_an_absolute_source_needs_no_working_folder(tmp_path, monkeypatch):

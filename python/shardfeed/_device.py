@@ -4,6 +4,7 @@ batch ahead (private)."""
 from __future__ import annotations
 
 import math
+import re
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -37,6 +38,8 @@ def check_device(pin_memory: Any, device: Any, output: str) -> tuple[bool, str |
     if not pin and name is None:
         return False, None
     setting = "pin_memory=True" if name is None else f"device={name!r}"
+    if not pin and name is not None and re.fullmatch(r"cpu(:\d+)?", name.strip()):
+        return False, None  # host memory, as every output is there
     if output != "torch":
         raise InvalidArgumentError(f"{setting} needs output='torch', got output={output!r}")
     if name is not None:

@@ -393,6 +393,11 @@ def _is_predicate(item: Any) -> bool:
     return isinstance(item, (tuple, list)) and len(item) == 3 and isinstance(item[0], str)
 
 
+def _looks_like_predicate(item: Any) -> bool:
+    """A tuple or list that starts with a column name: meant as a predicate."""
+    return isinstance(item, (tuple, list)) and bool(item) and isinstance(item[0], str)
+
+
 def _form(item: Any) -> str:
     """What a malformed predicate is, for its error: a tuple of the wrong length says so."""
     if isinstance(item, (tuple, list)) and len(item) != 3:
@@ -418,7 +423,19 @@ def check_form(filter: FilterArg) -> list[list[tuple[str, str, Any]]]:
         raise InvalidArgumentError(
             f"filter must be a list of (column, op, value) tuples: [{filter!r}], not {filter!r}"
         )
-    groups = [filter] if all(_is_predicate(p) for p in filter) else filter
+    if isinstance(filter[0], str):  # ("x", "=="): one malformed predicate
+        raise InvalidArgumentError(
+            f"filter must be a list of (column, op, value) tuples, got {_form(filter)}"
+        )
+    groups: Sequence[Any] = filter
+    if all(_is_predicate(p) for p in filter):
+        groups = [filter]
+    elif any(_looks_like_predicate(p) for p in filter):
+        # One AND of predicates, one of them malformed: name that one.
+        bad = next(p for p in filter if not _is_predicate(p))
+        raise InvalidArgumentError(
+            f"filter: expected a (column, op, value) tuple, got {_form(bad)}"
+        )
     out: list[list[tuple[str, str, Any]]] = []
     for group in groups:
         if not isinstance(group, (list, tuple)) or not group:

@@ -368,7 +368,9 @@ class Loader(Stream):
         return str(self._dataset.fingerprint)
 
     def stats(self) -> dict[str, Any]:
-        """Counters of the latest pass.
+        """Counters of the latest pass (before the first pass begins: only ``epoch``,
+        ``batches_consumed``, ``started_early`` and the cache, ``filter`` and
+        ``pinned`` counters; ``stages`` and ``memory`` come with the first pass).
 
         ``started_early``: the pass's engine was started near the end of the pass
         before (see the README's *Memory*).

@@ -51,6 +51,8 @@ def _plain(value: Any) -> Any:
 def _shown(value: Any) -> str:
     """A saved field's value for an error: its repr where that is short, else its type
     (a tampered field may be nested past the recursion limit, or huge)."""
+    if isinstance(value, int) and abs(value) >= 2**128:  # repr refuses past 4300 digits
+        return f"an integer of {value.bit_length()} bits"
     if value is None or isinstance(value, (str, int, float, np.number, np.bool_)):
         text = repr(value)
         return text if len(text) <= 80 else f"{text[:77]}..."
@@ -69,7 +71,8 @@ def _int_field(state: Mapping[str, Any], name: str, lo: int, hi: int) -> int:
         ) from None
     if not lo <= value < hi:
         raise StateDictError(
-            f"state dict field '{name}' is {value}, outside [{bound_text(lo)}, {bound_text(hi)})"
+            f"state dict field '{name}' is {_shown(value)}, outside "
+            f"[{bound_text(lo)}, {bound_text(hi)})"
         )
     return value
 
@@ -90,6 +93,10 @@ def _check_json(value: Any, where: str, depth: int) -> None:
     elif isinstance(value, (list, tuple)):
         for v in value:
             _check_json(v, where, depth + 1)
+    elif isinstance(value, int) and abs(value) >= 2**128:
+        raise StateDictError(
+            f"state dict field {where!r} holds {_shown(value)}, which no setting is"
+        )
     elif value is not None and not isinstance(value, (str, int, float, np.number, np.bool_)):
         raise StateDictError(
             f"state dict field {where!r} holds a {type(value).__name__}, which no setting is"

@@ -70,6 +70,7 @@ struct ColumnOrigin {
   std::vector<std::string> file_types;  // the distinct types in the files (promoted when > 1)
   int64_t missing_files = 0;            // files that lack the column (it reads as null there)
   std::string conflict;                 // non-empty: types with no common type
+  std::string struct_origin;            // the struct it is a field of ('s' of 's.a'); "": none
 };
 
 enum class Partitioning {

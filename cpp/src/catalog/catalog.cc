@@ -766,7 +766,8 @@ arrow::Status CatalogBuilder::SetSchema(const std::vector<UnifiedColumn>& column
   arrow::FieldVector fields;
   for (const auto& column : columns) {
     fields.push_back(column.field);
-    catalog.origins_.push_back({-1, column.file_types, column.missing_files, column.conflict});
+    catalog.origins_.push_back(
+        {-1, column.file_types, column.missing_files, column.conflict, column.struct_origin});
   }
   catalog.partition_schema_ = arrow::schema({});
   // A partitioned Delta table's keys are columns of the table (its log gives their
@@ -858,7 +859,7 @@ arrow::Status CatalogBuilder::SetSchema(const std::vector<UnifiedColumn>& column
       });
       if (shadowed) continue;
       fields.push_back(field);
-      catalog.origins_.push_back({k, {field->type()->ToString()}, 0, ""});
+      catalog.origins_.push_back({k, {field->type()->ToString()}, 0, "", ""});
     }
   }
   catalog.schema_ = arrow::schema(fields);

@@ -420,8 +420,17 @@ std::string SchemaUnifier::StructNamed(const std::string& name) const {
     return "a struct in file '" + kinds->second.struct_file + "'";
   }
   for (const auto& column : columns_) {
-    if (column.info.field->name() == name && column.origin && !column.origin->empty()) {
+    if (!column.origin || column.origin->empty()) continue;
+    const std::string& field = column.info.field->name();
+    if (field == name)
       return Describe(name, *column.origin) + " in file '" + column.type_file + "'";
+    // A struct inside the struct ('s.inner' of 's.inner.x'), at or below its top.
+    if (name.size() > column.origin->size() && field.size() > name.size() + 1 &&
+        field.compare(0, name.size(), name) == 0 && field[name.size()] == '.' &&
+        name.compare(0, column.origin->size(), *column.origin) == 0 &&
+        name[column.origin->size()] == '.') {
+      return "the struct '" + name + "' inside the struct '" + *column.origin + "' in file '" +
+             column.type_file + "'";
     }
   }
   return "";
@@ -437,6 +446,7 @@ std::vector<UnifiedColumn> SchemaUnifier::Columns() const {
     const auto& column = columns_[c];
     UnifiedColumn info = column.info;
     info.missing_files = static_cast<int64_t>(maps_.size()) - column.present;
+    info.struct_origin = column.origin.value_or("");
     // A name that is a struct in one file and a column in another: neither
     // its fields nor the column can stand for the rows of the other files.
     const std::string& name = info.field->name();

@@ -44,6 +44,7 @@ struct UnifiedColumn {
   std::vector<std::string> file_types;  // the distinct types in the files, in order of appearance
   int64_t missing_files = 0;            // files without this column
   std::string conflict;                 // non-empty: types that cannot be promoted
+  std::string struct_origin;            // the top-level struct it was flattened from; "": its own
 };
 
 class SchemaUnifier {

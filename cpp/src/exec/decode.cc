@@ -12,6 +12,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <unordered_map>
 
 #include <arrow/array.h>
 #include <arrow/array/concatenate.h>
@@ -344,7 +345,10 @@ arrow::Result<RowGroupReader> OpenRowGroup(const Catalog& catalog, int32_t rg_in
 // to the elements since) is a list of nulls as long as the row's list, not a
 // null list: the index in `flat` of a field of the same list the file has
 // (`ls.a`), whose lists give the lengths; -1 where there is none.
-int ListSibling(const std::vector<FlatField>& flat, const arrow::Field& dataset_field) {
+int ListSibling(const std::vector<FlatField>& flat, const arrow::Field& dataset_field,
+                const ColumnOrigin& origin) {
+  // A column of its own named 'ls.b' is no field of ls's structs.
+  if (origin.partition_key >= 0 || origin.struct_origin.empty()) return -1;
   const auto want = ReadType(dataset_field.type())->id();
   if (want != arrow::Type::LIST && want != arrow::Type::LARGE_LIST) return -1;
   const std::string& name = dataset_field.name();
@@ -403,19 +407,20 @@ arrow::Result<std::shared_ptr<arrow::Table>> ReadTable(
   table_column->assign(layout.fields.size(), -1);
   sibling_column->assign(layout.fields.size(), -1);
   std::vector<const FlatField*> all_fields;
+  std::unordered_map<const FlatField*, int> column_of;  // each field read once
+  auto column = [&](const FlatField* f) {
+    const auto [it, added] = column_of.emplace(f, static_cast<int>(all_fields.size()));
+    if (added) all_fields.push_back(f);
+    return it->second;
+  };
   for (size_t i = 0; i < layout.fields.size(); ++i) {
     const int field = layout.fields[i];
     const int in_file = file.field_map.empty() ? field : file.field_map[static_cast<size_t>(field)];
     if (!wanted[i]) continue;
     if (in_file < 0) {
-      const int sibling = catalog.column_origins()[static_cast<size_t>(field)].partition_key < 0
-                              ? ListSibling(flat, *catalog.schema()->field(field))
-                              : -1;
-      if (sibling < 0) continue;
-      const FlatField* of = &flat[static_cast<size_t>(sibling)];
-      const auto read = std::find(all_fields.begin(), all_fields.end(), of);
-      (*sibling_column)[i] = static_cast<int>(read - all_fields.begin());
-      if (read == all_fields.end()) all_fields.push_back(of);
+      const int sibling = ListSibling(flat, *catalog.schema()->field(field),
+                                      catalog.column_origins()[static_cast<size_t>(field)]);
+      if (sibling >= 0) (*sibling_column)[i] = column(&flat[static_cast<size_t>(sibling)]);
       continue;
     }
     if (static_cast<size_t>(in_file) >= flat.size()) {
@@ -423,9 +428,7 @@ arrow::Result<std::shared_ptr<arrow::Table>> ReadTable(
                    context + ": the file has fewer columns than its footer said");
     }
     fields[i] = &flat[static_cast<size_t>(in_file)];
-    const auto read = std::find(all_fields.begin(), all_fields.end(), fields[i]);
-    (*table_column)[i] = static_cast<int>(read - all_fields.begin());
-    if (read == all_fields.end()) all_fields.push_back(fields[i]);
+    (*table_column)[i] = column(fields[i]);
   }
   if (all_fields.empty()) return nullptr;
 

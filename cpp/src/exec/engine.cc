@@ -623,6 +623,12 @@ class EngineImpl final : public Engine {
     const int64_t w_cur = schedule_->WindowOf(schedule_->UnitSpan(unit).begin);
     const int64_t w_end = std::min(w_cur + (next_window ? 1 : 0), schedule_->num_windows() - 1);
     for (int64_t w = w_cur; w <= w_end; ++w) {
+      // The stream ends at the first unit that needs a row group that failed;
+      // a later window's units all come after it, and in its own window the
+      // units decode what they need themselves (a stalled store made each
+      // decode ahead wait out remote_timeout while the ready batches
+      // trickled: the error came 28 timeouts late).
+      if (w >= failed_window_.load()) break;
       const Interval units = schedule_->UnitRange(w);
       if (units.empty() || (w != w_cur && units.last <= max_started_.load())) continue;
       for (int32_t rg : schedule_->NeededRowGroups(w)) {
@@ -823,6 +829,11 @@ class EngineImpl final : public Engine {
     }
     if (!result.ok()) {
       budget_->Release(MemoryBudget::kDecoding, reserved);
+      if (!result.status().IsCancelled()) {
+        int64_t failed = failed_window_.load();
+        while (window < failed && !failed_window_.compare_exchange_weak(failed, window)) {
+        }
+      }
       return result;
     }
     const int64_t resident = ResidentBytes(**result);
@@ -936,8 +947,11 @@ class EngineImpl final : public Engine {
   int64_t last_window_ = -1;
   int64_t last_window_needed_ = 0;
   std::atomic<int64_t> max_started_{-1};  // the highest unit any worker has begun
-  std::atomic<int> decoding_ahead_{0};    // workers decoding a row group with no unit to build
-  std::vector<int64_t> file_position_;    // catalog file -> position in remote_files_
+  // The first window with a row group whose decode failed: none past it is
+  // decoded ahead.
+  std::atomic<int64_t> failed_window_{std::numeric_limits<int64_t>::max()};
+  std::atomic<int> decoding_ahead_{0};  // workers decoding a row group with no unit to build
+  std::vector<int64_t> file_position_;  // catalog file -> position in remote_files_
   std::vector<RemoteFileInfo> remote_files_;
   std::unique_ptr<Prefetcher> prefetcher_;
   std::atomic<int64_t> furthest_file_{-1};

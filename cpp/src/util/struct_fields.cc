@@ -4,6 +4,8 @@
 
 #include <arrow/array.h>
 #include <arrow/chunked_array.h>
+#include <arrow/compute/cast.h>
+#include <arrow/compute/initialize.h>
 #include <arrow/table.h>
 #include <arrow/type.h>
 #include <parquet/arrow/reader.h>
@@ -25,7 +27,8 @@ bool IsStruct(const parquet::arrow::SchemaField& node) {
 // of key-value structs).
 bool IsListOfOne(arrow::Type::type id) {
   return id == arrow::Type::LIST || id == arrow::Type::LARGE_LIST || id == arrow::Type::MAP ||
-         id == arrow::Type::FIXED_SIZE_LIST;
+         id == arrow::Type::FIXED_SIZE_LIST || id == arrow::Type::LIST_VIEW ||
+         id == arrow::Type::LARGE_LIST_VIEW;
 }
 
 // A list of the same kind as `list` (list, large list, or fixed-size list of
@@ -34,6 +37,7 @@ std::shared_ptr<arrow::DataType> ListLike(const arrow::DataType& list,
                                           std::shared_ptr<arrow::Field> element) {
   switch (list.id()) {
     case arrow::Type::LARGE_LIST:
+    case arrow::Type::LARGE_LIST_VIEW:  // a view is read as the list it is (convert.h)
       return arrow::large_list(std::move(element));
     case arrow::Type::FIXED_SIZE_LIST:
       return arrow::fixed_size_list(std::move(element),
@@ -134,6 +138,16 @@ arrow::Result<std::shared_ptr<arrow::Array>> Extract(std::shared_ptr<arrow::Arra
     if (static_cast<int>(k) != f.list_at) {
       ARROW_ASSIGN_OR_RAISE(chunk, Child(chunk, f.path[k]));
       continue;
+    }
+    if (chunk->type_id() == arrow::Type::LIST_VIEW ||
+        chunk->type_id() == arrow::Type::LARGE_LIST_VIEW) {
+      // Views may overlap and come in any order: the list of the same elements.
+      const auto& element = static_cast<const arrow::BaseListType&>(*chunk->type()).value_field();
+      static const arrow::Status compute_ready = arrow::compute::Initialize();  // once
+      ARROW_RETURN_NOT_OK(compute_ready);
+      ARROW_ASSIGN_OR_RAISE(auto as_list,
+                            arrow::compute::Cast(*chunk, ListLike(*chunk->type(), element)));
+      chunk = std::move(as_list);
     }
     const auto id = chunk->type_id();
     if (!IsListOfOne(id)) {
