@@ -322,8 +322,9 @@ def _nested(depth: int) -> list[Any]:
         ("transforms", np.zeros(3), "settings.transforms' holds a ndarray"),
         ("columns", _nested(5000), "settings.columns' is nested deeper"),
         ("columns", {1: "x"}, "settings.columns' has a key 1"),
+        ("columns", {10**5000: "x"}, "settings.columns' has a key an integer of 16610 bits"),
     ],
-    ids=["array", "array-list", "deep", "int-key"],
+    ids=["array", "array-list", "deep", "int-key", "huge-key"],
 )
 def test_tampered_settings_are_named(cls, dataset, saved, key, value, match):
     """Settings hold what JSON does: anything else is named, not a raw ValueError or

@@ -421,6 +421,7 @@ BAD: list[tuple[Any, str]] = [
     (("n", "==", 3), r"list of \(column, op, value\) tuples: \[\('n', '==', 3\)\]"),
     (("n", "=="), r"list of \(column, op, value\) tuples, got \('n', '=='\) \(2 items\)"),
     ([("n", "==", 1), ("n", ">")], r"tuple, got \('n', '>'\) \(2 items\)"),
+    ([[("n", "==", 1)], ("n", "<", 3)], r"mixes OR terms .* with a bare tuple \('n', '<', 3\)"),
     ([[("n", "==", 1)], []], "non-empty list"),
 ]
 

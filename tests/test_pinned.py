@@ -51,6 +51,8 @@ def test_settings_are_checked_before_anything_is_opened(dataset, tmp_path):
     # So with any output: every output is in host memory.
     as_numpy = digest(loader(dataset, output="numpy"))
     assert digest(loader(dataset, device="cpu", output="numpy")) == as_numpy
+    with pytest.raises(ValueError, match=r"^pin_memory=True needs output='torch'"):
+        loader(dataset, device="cpu", pin_memory=True, output="numpy")
 
 
 @pytest.fixture

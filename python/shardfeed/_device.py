@@ -37,9 +37,11 @@ def check_device(pin_memory: Any, device: Any, output: str) -> tuple[bool, str |
     name = None if device is None else check_str("device", device)
     if not pin and name is None:
         return False, None
+    if name is not None and re.fullmatch(r"cpu(:\d+)?", name.strip()):
+        name = None  # host memory, where every output is: pin_memory alone decides
+        if not pin:
+            return False, None
     setting = "pin_memory=True" if name is None else f"device={name!r}"
-    if not pin and name is not None and re.fullmatch(r"cpu(:\d+)?", name.strip()):
-        return False, None  # host memory, as every output is there
     if output != "torch":
         raise InvalidArgumentError(f"{setting} needs output='torch', got output={output!r}")
     if name is not None:

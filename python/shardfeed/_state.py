@@ -52,7 +52,7 @@ def _shown(value: Any) -> str:
     """A saved field's value for an error: its repr where that is short, else its type
     (a tampered field may be nested past the recursion limit, or huge)."""
     if isinstance(value, int) and abs(value) >= 2**128:  # repr refuses past 4300 digits
-        return f"an integer of {value.bit_length()} bits"
+        return f"{'a negative' if value < 0 else 'an'} integer of {value.bit_length()} bits"
     if value is None or isinstance(value, (str, int, float, np.number, np.bool_)):
         text = repr(value)
         return text if len(text) <= 80 else f"{text[:77]}..."
@@ -88,7 +88,9 @@ def _check_json(value: Any, where: str, depth: int) -> None:
     if isinstance(value, Mapping):
         for k, v in value.items():
             if not isinstance(k, str):
-                raise StateDictError(f"state dict field {where!r} has a key {k!r} (not a string)")
+                raise StateDictError(
+                    f"state dict field {where!r} has a key {_shown(k)} (not a string)"
+                )
             _check_json(v, f"{where}.{k}", depth + 1)
     elif isinstance(value, (list, tuple)):
         for v in value:

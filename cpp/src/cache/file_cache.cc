@@ -92,7 +92,7 @@ arrow::Result<FileCache::Impl::Fetched> FileCache::Impl::Uncached(
                                                       policy, remote_bytes));
   // The same deadline as an uncached read without a cache: per opening (one
   // row group's reads), retries included.
-  out.file = WithDeadline(std::move(remote), seconds, stop);
+  out.file = WithDeadline(std::move(remote), seconds, stop, options.remote_timeout);
   return out;
 }
 

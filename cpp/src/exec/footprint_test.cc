@@ -59,8 +59,13 @@ TEST(DecodedChunkBytes, UntrustedFooterNumbersStayBounded) {
   const auto repeated = Column(parquet::Type::BYTE_ARRAY, parquet::Repetition::REPEATED, 1, 1);
   const int64_t most = DecodedChunkBytes(repeated, INT64_MAX, 1, INT64_MAX);
   EXPECT_GT(most, 0);
-  EXPECT_LE(most, (int64_t{1} << 40) * 14);  // 2^40 uncompressed, 8 per value, 4 of levels
-  EXPECT_EQ(DecodedChunkBytes(repeated, 30, 10, 100), 100 + 8 * 30 + 4 * 30);  // + levels
+  EXPECT_LE(most, (int64_t{1} << 40) * 10);
+  EXPECT_EQ(DecodedChunkBytes(repeated, 30, 10, 100), 100 + 8 * 30);
+  // Its levels, booked for the decode only: an int16 of each kind per value.
+  EXPECT_EQ(LevelBytes(repeated, 30), 4 * 30);
+  EXPECT_EQ(LevelBytes(repeated, INT64_MAX), 4 * (int64_t{1} << 40));
+  EXPECT_EQ(LevelBytes(repeated, -3), 0);
+  EXPECT_EQ(LevelBytes(flat, 100), 0);
 }
 
 class FootprintsTest : public ::testing::Test {

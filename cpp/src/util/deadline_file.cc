@@ -28,10 +28,10 @@ thread_local const std::atomic<bool>* abandoned_flag = nullptr;
 class DeadlineFile final : public arrow::io::RandomAccessFile {
  public:
   DeadlineFile(std::shared_ptr<arrow::io::RandomAccessFile> inner, double timeout_seconds,
-               const std::atomic<bool>* stop)
+               const std::atomic<bool>* stop, double setting_seconds)
       : inner_(std::move(inner)),
         stop_(stop),
-        timeout_seconds_(timeout_seconds),
+        timeout_seconds_(setting_seconds > 0 ? setting_seconds : timeout_seconds),
         deadline_(DeadlineAfter(timeout_seconds)) {}
 
   arrow::Status Close() override { return inner_->Close(); }
@@ -67,7 +67,7 @@ class DeadlineFile final : public arrow::io::RandomAccessFile {
  private:
   std::shared_ptr<arrow::io::RandomAccessFile> inner_;
   const std::atomic<bool>* stop_;
-  double timeout_seconds_;
+  double timeout_seconds_;  // the setting, as errors name it
   Clock::time_point deadline_;
 };
 
@@ -132,9 +132,9 @@ arrow::Status NoAnswerWithin(double timeout_seconds) {
 
 std::shared_ptr<arrow::io::RandomAccessFile> WithDeadline(
     std::shared_ptr<arrow::io::RandomAccessFile> inner, double timeout_seconds,
-    const std::atomic<bool>* stop) {
+    const std::atomic<bool>* stop, double setting_seconds) {
   if (timeout_seconds <= 0) return inner;
-  return std::make_shared<DeadlineFile>(std::move(inner), timeout_seconds, stop);
+  return std::make_shared<DeadlineFile>(std::move(inner), timeout_seconds, stop, setting_seconds);
 }
 
 }  // namespace shardfeed

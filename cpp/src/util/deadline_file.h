@@ -102,8 +102,10 @@ arrow::Result<T> CallBefore(std::function<arrow::Result<T>()> call,
 // `inner` with reads bounded by now + `timeout_seconds` (<= 0: no deadline,
 // `inner` itself is returned).  A read also gives up (Cancelled) soon after
 // `*stop` becomes true, so that stopping an engine never waits for a hung server.
+// `setting_seconds` (> 0): the remote_timeout errors name, where the deadline
+// is what was left of it.
 std::shared_ptr<arrow::io::RandomAccessFile> WithDeadline(
     std::shared_ptr<arrow::io::RandomAccessFile> inner, double timeout_seconds,
-    const std::atomic<bool>* stop = nullptr);
+    const std::atomic<bool>* stop = nullptr, double setting_seconds = 0);
 
 }  // namespace shardfeed
