@@ -132,6 +132,13 @@ arrow::Result<uint64_t> FileCache::Impl::Download(const std::shared_ptr<arrow::f
   auto tracked = [&]() -> arrow::Result<uint64_t> {
     auto r = attempt();
     if (!r.ok() && !r.status().IsCancelled()) last_failure = r.status();
+    if (!r.ok() && storage_internal::IsRetryable(r.status()) && timeout > 0 &&
+        seconds_left() <= 0) {
+      // A stall that used the time up: no wait before an attempt that would
+      // give up at once (`cache warm` took 79 s for a 60 s remote_timeout).
+      timed_out = true;
+      return arrow::Status::Cancelled("remote_timeout");
+    }
     return r;
   };
   const int64_t start = NowNs();
