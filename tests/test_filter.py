@@ -422,6 +422,8 @@ BAD: list[tuple[Any, str]] = [
     (("n", "=="), r"list of \(column, op, value\) tuples, got \('n', '=='\) \(2 items\)"),
     ([("n", "==", 1), ("n", ">")], r"tuple, got \('n', '>'\) \(2 items\)"),
     ([[("n", "==", 1)], ("n", "<", 3)], r"mixes OR terms .* with a bare tuple \('n', '<', 3\)"),
+    ([[("n", "==", 1)], ("n", ">")], r"tuple, got \[\('n', '==', 1\)\] \(1 items\)"),
+    ([("n", "==", 1), []], r"tuple, got \[\] \(0 items\)"),
     ([[("n", "==", 1)], []], "non-empty list"),
 ]
 

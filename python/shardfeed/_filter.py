@@ -433,8 +433,9 @@ def check_form(filter: FilterArg) -> list[list[tuple[str, str, Any]]]:
     elif any(_looks_like_predicate(p) for p in filter):
         # One AND of predicates, one of them malformed: name that one.
         bad = next(p for p in filter if not _is_predicate(p))
-        if isinstance(bad, (list, tuple)) and bad and all(_is_predicate(p) for p in bad):
-            bare = next(p for p in filter if _is_predicate(p))
+        bare = next((p for p in filter if _is_predicate(p)), None)
+        group = isinstance(bad, (list, tuple)) and bool(bad) and all(map(_is_predicate, bad))
+        if bare is not None and group:
             raise InvalidArgumentError(
                 f"filter mixes OR terms (lists of tuples) with a bare tuple {bare!r}: put it "
                 "in a list of its own (an OR term), or in an OR term's list (an AND)"

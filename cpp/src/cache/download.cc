@@ -69,7 +69,7 @@ arrow::Result<uint64_t> FileCache::Impl::Download(const std::shared_ptr<arrow::f
     // (same size or not) would otherwise be cached under the old version.
     ARROW_RETURN_NOT_OK(CheckRemoteUnchanged(*fs, file.path, file.size, file.version,
                                              timeout > 0 ? std::max(seconds_left(), 0.001) : 0,
-                                             stopped));
+                                             stopped, timeout));
     arrow::fs::FileInfo info(file.path, arrow::fs::FileType::File);
     info.set_size(file.size);
     ARROW_ASSIGN_OR_RAISE(auto input, fs->OpenInputFile(info));
@@ -117,7 +117,7 @@ arrow::Result<uint64_t> FileCache::Impl::Download(const std::shared_ptr<arrow::f
     // Rewritten while it travelled: the copy may mix both versions.
     ARROW_RETURN_NOT_OK(CheckRemoteUnchanged(*fs, file.path, file.size, file.version,
                                              timeout > 0 ? std::max(seconds_left(), 0.001) : 0,
-                                             stopped));
+                                             stopped, timeout));
     return checksum.Digest();
   };
   // With a remote_timeout, retried until it passes without progress (each

@@ -56,8 +56,8 @@ arrow::Status CheckUnchanged(arrow::fs::FileSystem& fs, const FileEntry& file,
 
 arrow::Status CheckRemoteUnchanged(arrow::fs::FileSystem& fs, const std::string& path, int64_t size,
                                    const std::string& version, double timeout_seconds,
-                                   const StopCheck& stopped) {
-  auto maybe_info = FileInfoWithin(fs, path, timeout_seconds, stopped);
+                                   const StopCheck& stopped, double setting_seconds) {
+  auto maybe_info = FileInfoWithin(fs, path, timeout_seconds, stopped, setting_seconds);
   if (!maybe_info.ok()) return maybe_info.status();
   const auto& info = *maybe_info;
   if (info.type() == arrow::fs::FileType::NotFound) return Changed("it was removed");
@@ -77,7 +77,8 @@ arrow::Status CheckRemoteUnchanged(arrow::fs::FileSystem& fs, const std::string&
 
 arrow::Result<arrow::fs::FileInfo> FileInfoWithin(arrow::fs::FileSystem& fs,
                                                   const std::string& path, double timeout_seconds,
-                                                  const StopCheck& stopped) {
+                                                  const StopCheck& stopped,
+                                                  double setting_seconds) {
   if (fs.type_name() == "local" || (timeout_seconds <= 0 && !stopped)) {
     return fs.GetFileInfo(path);
   }
@@ -85,7 +86,8 @@ arrow::Result<arrow::fs::FileInfo> FileInfoWithin(arrow::fs::FileSystem& fs,
   // filesystems (GCS: a silent network meant minutes of client retries).
   return CallBefore<arrow::fs::FileInfo>(
       [keep = fs.shared_from_this(), path] { return keep->GetFileInfo(path); },
-      DeadlineAfter(timeout_seconds), timeout_seconds, stopped);
+      DeadlineAfter(timeout_seconds), setting_seconds > 0 ? setting_seconds : timeout_seconds,
+      stopped);
 }
 
 }  // namespace shardfeed

@@ -28,15 +28,18 @@ arrow::Status CheckUnchanged(arrow::fs::FileSystem& fs, const FileEntry& file,
 
 // The remote half of CheckUnchanged: `path` still has `size` bytes and the
 // modification time `version` (ns as text; empty: not compared).
+// `setting_seconds` (> 0): the remote_timeout an error names, where
+// `timeout_seconds` is what is left of it.
 arrow::Status CheckRemoteUnchanged(arrow::fs::FileSystem& fs, const std::string& path, int64_t size,
                                    const std::string& version, double timeout_seconds = 0,
-                                   const StopCheck& stopped = nullptr);
+                                   const StopCheck& stopped = nullptr, double setting_seconds = 0);
 
 // fs.GetFileInfo(path), but a remote filesystem that does not answer within
 // `timeout_seconds` (> 0) gives a StorageError instead of a stall, and a wait
 // ends (Cancelled) soon after `stopped()` turns true.
 arrow::Result<arrow::fs::FileInfo> FileInfoWithin(arrow::fs::FileSystem& fs,
                                                   const std::string& path, double timeout_seconds,
-                                                  const StopCheck& stopped = nullptr);
+                                                  const StopCheck& stopped = nullptr,
+                                                  double setting_seconds = 0);
 
 }  // namespace shardfeed
