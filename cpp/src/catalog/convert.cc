@@ -23,6 +23,7 @@
 #include "shardfeed/status.h"
 #include "util/memory.h"
 #include "util/string_array.h"
+#include "util/struct_fields.h"
 
 namespace shardfeed {
 
@@ -323,14 +324,7 @@ arrow::Result<std::shared_ptr<arrow::Array>> ConformArray(
       array->type_id() == arrow::Type::LARGE_LIST_VIEW) {  // as a list (StorageType)
     // The list of the same elements; what they become (fixed-size lists
     // collapsed, extensions their storage) is for the steps below.
-    const auto& element = static_cast<const arrow::BaseListType&>(*array->type()).value_field();
-    auto as_list_type = array->type_id() == arrow::Type::LIST_VIEW ? arrow::list(element)
-                                                                   : arrow::large_list(element);
-    ARROW_RETURN_NOT_OK(InitCompute());
-    arrow::compute::ExecContext context(EnginePool());
-    ARROW_ASSIGN_OR_RAISE(
-        auto as_list,
-        arrow::compute::Cast(*array, as_list_type, arrow::compute::CastOptions::Safe(), &context));
+    ARROW_ASSIGN_OR_RAISE(auto as_list, ViewAsList(array));
     return ConformArray(as_list, read_type);
   }
   if (arrow::is_list_like(array->type_id()) && array->type_id() != arrow::Type::MAP) {

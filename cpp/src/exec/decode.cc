@@ -382,8 +382,7 @@ arrow::Result<std::shared_ptr<arrow::Array>> NullsInLists(const arrow::Array& si
   ARROW_ASSIGN_OR_RAISE(
       auto values,
       arrow::MakeArrayOfNull(element->type(), data->child_data[0]->length, EnginePool()));
-  data->child_data[0] = values->data();
-  data->null_count = sibling.null_count();
+  data->child_data[0] = values->data();  // the offsets and list nulls stay the sibling's
   return ConformArray(arrow::MakeArray(data), read_type);
 }
 

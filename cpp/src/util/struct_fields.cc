@@ -13,6 +13,7 @@
 #include <parquet/metadata.h>
 
 #include "shardfeed/status.h"
+#include "util/memory.h"
 #include "util/read_properties.h"
 
 namespace shardfeed {
@@ -139,16 +140,7 @@ arrow::Result<std::shared_ptr<arrow::Array>> Extract(std::shared_ptr<arrow::Arra
       ARROW_ASSIGN_OR_RAISE(chunk, Child(chunk, f.path[k]));
       continue;
     }
-    if (chunk->type_id() == arrow::Type::LIST_VIEW ||
-        chunk->type_id() == arrow::Type::LARGE_LIST_VIEW) {
-      // Views may overlap and come in any order: the list of the same elements.
-      const auto& element = static_cast<const arrow::BaseListType&>(*chunk->type()).value_field();
-      static const arrow::Status compute_ready = arrow::compute::Initialize();  // once
-      ARROW_RETURN_NOT_OK(compute_ready);
-      ARROW_ASSIGN_OR_RAISE(auto as_list,
-                            arrow::compute::Cast(*chunk, ListLike(*chunk->type(), element)));
-      chunk = std::move(as_list);
-    }
+    ARROW_ASSIGN_OR_RAISE(chunk, ViewAsList(std::move(chunk)));
     const auto id = chunk->type_id();
     if (!IsListOfOne(id)) {
       return Error(ErrorKind::kInvalidData,
@@ -208,6 +200,17 @@ arrow::Result<parquet::arrow::SchemaManifest> MakeManifest(const parquet::FileMe
   ARROW_RETURN_NOT_OK(parquet::arrow::SchemaManifest::Make(
       metadata.schema(), metadata.key_value_metadata(), ArrowReadDefaults(), &manifest));
   return manifest;
+}
+
+arrow::Result<std::shared_ptr<arrow::Array>> ViewAsList(std::shared_ptr<arrow::Array> array) {
+  const auto id = array->type_id();
+  if (id != arrow::Type::LIST_VIEW && id != arrow::Type::LARGE_LIST_VIEW) return array;
+  static const arrow::Status compute_ready = arrow::compute::Initialize();  // once per process
+  ARROW_RETURN_NOT_OK(compute_ready);
+  const auto& element = static_cast<const arrow::BaseListType&>(*array->type()).value_field();
+  arrow::compute::ExecContext context(EnginePool());
+  return arrow::compute::Cast(*array, ListLike(*array->type(), element),
+                              arrow::compute::CastOptions::Safe(), &context);
 }
 
 void CollectLeaves(const parquet::arrow::SchemaField& field, std::vector<int>* out) {

@@ -52,6 +52,10 @@ bool HasStructs(const parquet::arrow::SchemaManifest& manifest);
 // The manifest of a footer's schema, as every reader of the dataset maps it.
 arrow::Result<parquet::arrow::SchemaManifest> MakeManifest(const parquet::FileMetaData& metadata);
 
+// A list_view (large_list_view) array as the list (large list) of the same
+// elements: views may overlap and come in any order.  Other arrays as they are.
+arrow::Result<std::shared_ptr<arrow::Array>> ViewAsList(std::shared_ptr<arrow::Array> array);
+
 // The leaf columns (Parquet column indices) below a field, in order.
 void CollectLeaves(const parquet::arrow::SchemaField& field, std::vector<int>* out);
 
